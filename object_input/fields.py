@@ -1,0 +1,73 @@
+"""Names of every field in an object_input feature dict, and the per-box field registry.
+
+Every module refers to fields through these constants. Ops that drop, reorder or duplicate boxes
+gather *all* registered per-box fields (see :func:`per_box_fields`), so a field registered here,
+including a user's own, stays aligned with its box through every op.
+"""
+
+from __future__ import annotations
+
+IMAGE = "image"
+IMAGE_SHAPE = "image_shape"  # int32 [2]: true (height, width) of the content, before padding
+SOURCE_ID = "source_id"
+FILENAME = "filename"
+KEY = "key"
+BOXES = "boxes"  # float32 [N, 4] normalized [ymin, xmin, ymax, xmax]
+CLASSES = "classes"  # int32 [N], 1-based
+WEIGHTS = "weights"  # float32 [N]
+NUM_BOXES = "num_boxes"  # int32 scalar, added by batching so that padding is reversible
+AREA = "area"  # float32 [N]
+IS_CROWD = "is_crowd"  # bool [N]
+DIFFICULT = "difficult"  # bool [N]
+GROUP_OF = "group_of"  # bool [N]
+MASKS = "masks"  # uint8 [N, H, W], 1 = foreground
+KEYPOINTS = "keypoints"  # float32 [N, K, 2] normalized (y, x); NaN = unlabeled
+KEYPOINT_VISIBILITIES = "keypoint_visibilities"  # bool [N, K]
+TRACK_IDS = "track_ids"  # int32 [N]
+MULTICLASS_SCORES = "multiclass_scores"  # float32 [N, num_classes]
+IMAGE_CLASSES = "image_classes"  # int32 [M]: image-level labels, not per box
+NUM_DROPPED_BOXES = "num_dropped_boxes"  # int32 scalar: boxes cut by max_boxes truncation
+RECORD_ID = "record_id"  # string scalar "file:index", names the record in errors
+
+_BUILTIN_PER_BOX = (
+    BOXES,
+    CLASSES,
+    WEIGHTS,
+    AREA,
+    IS_CROWD,
+    DIFFICULT,
+    GROUP_OF,
+    MASKS,
+    KEYPOINTS,
+    KEYPOINT_VISIBILITIES,
+    TRACK_IDS,
+    MULTICLASS_SCORES,
+)
+
+_per_box: list[str] = list(_BUILTIN_PER_BOX)
+
+
+def register_per_box_field(name: str) -> None:
+    """Declare ``name`` as per-box: its leading dimension is the number of boxes."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"a per-box field name must be a non-empty string, got {name!r}")
+    if name not in _per_box:
+        _per_box.append(name)
+
+
+def unregister_per_box_field(name: str) -> None:
+    """Remove a user-registered per-box field. Built-in fields cannot be removed."""
+    if name in _BUILTIN_PER_BOX:
+        raise ValueError(f"{name!r} is a built-in per-box field and cannot be unregistered")
+    if name in _per_box:
+        _per_box.remove(name)
+
+
+def per_box_fields() -> tuple[str, ...]:
+    """All registered per-box field names, built-in first."""
+    return tuple(_per_box)
+
+
+def is_per_box(name: str) -> bool:
+    """Whether ``name`` is a registered per-box field."""
+    return name in _per_box

@@ -1,0 +1,64 @@
+"""Turn a list of configured steps into one augmentation function with per-step seeds."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from object_input.ops import core
+from object_input.ops.registry import ConfigError, StepSpec, get_step
+
+StepLike = str | tuple[str, Mapping[str, Any] | None] | Mapping[str, Mapping[str, Any] | None]
+
+
+def normalize_step(step: StepLike, position: int = 0) -> tuple[str, dict[str, Any]]:
+    """One step as ``(name, params)``, from ``"name"``, ``(name, params)`` or ``{name: params}``."""
+    if isinstance(step, str):
+        return step, {}
+    if isinstance(step, Mapping):
+        if len(step) != 1:
+            names = ", ".join(repr(k) for k in step) or "none"
+            raise ConfigError(
+                f"augmentation step #{position}: one block must hold exactly one step, "
+                f"found {len(step)} ({names})"
+            )
+        ((name, params),) = step.items()
+    elif isinstance(step, Sequence) and len(step) == 2 and isinstance(step[0], str):
+        name, params = step
+    else:
+        raise ConfigError(
+            f"augmentation step #{position}: expected 'name', (name, params) or {{name: params}}, "
+            f"got {step!r}"
+        )
+    if params is not None and not isinstance(params, Mapping):
+        raise ConfigError(f"step {name!r}: parameters must be a mapping, got {params!r}")
+    return name, dict(params or {})
+
+
+class Augmentation:
+    """A validated sequence of steps, callable on one example's feature dict.
+
+    Step ``i`` gets the seed ``fold_in(seed, i)``, so inserting a step leaves the draws of the
+    steps before it unchanged.
+    """
+
+    def __init__(self, steps: Iterable[StepLike] = ()):
+        self.steps: list[tuple[StepSpec, dict[str, Any]]] = []
+        for position, step in enumerate(steps):
+            name, params = normalize_step(step, position)
+            spec = get_step(name)
+            self.steps.append((spec, spec.resolve(params)))
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    def __call__(self, features: core.Features, seed: Any = None) -> core.Features:
+        """Apply every step in order; ``seed`` None gives non-reproducible draws."""
+        for index, (spec, params) in enumerate(self.steps):
+            step_seed = None if seed is None else core.fold_seed(seed, index)
+            features = spec.fn(features, seed=step_seed, **params)
+        return features
+
+    def as_config(self) -> list[dict[str, dict[str, Any]]]:
+        """The resolved steps as ``[{name: params}, ...]`` (every default filled in)."""
+        return [{spec.name: dict(params)} for spec, params in self.steps]

@@ -1,0 +1,237 @@
+"""The step registry: config names → op functions, with parameter validation at build time.
+
+A step is registered with :func:`register_step`. Its parameters, defaults and types come from the
+op's keyword-only signature; extra checks (ranges, choices) are declared in the decorator. Configs
+are validated when a pipeline is built, so a typo never surfaces mid-training.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import inspect
+import numbers
+import types
+import typing
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from object_input import fields
+
+Check = Callable[[Any], str | None]
+
+
+class ConfigError(ValueError):
+    """A step or parameter in an augmentation config is invalid."""
+
+
+@dataclasses.dataclass(frozen=True)
+class StepSpec:
+    """What the registry knows about one step.
+
+    ``kind`` tells the pipeline how the step may be scheduled: ``"color"`` steps touch pixel values
+    only (never shapes, boxes or other fields) and may be fused or run on a whole batch;
+    ``"geometry"`` steps may change shapes and move boxes; ``"label"`` steps touch annotations only;
+    ``"image"`` steps change the image without moving boxes.
+    """
+
+    name: str
+    fn: Callable[..., dict]
+    defaults: Mapping[str, Any]
+    hints: Mapping[str, Any]
+    checks: Mapping[str, Check]
+    reads: tuple[str, ...]
+    writes: tuple[str, ...]
+    kind: str
+    doc: str
+
+    def resolve(self, params: Mapping[str, Any] | None) -> dict[str, Any]:
+        """Validate ``params`` and return them merged over the defaults."""
+        params = dict(params or {})
+        unknown = sorted(set(params) - set(self.defaults))
+        if unknown:
+            known = ", ".join(sorted(self.defaults)) or "none"
+            raise ConfigError(
+                f"step {self.name!r}: unknown parameter {unknown[0]!r} (known: {known})"
+            )
+        resolved = dict(self.defaults)
+        for name, value in params.items():
+            value = _coerce(self.name, name, value, self.hints.get(name, Any))
+            check = self.checks.get(name)
+            problem = check(value) if check is not None and value is not None else None
+            if problem:
+                raise ConfigError(
+                    f"step {self.name!r}: parameter {name!r} {problem}, got {value!r}"
+                )
+            resolved[name] = value
+        missing = [n for n, v in resolved.items() if v is _REQUIRED]
+        if missing:
+            raise ConfigError(f"step {self.name!r}: parameter {missing[0]!r} is required")
+        return resolved
+
+
+_REQUIRED = inspect.Parameter.empty
+_STEPS: dict[str, StepSpec] = {}
+
+KINDS = ("color", "geometry", "label", "image")
+
+
+def register_step(
+    name: str | None = None,
+    *,
+    reads: Sequence[str] = (fields.IMAGE,),
+    writes: Sequence[str] = (fields.IMAGE,),
+    kind: str = "image",
+    checks: Mapping[str, Check] | None = None,
+) -> Callable[[Callable[..., dict]], Callable[..., dict]]:
+    """Decorator registering an op as a config step.
+
+    The op must take ``(features, *, seed=None, **params)`` with every parameter keyword-only and
+    annotated; defaults become the config defaults (a parameter without default is required).
+    ``reads`` and ``writes`` declare the fields it uses; ``checks`` maps a parameter to a function
+    returning an error phrase (e.g. ``"must be in [0, 1]"``) or None.
+    """
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+
+    def decorate(fn: Callable[..., dict]) -> Callable[..., dict]:
+        step_name = name or fn.__name__
+        signature = inspect.signature(fn)
+        positional = [
+            p for p in signature.parameters.values() if p.kind != inspect.Parameter.KEYWORD_ONLY
+        ]
+        if len(positional) != 1 or "seed" not in signature.parameters:
+            raise TypeError(
+                f"op {step_name!r} must be fn(features, *, seed=None, **params) with "
+                "keyword-only params"
+            )
+        params = {
+            p.name: p.default
+            for p in signature.parameters.values()
+            if p.kind == inspect.Parameter.KEYWORD_ONLY and p.name != "seed"
+        }
+        hints = typing.get_type_hints(fn)
+        bad = sorted(set(checks or {}) - set(params))
+        if bad:
+            raise TypeError(f"op {step_name!r}: checks name unknown parameters {bad}")
+        _STEPS[step_name] = StepSpec(
+            name=step_name,
+            fn=fn,
+            defaults=params,
+            hints={k: v for k, v in hints.items() if k in params},
+            checks=dict(checks or {}),
+            reads=tuple(reads),
+            writes=tuple(writes),
+            kind=kind,
+            doc=inspect.getdoc(fn) or "",
+        )
+        return fn
+
+    return decorate
+
+
+def get_step(name: str) -> StepSpec:
+    """The registered step ``name``; an unknown name lists the closest known ones."""
+    try:
+        return _STEPS[name]
+    except KeyError:
+        close = difflib.get_close_matches(name, list(_STEPS), n=3, cutoff=0.5)
+        hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+        raise ConfigError(f"unknown augmentation step {name!r}{hint}") from None
+
+
+def registered_steps() -> tuple[str, ...]:
+    """Names of all registered steps, sorted."""
+    return tuple(sorted(_STEPS))
+
+
+# Range checks shared by many steps.
+def in_range(lo: float, hi: float) -> Check:
+    """Check that a number lies in the closed interval [lo, hi]."""
+    return lambda v: None if lo <= v <= hi else f"must be in [{lo}, {hi}]"
+
+
+def positive(v: Any) -> str | None:
+    """Check that a number is > 0."""
+    return None if v > 0 else "must be > 0"
+
+
+def non_negative(v: Any) -> str | None:
+    """Check that a number is >= 0."""
+    return None if v >= 0 else "must be >= 0"
+
+
+def ordered_pair(v: Any) -> str | None:
+    """Check that a pair is (low, high) with low <= high."""
+    return None if v[0] <= v[1] else "must be (low, high) with low <= high"
+
+
+def _coerce(step: str, param: str, value: Any, hint: Any) -> Any:
+    """Check ``value`` against the annotation ``hint``; ints are accepted where floats are."""
+    ok, converted = _match(value, hint)
+    if not ok:
+        raise ConfigError(
+            f"step {step!r}: parameter {param!r} must be {_describe(hint)}, got {value!r}"
+        )
+    return converted
+
+
+def _match(value: Any, hint: Any) -> tuple[bool, Any]:
+    if hint is Any:
+        return True, value
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        for arg in args:
+            ok, converted = _match(value, arg)
+            if ok:
+                return True, converted
+        return False, value
+    if hint is type(None):
+        return value is None, value
+    if hint is bool:
+        return isinstance(value, bool), value
+    if hint is int:
+        return isinstance(value, numbers.Integral) and not isinstance(value, bool), value
+    if hint is float:
+        is_num = isinstance(value, numbers.Real) and not isinstance(value, bool)
+        return is_num, float(value) if is_num else value
+    if hint is str:
+        return isinstance(value, str), value
+    if origin in (tuple, list, Sequence) or hint in (tuple, list):
+        if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Sequence):
+            return False, value
+        if origin is tuple and args and args[-1] is not Ellipsis:
+            if len(args) != len(value):
+                return False, value
+            pairs = list(zip(value, args, strict=False))
+        else:
+            item = args[0] if args else Any
+            pairs = [(v, item) for v in value]
+        converted = []
+        for v, arg in pairs:
+            ok, c = _match(v, arg)
+            if not ok:
+                return False, value
+            converted.append(c)
+        return True, tuple(converted)
+    if origin in (dict, Mapping) or hint in (dict, Mapping):
+        return isinstance(value, Mapping), dict(value) if isinstance(value, Mapping) else value
+    return isinstance(value, hint) if isinstance(hint, type) else True, value
+
+
+def _describe(hint: Any) -> str:
+    if hint is type(None):
+        return "None"
+    if isinstance(hint, type) and not typing.get_args(hint):
+        return {float: "a number", int: "an integer", bool: "true or false", str: "a string"}.get(
+            hint, hint.__name__
+        )
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return " or ".join(_describe(a) for a in typing.get_args(hint))
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) is tuple and args and args[-1] is not Ellipsis:
+        return f"a list of {len(args)} ({', '.join(_describe(a) for a in args)})"
+    if args:
+        return f"a list of {_describe(args[0])}"
+    return str(hint)
