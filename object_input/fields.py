@@ -71,3 +71,8 @@ def per_box_fields() -> tuple[str, ...]:
 def is_per_box(name: str) -> bool:
     """Whether ``name`` is a registered per-box field."""
     return name in _per_box
+
+
+def shape_key(name: str) -> str:
+    """Name of the side field that records ``name``'s true shape before batch padding."""
+    return f"{name}_shape"

@@ -23,7 +23,8 @@ def _permute_keypoints(
     features: core.Features, permutation: Sequence[int] | None, step: str
 ) -> core.Features:
     if fields.KEYPOINTS not in features:
-        return features
+        # A copy: callers assign into the result, and the input dict must stay untouched.
+        return dict(features)
     if permutation is None:
         raise ValueError(
             f"{step}: the example has keypoints, so a keypoint permutation is required "
@@ -155,5 +156,6 @@ def random_rotation90(
     probability: float = 0.5,
 ) -> core.Features:
     """Rotate 90° counter-clockwise with ``probability``; height and width swap."""
-    out = _maybe(rotate90, features, seed, probability, keypoint_rot_permutation)
-    return core.set_image(out, out[fields.IMAGE])
+    # Both tf.cond branches must return the same keys, and rotate90 always sets IMAGE_SHAPE.
+    features = core.set_image(features, features[fields.IMAGE])
+    return _maybe(rotate90, features, seed, probability, keypoint_rot_permutation)

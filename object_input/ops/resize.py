@@ -6,7 +6,7 @@ import tensorflow as tf
 
 from object_input import fields
 from object_input.ops import core
-from object_input.ops.registry import positive, register_step
+from object_input.ops.registry import ConfigError, in_range, positive, register_step
 
 METHODS = {
     "BILINEAR": tf.image.ResizeMethod.BILINEAR,
@@ -58,3 +58,205 @@ def resize_image(
     """Resize to exactly ``new_height`` × ``new_width``; masks with nearest neighbour."""
     del seed
     return resize_features(features, new_height, new_width, method)
+
+
+def _check_order(step: str, low_name: str, low, high_name: str, high) -> None:
+    # The registry checks parameters one at a time; an order between two is checked here, when
+    # the step is traced while the pipeline is built.
+    if low > high:
+        raise ConfigError(
+            f"step {step!r}: parameter {high_name!r} must be >= {low_name} ({low}), got {high}"
+        )
+
+
+def _scaled(side: tf.Tensor, scale: tf.Tensor) -> tf.Tensor:
+    """``round(side * scale)`` as int32, at least 1 pixel."""
+    return tf.maximum(tf.cast(tf.round(tf.cast(side, tf.float32) * scale), tf.int32), 1)
+
+
+def range_size(
+    height: tf.Tensor, width: tf.Tensor, min_dimension: int, max_dimension: int
+) -> tuple[tf.Tensor, tf.Tensor]:
+    """Size whose short side is ``min_dimension``, unless the long side would then exceed
+    ``max_dimension``: then the long side is ``max_dimension``. Aspect ratio is kept."""
+    short = tf.cast(tf.minimum(height, width), tf.float32)
+    long = tf.cast(tf.maximum(height, width), tf.float32)
+    small_scale = min_dimension / short
+    too_long = tf.maximum(_scaled(height, small_scale), _scaled(width, small_scale)) > max_dimension
+    scale = tf.where(too_long, max_dimension / long, small_scale)
+    return _scaled(height, scale), _scaled(width, scale)
+
+
+def pad_to_size(features: core.Features, height: int, width: int) -> core.Features:
+    """Zero-pad image and masks at the bottom and right to ``height`` × ``width``.
+
+    Boxes and keypoints are re-framed so that they stay normalized to the padded image.
+    """
+    old_height, old_width = core.image_size(features[fields.IMAGE])
+    pad_height, pad_width = height - old_height, width - old_width
+    image = tf.pad(features[fields.IMAGE], [[0, pad_height], [0, pad_width], [0, 0]])
+    # The padded size is known when tracing: keep it static for fixed-size batching.
+    out = core.set_image(features, tf.ensure_shape(image, [height, width, None]))
+    if fields.MASKS in out:
+        masks = tf.pad(out[fields.MASKS], [[0, 0], [0, pad_height], [0, pad_width]])
+        out[fields.MASKS] = tf.ensure_shape(masks, [None, height, width])
+    y_scale = tf.cast(old_height, tf.float32) / height
+    x_scale = tf.cast(old_width, tf.float32) / width
+    if fields.BOXES in out:
+        out[fields.BOXES] = out[fields.BOXES] * tf.stack([y_scale, x_scale, y_scale, x_scale])
+    if fields.KEYPOINTS in out:
+        out[fields.KEYPOINTS] = out[fields.KEYPOINTS] * tf.stack([y_scale, x_scale])
+    return out
+
+
+_RESIZE_FIELDS = (fields.IMAGE, fields.MASKS)
+_RESIZE_WRITES = (fields.IMAGE, fields.MASKS, fields.IMAGE_SHAPE)
+
+
+@register_step(
+    reads=(*_RESIZE_FIELDS, fields.BOXES, fields.KEYPOINTS),
+    writes=(*_RESIZE_WRITES, fields.BOXES, fields.KEYPOINTS),
+    kind="geometry",
+    checks={"min_dimension": positive, "max_dimension": positive, "method": _method_check},
+)
+def resize_to_range(
+    features: core.Features,
+    *,
+    seed=None,
+    min_dimension: int,
+    max_dimension: int,
+    pad_to_max_dimension: bool = False,
+    method: str = "BILINEAR",
+) -> core.Features:
+    """Resize keeping the aspect ratio: short side ``min_dimension`` unless the long side would
+    exceed ``max_dimension``. Optionally zero-pad bottom/right to a ``max_dimension`` square."""
+    del seed
+    _check_order("resize_to_range", "min_dimension", min_dimension, "max_dimension", max_dimension)
+    height, width = core.image_size(features[fields.IMAGE])
+    new_height, new_width = range_size(height, width, min_dimension, max_dimension)
+    out = resize_features(features, new_height, new_width, method)
+    if pad_to_max_dimension:
+        out = pad_to_size(out, max_dimension, max_dimension)
+    return out
+
+
+@register_step(
+    reads=_RESIZE_FIELDS,
+    writes=_RESIZE_WRITES,
+    kind="geometry",
+    checks={"min_dimension": positive, "method": _method_check},
+)
+def resize_to_min_dimension(
+    features: core.Features,
+    *,
+    seed=None,
+    min_dimension: int = 600,
+    method: str = "BILINEAR",
+) -> core.Features:
+    """Upscale keeping the aspect ratio so the short side is at least ``min_dimension``.
+
+    Images already large enough keep their pixels (the image still comes out float32 unless the
+    method is nearest neighbour, so that every example has the same dtype)."""
+    del seed
+    height, width = core.image_size(features[fields.IMAGE])
+    scale = tf.maximum(min_dimension / tf.cast(tf.minimum(height, width), tf.float32), 1.0)
+    return resize_features(features, _scaled(height, scale), _scaled(width, scale), method)
+
+
+@register_step(
+    reads=_RESIZE_FIELDS,
+    writes=_RESIZE_WRITES,
+    kind="geometry",
+    checks={"target_height": positive, "target_width": positive},
+)
+def random_resize_method(
+    features: core.Features,
+    *,
+    seed=None,
+    target_height: int,
+    target_width: int,
+) -> core.Features:
+    """Resize to ``target_height`` × ``target_width`` with a method drawn uniformly from
+    bilinear, nearest neighbour, bicubic and area. The image comes out float32; masks nearest."""
+
+    def branch(method: str):
+        def resize() -> core.Features:
+            out = resize_features(features, target_height, target_width, method)
+            out[fields.IMAGE] = core.to_float(out[fields.IMAGE])
+            return out
+
+        return resize
+
+    index = core.uniform_int(seed, 0, len(METHODS))
+    return tf.switch_case(index, [branch(method) for method in METHODS])
+
+
+@register_step(
+    reads=_RESIZE_FIELDS,
+    writes=_RESIZE_WRITES,
+    kind="geometry",
+    checks={"min_scale_ratio": positive, "max_scale_ratio": positive},
+)
+def random_image_scale(
+    features: core.Features,
+    *,
+    seed=None,
+    min_scale_ratio: float = 0.5,
+    max_scale_ratio: float = 2.0,
+) -> core.Features:
+    """Resize (bilinear) both sides by one ratio drawn from U(min, max); masks nearest.
+
+    Normalized boxes and keypoints do not change."""
+    _check_order(
+        "random_image_scale", "min_scale_ratio", min_scale_ratio, "max_scale_ratio", max_scale_ratio
+    )
+    ratio = core.uniform(seed, min_scale_ratio, max_scale_ratio)
+    height, width = core.image_size(features[fields.IMAGE])
+    return resize_features(features, _scaled(height, ratio), _scaled(width, ratio))
+
+
+@register_step(
+    reads=_RESIZE_FIELDS,
+    writes=_RESIZE_WRITES,
+    kind="geometry",
+    checks={
+        "min_target_pixels": positive,
+        "max_target_pixels": positive,
+        "random_coef": in_range(0.0, 1.0),
+    },
+)
+def random_downscale_to_target_pixels(
+    features: core.Features,
+    *,
+    seed=None,
+    min_target_pixels: int = 300000,
+    max_target_pixels: int = 800000,
+    random_coef: float = 0.0,
+) -> core.Features:
+    """Downscale (bilinear, aspect kept) to a pixel count drawn from [min, max] when the image
+    has more pixels than that; with probability ``random_coef`` leave it as it is.
+
+    The image always comes out float32, resized or not, so every example has one dtype."""
+    _check_order(
+        "random_downscale_to_target_pixels",
+        "min_target_pixels",
+        min_target_pixels,
+        "max_target_pixels",
+        max_target_pixels,
+    )
+    keep_seed, target_seed = core.split_seed(seed, 2)
+    target = tf.cast(
+        core.uniform_int(target_seed, min_target_pixels, max_target_pixels + 1), tf.float32
+    )
+    height, width = core.image_size(features[fields.IMAGE])
+    pixels = tf.cast(height, tf.float32) * tf.cast(width, tf.float32)
+    scale = tf.sqrt(target / pixels)
+
+    def downscale() -> core.Features:
+        return resize_features(features, _scaled(height, scale), _scaled(width, scale))
+
+    def keep() -> core.Features:
+        return core.set_image(features, core.to_float(features[fields.IMAGE]))
+
+    resize = (pixels > target) & ~core.bernoulli(keep_seed, random_coef)
+    return tf.cond(resize, downscale, keep)

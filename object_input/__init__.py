@@ -1,0 +1,19 @@
+"""object_input: fast, correct tf.data input pipelines for object detection and image models."""
+
+from object_input import fields, ops, writers
+from object_input.batching import unpad_batch
+from object_input.decoders import ExampleDecoder, decode_example
+from object_input.pipeline import DatasetOptions, make_dataset
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DatasetOptions",
+    "ExampleDecoder",
+    "decode_example",
+    "fields",
+    "make_dataset",
+    "ops",
+    "unpad_batch",
+    "writers",
+]

@@ -1,0 +1,160 @@
+"""Batching: box-count limits, dynamic or static padding, and the exact inverse ``unpad_batch``.
+
+Padding is made reversible by side fields: ``NUM_BOXES`` for every per-box field, ``IMAGE_SHAPE``
+for the image (and the spatial dims of masks), and ``<name>_shape`` for any other field whose shape
+varies between examples.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from object_input import fields
+
+BATCHING_MODES = ("dynamic", "static")
+OVERFLOW_POLICIES = ("error", "truncate")
+
+
+def limit_boxes(features: dict, max_boxes: int | None, on_overflow: str = "error") -> dict:
+    """Enforce ``max_boxes``: raise naming the record, or keep the first ``max_boxes`` and count.
+
+    Adds ``NUM_BOXES`` and ``NUM_DROPPED_BOXES`` (boxes cut here added to any counted upstream).
+    """
+    if on_overflow not in OVERFLOW_POLICIES:
+        raise ValueError(f"on_overflow must be one of {OVERFLOW_POLICIES}, got {on_overflow!r}")
+    out = dict(features)
+    num = tf.shape(out[fields.BOXES])[0]
+    dropped = out.get(fields.NUM_DROPPED_BOXES, tf.constant(0, tf.int32))
+    if max_boxes is not None:
+        if on_overflow == "error":
+            check = tf.debugging.Assert(
+                num <= max_boxes,
+                [
+                    "record",
+                    out.get(fields.RECORD_ID, "<unnamed>"),
+                    "has",
+                    num,
+                    f"boxes, more than max_boxes={max_boxes}; raise max_boxes or pass "
+                    "box_overflow='truncate' to keep the first max_boxes and count the rest",
+                ],
+            )
+            with tf.control_dependencies([check]):
+                num = tf.identity(num)
+        else:
+            dropped += tf.maximum(num - max_boxes, 0)
+            num = tf.minimum(num, max_boxes)
+            for name in fields.per_box_fields():
+                if name in out:
+                    out[name] = out[name][:max_boxes]
+    out[fields.NUM_BOXES] = num
+    out[fields.NUM_DROPPED_BOXES] = dropped
+    return out
+
+
+def add_shape_fields(features: dict) -> dict:
+    """Record the true shape of every field whose shape varies and that no other field covers."""
+    out = dict(features)
+    for name, value in features.items():
+        if name in (fields.IMAGE, fields.MASKS) or not isinstance(value, tf.Tensor):
+            continue
+        dims = value.shape.as_list() if value.shape.rank is not None else None
+        if dims is None:
+            raise ValueError(f"field {name!r} has unknown rank; it cannot be batched")
+        unknown = [i for i, d in enumerate(dims) if d is None]
+        if fields.is_per_box(name):
+            unknown = [i for i in unknown if i > 0]
+        if unknown:
+            out[fields.shape_key(name)] = tf.shape(value, out_type=tf.int32)
+    return out
+
+
+def check_fits(features: dict, height: int, width: int) -> dict:
+    """Assert the image fits in ``height`` × ``width`` (static padding), naming the record."""
+    shape = tf.shape(features[fields.IMAGE])
+    check = tf.debugging.Assert(
+        (shape[0] <= height) & (shape[1] <= width),
+        [
+            "record",
+            features.get(fields.RECORD_ID, "<unnamed>"),
+            "has an image of size",
+            shape[:2],
+            f"larger than pad_image_size=({height}, {width})",
+        ],
+    )
+    with tf.control_dependencies([check]):
+        out = dict(features)
+        out[fields.IMAGE] = tf.identity(out[fields.IMAGE])
+        return out
+
+
+def padded_shapes(
+    element_spec: Mapping[str, tf.TensorSpec],
+    mode: str,
+    max_boxes: int | None = None,
+    image_size: Sequence[int] | None = None,
+) -> dict[str, list]:
+    """``padded_batch`` shapes: batch maxima (dynamic) or fixed ``max_boxes``/``image_size``."""
+    if mode not in BATCHING_MODES:
+        raise ValueError(f"batching must be one of {BATCHING_MODES}, got {mode!r}")
+    shapes = {}
+    for name, spec in element_spec.items():
+        dims: list[Any] = spec.shape.as_list()
+        if mode == "static":
+            if fields.is_per_box(name):
+                dims[0] = max_boxes
+            if name == fields.IMAGE:
+                dims[:2] = list(image_size)
+            if name == fields.MASKS:
+                dims[1:3] = list(image_size)
+        shapes[name] = [-1 if d is None else d for d in dims]
+    return shapes
+
+
+def batch_features(
+    dataset: tf.data.Dataset,
+    batch_size: int,
+    *,
+    mode: str = "dynamic",
+    max_boxes: int | None = None,
+    image_size: Sequence[int] | None = None,
+    drop_remainder: bool = False,
+) -> tf.data.Dataset:
+    """Pad and batch a dataset of feature dicts prepared by :func:`limit_boxes`."""
+    if mode == "static" and (max_boxes is None or image_size is None):
+        raise ValueError("static batching needs both max_boxes and a fixed image size")
+    dataset = dataset.map(add_shape_fields)
+    shapes = padded_shapes(dataset.element_spec, mode, max_boxes, image_size)
+    return dataset.padded_batch(batch_size, shapes, drop_remainder=drop_remainder)
+
+
+def unpad_batch(batch: Mapping[str, Any]) -> list[dict[str, np.ndarray]]:
+    """Split a padded batch back into per-example dicts, exactly as they were before padding."""
+    arrays = {k: v.numpy() if hasattr(v, "numpy") else np.asarray(v) for k, v in batch.items()}
+    if fields.NUM_BOXES not in arrays or fields.IMAGE_SHAPE not in arrays:
+        raise ValueError("batch lacks num_boxes/image_shape: it was not made by object_input")
+    shape_fields = {fields.shape_key(k) for k in arrays} & set(arrays) - {fields.IMAGE_SHAPE}
+    examples = []
+    for i in range(len(arrays[fields.NUM_BOXES])):
+        n = int(arrays[fields.NUM_BOXES][i])
+        h, w = (int(d) for d in arrays[fields.IMAGE_SHAPE][i][:2])
+        example = {}
+        for name, value in arrays.items():
+            if name in shape_fields:
+                continue
+            item = value[i]
+            if name == fields.IMAGE:
+                item = item[:h, :w]
+            elif name == fields.MASKS:
+                item = item[:n, :h, :w]
+            elif fields.shape_key(name) in arrays:
+                true_shape = arrays[fields.shape_key(name)][i]
+                item = item[tuple(slice(0, int(d)) for d in true_shape)]
+            elif fields.is_per_box(name):
+                item = item[:n]
+            example[name] = item
+        examples.append(example)
+    return examples

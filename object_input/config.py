@@ -1,0 +1,568 @@
+"""Pipeline configuration: one object from a pipeline.config, a YAML file or a list of steps.
+
+:func:`load_pipeline_config` reads
+
+* an Object Detection API ``pipeline.config`` (protobuf text): ``train_config`` (batch size,
+  ``data_augmentation_options``) and ``train_input_reader`` (inputs, label map, reader settings);
+* a YAML file (``.yaml``/``.yml``) whose keys are the :class:`PipelineConfig` fields, with
+  the augmentation under ``augment:`` (a top-level list is taken as the augmentation alone);
+* a mapping with the YAML keys, or a list of augmentation steps.
+
+Everything is validated at load time, and errors name the file, line and block. Relative paths
+in a file are resolved against the file's folder. ``PipelineConfig.to_dataset_kwargs()`` gives
+the keyword arguments of :func:`object_input.make_dataset`.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import copy
+import dataclasses
+import difflib
+import os
+import re
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from object_input import textproto
+from object_input.label_map import load_label_map
+from object_input.ops import Augmentation, ConfigError, StepSpec, get_step, normalize_step
+from object_input.textproto import Message, TextFormatError
+
+__all__ = ["PipelineConfig", "load_pipeline_config", "parse_augmentation"]
+
+Step = dict[str, dict[str, Any]]
+
+MASK_FORMATS = ("png", "numerical")
+
+
+@dataclasses.dataclass(frozen=True)
+class PipelineConfig:
+    """Input pipeline settings. Defaults are the Object Detection API input reader defaults.
+
+    Attributes:
+      input_paths: files or glob patterns of TFRecords (a single string is accepted).
+      label_map_path: text label map turning ``image/object/class/text`` into ids, or None.
+      use_display_name: key the label map by ``display_name`` instead of ``name``.
+      augment: augmentation steps, ``[{name: params}, ...]`` in order; validated on creation.
+      batch_size: examples per batch.
+      max_boxes: boxes kept per example (None: no limit).
+      shuffle: shuffle the records (and, with ``file_shuffle``, the file order).
+      shuffle_buffer_size: records in the shuffle buffer.
+      file_shuffle: shuffle the file order when ``shuffle`` is on.
+      num_readers: files read in parallel.
+      read_block_length: consecutive records taken from one file before moving to the next.
+      num_epochs: passes over the data; None (or 0, as in the Object Detection API) is forever.
+      masks: instance masks to decode: None, ``"png"`` or ``"numerical"``.
+      num_keypoints: keypoints per box to decode (0: none).
+      multiclass_scores: decode per-box multiclass scores.
+      drop_remainder: drop the last, smaller batch.
+      seed: pipeline seed; with one, every batch is reproducible.
+    """
+
+    input_paths: list[str] = dataclasses.field(default_factory=list)
+    label_map_path: str | None = None
+    use_display_name: bool = False
+    augment: list[Step] = dataclasses.field(default_factory=list)
+    batch_size: int = 32
+    max_boxes: int | None = 100
+    shuffle: bool = True
+    shuffle_buffer_size: int = 2048
+    file_shuffle: bool = True
+    num_readers: int = 64
+    read_block_length: int = 32
+    num_epochs: int | None = None
+    masks: str | None = None
+    num_keypoints: int = 0
+    multiclass_scores: bool = False
+    drop_remainder: bool = True
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        paths = self.input_paths
+        if isinstance(paths, (str, os.PathLike)):
+            paths = [paths]
+        if isinstance(paths, Sequence):
+            paths = list(paths)
+        if not isinstance(paths, list) or not all(isinstance(p, (str, os.PathLike)) for p in paths):
+            raise ConfigError(f"input_paths must be a path or a list of paths, got {paths!r}")
+        object.__setattr__(self, "input_paths", [os.fspath(p) for p in paths])
+        if isinstance(self.label_map_path, os.PathLike):
+            object.__setattr__(self, "label_map_path", os.fspath(self.label_map_path))
+        for name in _VALUE_CHECKS:
+            problem = _value_problem(name, getattr(self, name))
+            if problem:
+                raise ConfigError(f"{name} {problem}, got {getattr(self, name)!r}")
+        if self.num_epochs == 0:
+            object.__setattr__(self, "num_epochs", None)
+        object.__setattr__(self, "augment", _check_steps(self.augment, "augment"))
+
+    def augmentation(self) -> Augmentation:
+        """The augmentation steps as a callable :class:`~object_input.ops.Augmentation`."""
+        return Augmentation(self.augment)
+
+    def to_dataset_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments of :func:`object_input.make_dataset` for this config.
+
+        Keys: source, batch_size, augment, max_boxes, label_map, shuffle, shuffle_buffer_size,
+        file_shuffle, num_readers, block_length, num_epochs, masks, num_keypoints,
+        multiclass_scores, drop_remainder, seed. ``source`` is None when the config names no
+        inputs. The label map file, if any, is loaded here (honouring ``use_display_name``), so
+        a bad one fails before any data is read.
+        """
+        label_map = (
+            None
+            if self.label_map_path is None
+            else load_label_map(self.label_map_path, self.use_display_name)
+        )
+        return {
+            "source": list(self.input_paths) or None,
+            "batch_size": self.batch_size,
+            "augment": copy.deepcopy(self.augment),
+            "max_boxes": self.max_boxes,
+            "label_map": label_map,
+            "shuffle": self.shuffle,
+            "shuffle_buffer_size": self.shuffle_buffer_size,
+            "file_shuffle": self.file_shuffle,
+            "num_readers": self.num_readers,
+            "block_length": self.read_block_length,
+            "num_epochs": self.num_epochs,
+            "masks": self.masks,
+            "num_keypoints": self.num_keypoints,
+            "multiclass_scores": self.multiclass_scores,
+            "drop_remainder": self.drop_remainder,
+            "seed": self.seed,
+        }
+
+
+# Field → (type, minimum or None, None allowed).
+_VALUE_CHECKS: dict[str, tuple[type, int | None, bool]] = {
+    "use_display_name": (bool, None, False),
+    "label_map_path": (str, None, True),
+    "batch_size": (int, 1, False),
+    "max_boxes": (int, 1, True),
+    "shuffle": (bool, None, False),
+    "shuffle_buffer_size": (int, 1, False),
+    "file_shuffle": (bool, None, False),
+    "num_readers": (int, 1, False),
+    "read_block_length": (int, 1, False),
+    "num_epochs": (int, 0, True),
+    "masks": (str, None, True),
+    "num_keypoints": (int, 0, False),
+    "multiclass_scores": (bool, None, False),
+    "drop_remainder": (bool, None, False),
+    "seed": (int, None, True),
+}
+
+_TYPE_NAMES = {bool: "true or false", int: "an integer", str: "a string"}
+
+
+def _value_problem(name: str, value: Any) -> str | None:
+    """Why ``value`` is invalid for field ``name`` (an error phrase), or None."""
+    kind, minimum, optional = _VALUE_CHECKS[name]
+    if value is None:
+        return None if optional else f"must be {_TYPE_NAMES[kind]}"
+    if kind is int:
+        valid = isinstance(value, int) and not isinstance(value, bool)
+    else:
+        valid = isinstance(value, kind)
+    if not valid:
+        return f"must be {_TYPE_NAMES[kind]}" + (" or null" if optional else "")
+    if minimum is not None and value < minimum:
+        return f"must be >= {minimum}"
+    if name == "masks" and value not in MASK_FORMATS:
+        return f"must be one of {list(MASK_FORMATS)} or null"
+    return None
+
+
+def _check_steps(steps: Any, what: str) -> list[Step]:
+    """Validate a list of steps; returns them as ``[{name: params}]`` with params as given."""
+    if isinstance(steps, (str, Mapping)) or not isinstance(steps, Sequence):
+        raise ConfigError(f"{what} must be a list of steps, got {steps!r}")
+    checked = []
+    for number, step in enumerate(steps, 1):
+        name, params = normalize_step(step, number)
+        try:
+            get_step(name).resolve(params)
+        except ConfigError as err:
+            raise ConfigError(f"{what} step #{number}: {err}") from None
+        checked.append({name: params})
+    return checked
+
+
+def parse_augmentation(steps: Any) -> Augmentation:
+    """An :class:`~object_input.ops.Augmentation` from a list of steps, a config file or object.
+
+    ``steps`` is a list of steps (``"name"``, ``{name: params}`` or ``(name, params)``), a
+    :class:`PipelineConfig`, or a path accepted by :func:`load_pipeline_config`.
+    """
+    if isinstance(steps, PipelineConfig):
+        return steps.augmentation()
+    if isinstance(steps, (str, os.PathLike)):
+        return load_pipeline_config(steps).augmentation()
+    return Augmentation(_check_steps(steps, "augment"))
+
+
+def load_pipeline_config(source: Any) -> PipelineConfig:
+    """A validated :class:`PipelineConfig` from a file path, a mapping or a list of steps.
+
+    A path ending in ``.yaml``/``.yml`` is read as YAML, any other as an Object Detection API
+    pipeline.config (protobuf text). Every error is a :class:`~object_input.ops.ConfigError`
+    naming the file (with line and column for protobuf text).
+    """
+    if isinstance(source, PipelineConfig):
+        return source
+    if isinstance(source, (str, os.PathLike)):
+        path = os.fspath(source)
+        if path.lower().endswith((".yaml", ".yml")):
+            return _from_yaml(path)
+        try:
+            return _from_pipeline_config(path)
+        except TextFormatError as err:
+            raise ConfigError(str(err)) from None
+        except OSError as err:
+            raise ConfigError(f"cannot read config {path!r}: {err}") from None
+    if isinstance(source, Mapping):
+        return _from_mapping(source, None, "config")
+    if isinstance(source, Sequence) and not isinstance(source, (str, bytes)):
+        return PipelineConfig(augment=_check_steps(source, "augment"))
+    raise TypeError(
+        "load_pipeline_config takes a file path, a mapping or a list of steps, "
+        f"got {type(source).__name__}"
+    )
+
+
+def _resolve_path(path: Any, base: str | None) -> Any:
+    """``path`` relative to the folder ``base`` (absolute paths and URLs stay as they are)."""
+    if not isinstance(path, (str, os.PathLike)):
+        return path
+    path = os.path.expanduser(os.fspath(path))
+    if base is None or os.path.isabs(path) or re.match(r"^[A-Za-z][\w+.-]*://", path):
+        return path
+    return os.path.normpath(os.path.join(base, path))
+
+
+# ---------------------------------------------------------------------------------------------
+# YAML and mappings
+
+
+def _from_yaml(path: str) -> PipelineConfig:
+    try:
+        import yaml
+    except ImportError:
+        raise ConfigError(
+            f"{path}: reading YAML configs needs PyYAML (pip install object-input[yaml])"
+        ) from None
+
+    class Loader(yaml.SafeLoader):
+        """SafeLoader that also reads ``1e-3`` as a float (YAML 1.1 wants ``1.0e-3``)."""
+
+    Loader.add_implicit_resolver(
+        "tag:yaml.org,2002:float",
+        re.compile(r"^[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)[eE][-+]?[0-9]+$"),
+        list("-+0123456789."),
+    )
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = yaml.load(f, Loader=Loader)
+    except OSError as err:
+        raise ConfigError(f"cannot read config {path!r}: {err}") from None
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path}: invalid YAML: {err}") from None
+    if data is None:
+        data = {}
+    base = os.path.dirname(os.path.abspath(path))
+    if isinstance(data, list):
+        data = {"augment": data}
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{path}: expected a mapping of settings or a list of steps")
+    return _from_mapping(data, base, path)
+
+
+def _from_mapping(data: Mapping, base: str | None, where: str) -> PipelineConfig:
+    names = [f.name for f in dataclasses.fields(PipelineConfig)]
+    for key in data:
+        if key not in names:
+            close = difflib.get_close_matches(str(key), names, n=3, cutoff=0.6)
+            hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+            raise ConfigError(f"{where}: unknown setting {key!r}{hint} (known: {', '.join(names)})")
+    kwargs = dict(data)
+    if "input_paths" in kwargs:
+        paths = kwargs["input_paths"]
+        if isinstance(paths, list):
+            kwargs["input_paths"] = [_resolve_path(p, base) for p in paths]
+        else:
+            kwargs["input_paths"] = _resolve_path(paths, base)
+    if kwargs.get("label_map_path") is not None:
+        kwargs["label_map_path"] = _resolve_path(kwargs["label_map_path"], base)
+    if kwargs.get("augment") is None:
+        kwargs.pop("augment", None)
+    try:
+        return PipelineConfig(**kwargs)
+    except ConfigError as err:
+        raise ConfigError(f"{where}: {err}") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# Object Detection API pipeline.config
+
+_TOP_LEVEL = (
+    "model",
+    "train_config",
+    "train_input_reader",
+    "eval_config",
+    "eval_input_reader",
+    "graph_rewriter",
+)
+
+# train_config fields that change the data and that object_input does not implement, with the
+# value that leaves the data unchanged. Other train_config fields concern the trainer.
+_UNSUPPORTED_TRAIN: dict[str, tuple[Any, ...]] = {
+    "merge_multiple_label_boxes": (False,),
+    "use_multiclass_scores": (False,),
+}
+
+# train_input_reader field → (PipelineConfig field, value type).
+_READER_FIELDS: dict[str, tuple[str, type]] = {
+    "shuffle": ("shuffle", bool),
+    "shuffle_buffer_size": ("shuffle_buffer_size", int),
+    "num_epochs": ("num_epochs", int),
+    "num_readers": ("num_readers", int),
+    "read_block_length": ("read_block_length", int),
+    "max_number_of_boxes": ("max_boxes", int),
+    "num_keypoints": ("num_keypoints", int),
+    "use_display_name": ("use_display_name", bool),
+    "load_multiclass_scores": ("multiclass_scores", bool),
+}
+# Queue and parallelism tuning: tf.data autotunes these.
+_READER_IGNORED = (
+    "name",
+    "filenames_shuffle_buffer_size",
+    "num_parallel_batches",
+    "num_prefetch_batches",
+    "queue_capacity",
+    "min_after_dequeue",
+    "prefetch_size",
+    "num_parallel_map_calls",
+    "include_source_id",
+)
+# Features object_input does not implement, with the values that leave them off.
+_READER_UNSUPPORTED: dict[str, tuple[Any, ...]] = {
+    "sample_1_of_n_examples": (1,),
+    "num_additional_channels": (0,),
+    "load_context_features": (False,),
+    "load_context_image_ids": (False,),
+    "expand_labels_hierarchy": (False,),
+    "load_dense_pose": (False,),
+    "load_track_id": (False,),
+    "load_keypoint_depth_features": (False,),
+    "frame_index": (-1,),
+    "input_type": ("TF_EXAMPLE", "INPUT_DEFAULT"),
+}
+_READER_KNOWN = (
+    *_READER_FIELDS,
+    *_READER_IGNORED,
+    *_READER_UNSUPPORTED,
+    "label_map_path",
+    "load_instance_masks",
+    "mask_type",
+    "tf_record_input_reader",
+    "external_input_reader",
+)
+_MASK_TYPES = {"DEFAULT": "numerical", "NUMERICAL_MASKS": "numerical", "PNG_MASKS": "png"}
+
+# Steps whose message spells a (low, high) parameter as two fields.
+_PAIRS: dict[str, dict[str, tuple[str, str]]] = {
+    "random_crop_image": {
+        "aspect_ratio_range": ("min_aspect_ratio", "max_aspect_ratio"),
+        "area_range": ("min_area", "max_area"),
+    },
+    "random_crop_pad_image": {
+        "aspect_ratio_range": ("min_aspect_ratio", "max_aspect_ratio"),
+        "area_range": ("min_area", "max_area"),
+    },
+    "random_pad_image": {
+        "min_image_size": ("min_image_height", "min_image_width"),
+        "max_image_size": ("max_image_height", "max_image_width"),
+    },
+}
+# Message field → parameter, where the names differ.
+_RENAMES: dict[str, dict[str, str]] = {"drop_label_probabilistically": {"label": "dropped_label"}}
+# Repeated fields inside nested messages (the ssd_* ``operations``).
+_REPEATED_NESTED = ("min_padded_size_ratio", "max_padded_size_ratio")
+
+
+def _from_pipeline_config(path: str) -> PipelineConfig:
+    root = textproto.parse_file(path)
+    textproto.expect_fields(root, _TOP_LEVEL, "a pipeline config")
+    train = textproto.one(root, "train_config", None, Message)
+    reader = textproto.one(root, "train_input_reader", None, Message)
+    if train is None and reader is None:
+        raise ConfigError(f"{path}: no train_config or train_input_reader block")
+    kwargs: dict[str, Any] = {}
+    if train is not None:
+        kwargs.update(_train_settings(train))
+    if reader is not None:
+        kwargs.update(_reader_settings(reader, os.path.dirname(os.path.abspath(path))))
+    try:
+        return PipelineConfig(**kwargs)
+    except ConfigError as err:
+        raise ConfigError(f"{path}: {err}") from None
+
+
+def _checked(msg: Message, field: str, target: str, kind: type) -> Any:
+    """The value of ``field``, validated as PipelineConfig field ``target``."""
+    value = textproto.one(msg, field, None, kind)
+    problem = None if value is None else _value_problem(target, value)
+    if problem:
+        raise msg.error(f"{field} {problem}, got {value!r}", field)
+    return value
+
+
+def _reject_unsupported(msg: Message, block: str, unsupported: Mapping[str, tuple]) -> None:
+    for field, allowed in unsupported.items():
+        value = textproto.one(msg, field, allowed[0])
+        if value not in allowed:
+            raise msg.error(
+                f"{block}.{field}: {value!r} is not supported by object_input (remove it or set "
+                f"{allowed[0]!r})",
+                field,
+            )
+
+
+def _train_settings(train: Message) -> dict[str, Any]:
+    for field in train:
+        close = difflib.get_close_matches(
+            field, ["batch_size", "data_augmentation_options"], 1, 0.8
+        )
+        if close and close[0] != field:
+            raise train.error(
+                f"unknown field {field!r} in train_config; did you mean {close[0]!r}?", field
+            )
+    _reject_unsupported(train, "train_config", _UNSUPPORTED_TRAIN)
+    settings: dict[str, Any] = {}
+    batch_size = _checked(train, "batch_size", "batch_size", int)
+    if batch_size is not None:
+        settings["batch_size"] = batch_size
+    blocks = textproto.many(train, "data_augmentation_options", Message)
+    settings["augment"] = [
+        _step_from_block(block, number) for number, block in enumerate(blocks, 1)
+    ]
+    return settings
+
+
+def _reader_settings(reader: Message, base: str) -> dict[str, Any]:
+    textproto.expect_fields(reader, _READER_KNOWN, "train_input_reader")
+    _reject_unsupported(reader, "train_input_reader", _READER_UNSUPPORTED)
+    if "external_input_reader" in reader:
+        raise reader.error(
+            "train_input_reader.external_input_reader is not supported by object_input; "
+            "use tf_record_input_reader",
+            "external_input_reader",
+        )
+    settings: dict[str, Any] = {}
+    for field, (target, kind) in _READER_FIELDS.items():
+        value = _checked(reader, field, target, kind)
+        if value is not None:
+            settings[target] = value
+    if "shuffle" in settings:
+        settings["file_shuffle"] = settings["shuffle"]
+    label_map_path = textproto.one(reader, "label_map_path", "", str)
+    if label_map_path:
+        settings["label_map_path"] = _resolve_path(label_map_path, base)
+    if textproto.one(reader, "load_instance_masks", False, bool):
+        mask_type = textproto.one(reader, "mask_type", "DEFAULT")
+        if mask_type not in _MASK_TYPES:
+            raise reader.error(
+                f"mask_type must be one of {', '.join(_MASK_TYPES)}, got {mask_type!r}",
+                "mask_type",
+            )
+        settings["masks"] = _MASK_TYPES[mask_type]
+    records = textproto.one(reader, "tf_record_input_reader", None, Message)
+    if records is not None:
+        textproto.expect_fields(records, ("input_path",), "tf_record_input_reader")
+        paths = textproto.many(records, "input_path", str)
+        settings["input_paths"] = [_resolve_path(p, base) for p in paths]
+    return settings
+
+
+def _step_from_block(block: Message, number: int) -> Step:
+    """One ``data_augmentation_options`` block as ``{name: params}``, validated."""
+    label = f"data_augmentation_options block #{number}"
+    count = sum(len(values) for values in block.values())
+    if count != 1:
+        names = ", ".join(name for name, values in block.items() for _ in values) or "none"
+        raise block.error(
+            f"{label} must hold exactly one step, found {count} ({names}); "
+            "give each step its own data_augmentation_options block"
+        )
+    ((name, (message,)),) = block.items()
+    where = block.where(name)
+    try:
+        spec = get_step(name)
+    except ConfigError as err:
+        raise ConfigError(f"{where}: {label}: {err}") from None
+    if not isinstance(message, Message):
+        raise block.error(f"{label}: step {name!r} must be a message {{ ... }}", name)
+    params = _step_params(spec, message)
+    try:
+        spec.resolve(params)
+    except ConfigError as err:
+        raise ConfigError(f"{where}: {label}: {err}") from None
+    return {name: params}
+
+
+def _step_params(spec: StepSpec, message: Message) -> dict[str, Any]:
+    """Translate a step message into the step's parameters."""
+    pairs = _PAIRS.get(spec.name, {})
+    renames = _RENAMES.get(spec.name, {})
+    paired = {field for fields in pairs.values() for field in fields}
+    known = (set(spec.defaults) - set(pairs) - set(renames.values())) | paired | set(renames)
+    textproto.expect_fields(message, known, f"step {spec.name!r}")
+    params: dict[str, Any] = {}
+    for param, (low_field, high_field) in pairs.items():
+        given = [f for f in (low_field, high_field) if f in message]
+        if not given:
+            continue
+        default = spec.defaults[param]
+        if not isinstance(default, tuple):
+            if len(given) == 1:
+                missing = high_field if given == [low_field] else low_field
+                raise message.error(f"{given[0]} needs {missing} too", given[0])
+            default = (None, None)
+        params[param] = (
+            _plain(textproto.one(message, low_field, default[0])),
+            _plain(textproto.one(message, high_field, default[1])),
+        )
+    for field, values in message.items():
+        if field in paired:
+            continue
+        param = renames.get(field, field)
+        if _is_sequence(spec.hints.get(param)):
+            params[param] = [_plain(v) for v in values]
+        else:
+            params[param] = _plain(textproto.one(message, field))
+    return params
+
+
+def _plain(value: Any) -> Any:
+    """A parsed value as plain Python: enum identifiers → str, messages → dicts."""
+    if isinstance(value, textproto.Identifier):
+        return str(value)
+    if isinstance(value, Message):
+        return {
+            name: [_plain(v) for v in values]
+            if name in _REPEATED_NESTED
+            else _plain(textproto.one(value, name))
+            for name, values in value.items()
+        }
+    return value
+
+
+def _is_sequence(hint: Any) -> bool:
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_is_sequence(arg) for arg in typing.get_args(hint))
+    return origin in (list, tuple, collections.abc.Sequence) or hint in (list, tuple)

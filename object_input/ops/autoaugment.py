@@ -1,0 +1,620 @@
+"""Detection AutoAugment (Zoph et al. 2019, "Learning Data Augmentation Strategies for Object
+Detection"): the learned policies v0–v3, in core TensorFlow 2 without tensorflow-addons.
+
+A policy is a list of sub-policies; each sub-policy is a list of ``(op name, probability, level)``
+with level 0–10. Per image one sub-policy is chosen uniformly and each of its ops is applied with
+its probability. ``*_BBox`` ops transform the whole image and move boxes, masks and keypoints with
+it; ``*_Only_BBoxes`` ops transform the content inside each box (each box independently with a
+third of the op's probability) and leave the boxes where they are; the rest change pixel values.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import tensorflow as tf
+
+from object_input import fields
+from object_input.ops import autoaugment_ops as ops
+from object_input.ops import core
+from object_input.ops.registry import ConfigError, register_step
+
+SubPolicy = Sequence[tuple[str, float, int]]
+
+MAX_LEVEL = 10
+FILL_VALUE = 128.0  # the original fills uncovered pixels with mid-grey, not black
+
+POLICIES: dict[str, tuple[tuple[tuple[str, float, int], ...], ...]] = {
+    # The policy used for every result in the paper.
+    "v0": (
+        (("TranslateX_BBox", 0.6, 4), ("Equalize", 0.8, 10)),
+        (("TranslateY_Only_BBoxes", 0.2, 2), ("Cutout", 0.8, 8)),
+        (("Sharpness", 0.0, 8), ("ShearX_BBox", 0.4, 0)),
+        (("ShearY_BBox", 1.0, 2), ("TranslateY_Only_BBoxes", 0.6, 6)),
+        (("Rotate_BBox", 0.6, 10), ("Color", 1.0, 6)),
+    ),
+    "v1": (
+        (("TranslateX_BBox", 0.6, 4), ("Equalize", 0.8, 10)),
+        (("TranslateY_Only_BBoxes", 0.2, 2), ("Cutout", 0.8, 8)),
+        (("Sharpness", 0.0, 8), ("ShearX_BBox", 0.4, 0)),
+        (("ShearY_BBox", 1.0, 2), ("TranslateY_Only_BBoxes", 0.6, 6)),
+        (("Rotate_BBox", 0.6, 10), ("Color", 1.0, 6)),
+        (("Color", 0.0, 0), ("ShearX_Only_BBoxes", 0.8, 4)),
+        (("ShearY_Only_BBoxes", 0.8, 2), ("Flip_Only_BBoxes", 0.0, 10)),
+        (("Equalize", 0.6, 10), ("TranslateX_BBox", 0.2, 2)),
+        (("Color", 1.0, 10), ("TranslateY_Only_BBoxes", 0.4, 6)),
+        (("Rotate_BBox", 0.8, 10), ("Contrast", 0.0, 10)),
+        (("Cutout", 0.2, 2), ("Brightness", 0.8, 10)),
+        (("Color", 1.0, 6), ("Equalize", 1.0, 2)),
+        (("Cutout_Only_BBoxes", 0.4, 6), ("TranslateY_Only_BBoxes", 0.8, 2)),
+        (("Color", 0.2, 8), ("Rotate_BBox", 0.8, 10)),
+        (("Sharpness", 0.4, 4), ("TranslateY_Only_BBoxes", 0.0, 4)),
+        (("Sharpness", 1.0, 4), ("SolarizeAdd", 0.4, 4)),
+        (("Rotate_BBox", 1.0, 8), ("Sharpness", 0.2, 8)),
+        (("ShearY_BBox", 0.6, 10), ("Equalize_Only_BBoxes", 0.6, 8)),
+        (("ShearX_BBox", 0.2, 6), ("TranslateY_Only_BBoxes", 0.2, 10)),
+        (("SolarizeAdd", 0.6, 8), ("Brightness", 0.8, 10)),
+    ),
+    "v2": (
+        (("Color", 0.0, 6), ("Cutout", 0.6, 8), ("Sharpness", 0.4, 8)),
+        (("Rotate_BBox", 0.4, 8), ("Sharpness", 0.4, 2), ("Rotate_BBox", 0.8, 10)),
+        (("TranslateY_BBox", 1.0, 8), ("AutoContrast", 0.8, 2)),
+        (("AutoContrast", 0.4, 6), ("ShearX_BBox", 0.8, 8), ("Brightness", 0.0, 10)),
+        (("SolarizeAdd", 0.2, 6), ("Contrast", 0.0, 10), ("AutoContrast", 0.6, 0)),
+        (("Cutout", 0.2, 0), ("Solarize", 0.8, 8), ("Color", 1.0, 4)),
+        (("TranslateY_BBox", 0.0, 4), ("Equalize", 0.6, 8), ("Solarize", 0.0, 10)),
+        (("TranslateY_BBox", 0.2, 2), ("ShearY_BBox", 0.8, 8), ("Rotate_BBox", 0.8, 8)),
+        (("Cutout", 0.8, 8), ("Brightness", 0.8, 8), ("Cutout", 0.2, 2)),
+        (("Color", 0.8, 4), ("TranslateY_BBox", 1.0, 6), ("Rotate_BBox", 0.6, 6)),
+        (("Rotate_BBox", 0.6, 10), ("BBox_Cutout", 1.0, 4), ("Cutout", 0.2, 8)),
+        (("Rotate_BBox", 0.0, 0), ("Equalize", 0.6, 6), ("ShearY_BBox", 0.6, 8)),
+        (("Brightness", 0.8, 8), ("AutoContrast", 0.4, 2), ("Brightness", 0.2, 2)),
+        (("TranslateY_BBox", 0.4, 8), ("Solarize", 0.4, 6), ("SolarizeAdd", 0.2, 10)),
+        (("Contrast", 1.0, 10), ("SolarizeAdd", 0.2, 8), ("Equalize", 0.2, 4)),
+    ),
+    "v3": (
+        (("Posterize", 0.8, 2), ("TranslateX_BBox", 1.0, 8)),
+        (("BBox_Cutout", 0.2, 10), ("Sharpness", 1.0, 8)),
+        (("Rotate_BBox", 0.6, 8), ("Rotate_BBox", 0.8, 10)),
+        (("Equalize", 0.8, 10), ("AutoContrast", 0.2, 10)),
+        (("SolarizeAdd", 0.2, 2), ("TranslateY_BBox", 0.2, 8)),
+        (("Sharpness", 0.0, 2), ("Color", 0.4, 8)),
+        (("Equalize", 1.0, 8), ("TranslateY_BBox", 1.0, 8)),
+        (("Posterize", 0.6, 2), ("Rotate_BBox", 0.0, 10)),
+        (("AutoContrast", 0.6, 0), ("Rotate_BBox", 1.0, 6)),
+        (("Equalize", 0.0, 4), ("Cutout", 0.8, 10)),
+        (("Brightness", 1.0, 2), ("TranslateY_BBox", 1.0, 6)),
+        (("Contrast", 0.0, 2), ("ShearY_BBox", 0.8, 0)),
+        (("AutoContrast", 0.8, 10), ("Contrast", 0.2, 10)),
+        (("Rotate_BBox", 1.0, 10), ("Cutout", 1.0, 10)),
+        (("SolarizeAdd", 0.8, 6), ("Equalize", 0.8, 8)),
+    ),
+}
+
+# Fields a per-box loop carries: everything an *_Only_BBoxes op may change.
+_REGION_FIELDS = (fields.IMAGE, fields.MASKS, fields.KEYPOINTS, fields.KEYPOINT_VISIBILITIES)
+
+Region = tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]  # y0, y1, x0, x1 (end exclusive)
+MatrixFn = Callable[[Any, tf.Tensor, tf.Tensor], tf.Tensor]  # (arg, height, width) -> matrix
+PixelFn = Callable[[tf.Tensor, Any, tf.Tensor], tf.Tensor]  # (colour, arg, seed) -> colour
+
+
+# Image helpers ----------------------------------------------------------------------------------
+
+
+def _colour(image: tf.Tensor, fn: Callable[[tf.Tensor], tf.Tensor]) -> tf.Tensor:
+    """Apply ``fn`` to the first 3 channels; further channels pass through."""
+    return tf.concat([fn(image[..., :3]), image[..., 3:]], axis=-1)
+
+
+def _pixel_region(box: tf.Tensor, height: tf.Tensor, width: tf.Tensor) -> Region:
+    """Pixel rows ``[y0, y1)`` and columns ``[x0, x1)`` covering a normalized box (≥ 1 pixel)."""
+    box = tf.clip_by_value(box, 0.0, 1.0)
+    size = tf.cast(tf.stack([height, width]), tf.float32)
+    start = tf.minimum(tf.cast(tf.floor(box[:2] * size), tf.int32), tf.stack([height, width]) - 1)
+    end = tf.maximum(tf.cast(tf.math.ceil(box[2:] * size), tf.int32), start + 1)
+    return start[0], end[0], start[1], end[1]
+
+
+def _region_mask(height: tf.Tensor, width: tf.Tensor, region: Region) -> tf.Tensor:
+    y0, y1, x0, x1 = region
+    rows = tf.range(height)[:, tf.newaxis, tf.newaxis]
+    cols = tf.range(width)[tf.newaxis, :, tf.newaxis]
+    return (rows >= y0) & (rows < y1) & (cols >= x0) & (cols < x1)
+
+
+def _paste(full: tf.Tensor, patch: tf.Tensor, region: Region) -> tf.Tensor:
+    """``full`` ``[H, W, C]`` with ``patch`` written into ``region``."""
+    y0, y1, x0, x1 = region
+    height, width = tf.shape(full)[0], tf.shape(full)[1]
+    padded = tf.pad(patch, [[y0, height - y1], [x0, width - x1], [0, 0]])
+    pasted = tf.where(_region_mask(height, width, region), padded, full)
+    return tf.ensure_shape(pasted, full.shape)
+
+
+def _cutout(colour: tf.Tensor, pad_size: Any, seed: tf.Tensor) -> tf.Tensor:
+    """Grey out a ``2·pad_size`` square centred on a uniformly drawn pixel (clipped at edges)."""
+    height, width = tf.shape(colour)[0], tf.shape(colour)[1]
+    y_seed, x_seed = core.split_seed(seed, 2)
+    center_y = core.uniform_int(y_seed, 0, height)
+    center_x = core.uniform_int(x_seed, 0, width)
+    half = tf.cast(pad_size, tf.int32)
+    mask = ops.square_mask(height, width, center_y, center_x, (half, half))
+    return ops.fill_where(colour, mask, FILL_VALUE)
+
+
+# Geometry on the whole feature dict -------------------------------------------------------------
+
+
+def _move_keypoints(
+    features: core.Features, matrix: tf.Tensor, region: Region, height, width
+) -> core.Features:
+    """Move keypoints inside ``region`` by ``matrix``; those leaving it become NaN, invisible."""
+    if fields.KEYPOINTS not in features:
+        return features
+    y0, y1, x0, x1 = (tf.cast(v, tf.float32) for v in region)
+    size = tf.cast(tf.stack([height, width]), tf.float32)
+    points = features[fields.KEYPOINTS] * size
+    y, x = points[..., 0], points[..., 1]
+
+    def within(py, px):
+        return (py >= y0) & (py <= y1) & (px >= x0) & (px <= x1)
+
+    new_x, new_y = ops.transform_points(x, y, matrix)
+    moving = within(y, x)
+    lost = moving & ~within(new_y, new_x)
+    moved = tf.stack([new_y, new_x], axis=-1) / size
+    out = dict(features)
+    out[fields.KEYPOINTS] = tf.where(
+        lost[..., tf.newaxis],
+        tf.constant(float("nan")),
+        tf.where(moving[..., tf.newaxis], moved, features[fields.KEYPOINTS]),
+    )
+    if fields.KEYPOINT_VISIBILITIES in out:
+        out[fields.KEYPOINT_VISIBILITIES] = out[fields.KEYPOINT_VISIBILITIES] & ~lost
+    return out
+
+
+def _warp_masks(masks: tf.Tensor, matrix: tf.Tensor) -> tf.Tensor:
+    """Warp ``[N, H, W]`` masks with nearest neighbour; uncovered pixels become background."""
+    warped = ops.warp(tf.transpose(masks, [1, 2, 0]), matrix, 0.0)
+    return tf.transpose(warped, [2, 0, 1])
+
+
+def _move_boxes(features: core.Features, matrix: tf.Tensor, height, width) -> core.Features:
+    """Replace each box by the clipped axis-aligned hull of its moved corners.
+
+    A box left with no area inside the image is dropped with all its per-box fields; a box that
+    had no area to begin with is kept (clipped).
+    """
+    if fields.BOXES not in features:
+        return features
+    scale = tf.cast(tf.stack([height, width, height, width]), tf.float32)
+    boxes = features[fields.BOXES]
+    ymin, xmin, ymax, xmax = tf.unstack(boxes * scale, axis=1)
+    xs = tf.stack([xmin, xmax, xmin, xmax], axis=1)
+    ys = tf.stack([ymin, ymin, ymax, ymax], axis=1)
+    new_x, new_y = ops.transform_points(xs, ys, matrix)
+    hull = tf.stack(
+        [
+            tf.reduce_min(new_y, axis=1),
+            tf.reduce_min(new_x, axis=1),
+            tf.reduce_max(new_y, axis=1),
+            tf.reduce_max(new_x, axis=1),
+        ],
+        axis=1,
+    )
+    clipped = tf.clip_by_value(hull / scale, 0.0, 1.0)
+
+    def area(b):
+        return (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
+
+    keep = (area(clipped) > 0.0) | ~(area(boxes) > 0.0)
+    out = dict(features)
+    out[fields.BOXES] = clipped
+    return core.mask_boxes(out, keep)
+
+
+def warp_features(features: core.Features, matrix: tf.Tensor) -> core.Features:
+    """Move image, masks, keypoints and boxes by one forward ``matrix`` (pixel coordinates).
+
+    The image is resampled with nearest neighbour and uncovered pixels set to 128 (all
+    channels); masks uncovered become background; keypoints leaving the image become NaN and
+    invisible; each box becomes the clipped hull of its moved corners (see ``_move_boxes``).
+    """
+    image = features[fields.IMAGE]
+    height, width = core.image_size(image)
+    out = dict(features)
+    out[fields.IMAGE] = ops.warp(image, matrix, FILL_VALUE)
+    if fields.MASKS in out:
+        out[fields.MASKS] = _warp_masks(out[fields.MASKS], matrix)
+    out = _move_keypoints(out, matrix, (0, height, 0, width), height, width)
+    return _move_boxes(out, matrix, height, width)
+
+
+def _bbox_cutout(features: core.Features, pad_fraction: Any, seed: tf.Tensor) -> core.Features:
+    """Grey out a square around a random pixel of one random box, sized by that box."""
+    if fields.BOXES not in features:
+        return features
+    image = features[fields.IMAGE]
+    boxes = features[fields.BOXES]
+
+    def cut() -> tf.Tensor:
+        pick_seed, y_seed, x_seed = core.split_seed(seed, 3)
+        height, width = core.image_size(image)
+        box = tf.gather(boxes, core.uniform_int(pick_seed, 0, tf.shape(boxes)[0]))
+        y0, y1, x0, x1 = _pixel_region(box, height, width)
+        box_size = tf.cast(tf.stack([y1 - y0, x1 - x0]), tf.float32)
+        half = tf.cast(tf.floor(pad_fraction * box_size / 2.0), tf.int32)
+        mask = ops.square_mask(
+            height,
+            width,
+            core.uniform_int(y_seed, y0, y1),
+            core.uniform_int(x_seed, x0, x1),
+            (half[0], half[1]),
+        )
+        return _colour(image, lambda c: ops.fill_where(c, mask, FILL_VALUE))
+
+    out = dict(features)
+    out[fields.IMAGE] = tf.cond(tf.shape(boxes)[0] > 0, cut, lambda: image)
+    return out
+
+
+# Ops inside each box ----------------------------------------------------------------------------
+
+
+def _region_warp(matrix_fn: MatrixFn) -> Callable[..., core.Features]:
+    """A per-box op moving the content of one box region; the box itself stays put."""
+
+    def apply(state: core.Features, region: Region, arg: Any, seed: tf.Tensor) -> core.Features:
+        del seed
+        y0, y1, x0, x1 = region
+        image = state[fields.IMAGE]
+        matrix = matrix_fn(arg, y1 - y0, x1 - x0)
+        out = dict(state)
+        out[fields.IMAGE] = _paste(image, ops.warp(image[y0:y1, x0:x1], matrix, FILL_VALUE), region)
+        if fields.MASKS in out:
+            masks = tf.transpose(out[fields.MASKS], [1, 2, 0])
+            moved = ops.warp(masks[y0:y1, x0:x1], matrix, 0.0)
+            out[fields.MASKS] = tf.transpose(_paste(masks, moved, region), [2, 0, 1])
+        global_matrix = ops.translate_matrix(x0, y0) @ matrix @ ops.translate_matrix(-x0, -y0)
+        height, width = core.image_size(image)
+        return _move_keypoints(out, global_matrix, region, height, width)
+
+    return apply
+
+
+def _region_pixels(pixel_fn: PixelFn) -> Callable[..., core.Features]:
+    """A per-box op changing the colours inside one box region."""
+
+    def apply(state: core.Features, region: Region, arg: Any, seed: tf.Tensor) -> core.Features:
+        y0, y1, x0, x1 = region
+        image = state[fields.IMAGE]
+        patch = _colour(image[y0:y1, x0:x1], lambda c: pixel_fn(c, arg, seed))
+        out = dict(state)
+        out[fields.IMAGE] = _paste(image, patch, region)
+        return out
+
+    return apply
+
+
+def _for_each_box(
+    features: core.Features,
+    region_op: Callable[..., core.Features],
+    arg: Any,
+    probability: float,
+    seed: tf.Tensor,
+) -> core.Features:
+    """Apply ``region_op`` inside each box with ``probability``, boxes in a random order."""
+    if fields.BOXES not in features:
+        return features
+    boxes = features[fields.BOXES]
+    num = tf.shape(boxes)[0]
+    height, width = core.image_size(features[fields.IMAGE])
+    order_seed, loop_seed = core.split_seed(seed, 2)
+    # Overlapping boxes are processed one after another, so the order matters; draw it.
+    order = tf.argsort(core.uniform(order_seed, shape=tf.reshape(num, [1])))
+    state = {name: features[name] for name in _REGION_FIELDS if name in features}
+
+    def body(index, state):
+        apply_seed, op_seed = core.split_seed(core.fold_seed(loop_seed, index), 2)
+        region = _pixel_region(tf.gather(boxes, order[index]), height, width)
+        state = tf.cond(
+            core.bernoulli(apply_seed, probability),
+            lambda: region_op(state, region, arg, op_seed),
+            lambda: dict(state),
+        )
+        return index + 1, state
+
+    _, state = tf.while_loop(lambda index, _: index < num, body, (tf.constant(0), state))
+    out = dict(features)
+    out.update(state)
+    return out
+
+
+# The op table -----------------------------------------------------------------------------------
+
+# How an op is applied, by kind ("impl" is the op's own part):
+#   pixel          impl(colour, arg, seed) -> colour, on the whole image
+#   warp           impl(arg, height, width) -> forward matrix for image, masks, keypoints, boxes
+#   box_cutout     impl(features, arg, seed) -> features
+#   region_warp    impl(arg, height, width) -> forward matrix for the content of one box
+#   region_pixels  impl(colour, arg, seed) -> colour, inside one box
+# Region kinds run once per box with a third of the entry's probability (the original's choice,
+# so that boxes close to each other are not all distorted); the others once per image.
+_KINDS = ("pixel", "warp", "box_cutout", "region_warp", "region_pixels")
+
+
+@dataclasses.dataclass(frozen=True)
+class _Op:
+    kind: str
+    impl: Callable[..., Any]
+    level_to_arg: Callable[[int], float]
+    signed: bool = False  # the argument gets a random sign each time
+
+
+def _scaled(maximum: float) -> Callable[[int], float]:
+    return lambda level: level / MAX_LEVEL * maximum
+
+
+def _scaled_int(maximum: int) -> Callable[[int], float]:
+    return lambda level: float(int(level / MAX_LEVEL * maximum))
+
+
+def _enhance(level: int) -> float:
+    return level / MAX_LEVEL * 1.8 + 0.1
+
+
+def _posterize_bits(level: int) -> float:
+    # The original maps levels 0–2 to 0 bits, but TF clamps the 8-bit shift to 7: 1 bit kept.
+    return float(max(1, int(level / MAX_LEVEL * 4)))
+
+
+def _no_arg(level: int) -> float:
+    del level
+    return 0.0
+
+
+def _rotate(arg, height, width):
+    return ops.rotate_matrix(arg, height, width)
+
+
+def _shear_x(arg, height, width):
+    return ops.shear_x_matrix(arg)
+
+
+def _shear_y(arg, height, width):
+    return ops.shear_y_matrix(arg)
+
+
+def _translate_x(arg, height, width):
+    return ops.translate_matrix(arg, 0.0)
+
+
+def _translate_y(arg, height, width):
+    return ops.translate_matrix(0.0, arg)
+
+
+def _flip(arg, height, width):
+    return ops.flip_matrix(width)
+
+
+_OPS: dict[str, _Op] = {
+    "AutoContrast": _Op("pixel", lambda c, a, s: ops.autocontrast(c), _no_arg),
+    "Equalize": _Op("pixel", lambda c, a, s: ops.equalize(c), _no_arg),
+    "Posterize": _Op("pixel", lambda c, a, s: ops.posterize(c, a), _posterize_bits),
+    "Solarize": _Op("pixel", lambda c, a, s: ops.solarize(c, a), _scaled_int(256)),
+    "SolarizeAdd": _Op("pixel", lambda c, a, s: ops.solarize_add(c, a), _scaled_int(110)),
+    "Color": _Op("pixel", lambda c, a, s: ops.color(c, a), _enhance),
+    "Contrast": _Op("pixel", lambda c, a, s: ops.contrast(c, a), _enhance),
+    "Brightness": _Op("pixel", lambda c, a, s: ops.brightness(c, a), _enhance),
+    "Sharpness": _Op("pixel", lambda c, a, s: ops.sharpness(c, a), _enhance),
+    "Cutout": _Op("pixel", _cutout, _scaled_int(100)),
+    "BBox_Cutout": _Op("box_cutout", _bbox_cutout, _scaled(0.75)),
+    "Rotate_BBox": _Op("warp", _rotate, _scaled(30.0), signed=True),
+    "ShearX_BBox": _Op("warp", _shear_x, _scaled(0.3), signed=True),
+    "ShearY_BBox": _Op("warp", _shear_y, _scaled(0.3), signed=True),
+    "TranslateX_BBox": _Op("warp", _translate_x, _scaled(250.0), signed=True),
+    "TranslateY_BBox": _Op("warp", _translate_y, _scaled(250.0), signed=True),
+    "Rotate_Only_BBoxes": _Op("region_warp", _rotate, _scaled(30.0), signed=True),
+    "ShearX_Only_BBoxes": _Op("region_warp", _shear_x, _scaled(0.3), signed=True),
+    "ShearY_Only_BBoxes": _Op("region_warp", _shear_y, _scaled(0.3), signed=True),
+    "TranslateX_Only_BBoxes": _Op("region_warp", _translate_x, _scaled(120.0), signed=True),
+    "TranslateY_Only_BBoxes": _Op("region_warp", _translate_y, _scaled(120.0), signed=True),
+    "Flip_Only_BBoxes": _Op("region_warp", _flip, _no_arg),
+    "Solarize_Only_BBoxes": _Op(
+        "region_pixels", lambda c, a, s: ops.solarize(c, a), _scaled_int(256)
+    ),
+    "Equalize_Only_BBoxes": _Op("region_pixels", lambda c, a, s: ops.equalize(c), _no_arg),
+    "Cutout_Only_BBoxes": _Op("region_pixels", _cutout, _scaled_int(50)),
+}
+
+OP_NAMES = tuple(sorted(_OPS))
+
+
+def _switch(index: tf.Tensor, branches: list[Callable[[], Any]]) -> Any:
+    return branches[0]() if len(branches) == 1 else tf.switch_case(index, branches)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Entry:
+    """One policy position of the chosen sub-policy, as tensors."""
+
+    kind: tf.Tensor  # 0 = nothing to do, else 1 + index into the policy's kinds
+    member: tf.Tensor  # index of the op among the policy's ops of that kind
+    probability: tf.Tensor
+    arg: tf.Tensor
+    seed: tf.Tensor
+
+
+def _apply_kind(
+    features: core.Features, kind: str, names: Sequence[str], entry: _Entry, fires: tf.Tensor
+) -> core.Features:
+    """Apply the ``entry``'s op, one of ``names`` (all of ``kind``), to ``features``."""
+    impls = [_OPS[name].impl for name in names]
+
+    def pick(*args):
+        return _switch(entry.member, [functools.partial(impl, *args) for impl in impls])
+
+    if kind == "region_warp":
+        region_op = _region_warp(pick)
+    elif kind == "region_pixels":
+        region_op = _region_pixels(pick)
+    else:
+        return tf.cond(fires, lambda: _apply_whole(features, kind, pick, entry), lambda: features)
+    return _for_each_box(features, region_op, entry.arg, entry.probability / 3.0, entry.seed)
+
+
+def _apply_whole(
+    features: core.Features, kind: str, pick: Callable[..., Any], entry: _Entry
+) -> core.Features:
+    if kind == "warp":
+        height, width = core.image_size(features[fields.IMAGE])
+        return warp_features(features, pick(entry.arg, height, width))
+    if kind == "box_cutout":
+        return pick(features, entry.arg, entry.seed)
+    out = dict(features)
+    out[fields.IMAGE] = _colour(out[fields.IMAGE], lambda c: pick(c, entry.arg, entry.seed))
+    return out
+
+
+def _policy_tables(policy: Sequence[SubPolicy]):
+    """Per-position lookup tables of a policy, and the kinds and op names it uses.
+
+    Every op kind is built once into the graph and the chosen sub-policy's entries are looked up
+    at run time: building each entry separately made v1 take half a minute to trace and start.
+    Entries with probability 0 never fire (the original draws for them anyway): they become
+    no-ops, like the padding of shorter sub-policies.
+    """
+    names = sorted({name for sub in policy for name, probability, _ in sub if probability > 0})
+    kinds = [kind for kind in _KINDS if any(_OPS[name].kind == kind for name in names)]
+    members = {kind: [name for name in names if _OPS[name].kind == kind] for kind in kinds}
+    length = max(len(sub) for sub in policy)
+    tables = {key: [[0] * length for _ in policy] for key in ("kind", "member", "signed")}
+    tables.update({key: [[0.0] * length for _ in policy] for key in ("probability", "arg")})
+    for row, sub in enumerate(policy):
+        for position, (name, probability, level) in enumerate(sub):
+            if probability > 0:
+                op = _OPS[name]
+                tables["kind"][row][position] = 1 + kinds.index(op.kind)
+                tables["member"][row][position] = members[op.kind].index(name)
+                tables["signed"][row][position] = int(op.signed)
+                tables["probability"][row][position] = probability
+                tables["arg"][row][position] = op.level_to_arg(level)
+    return kinds, members, length, tables
+
+
+def _check_policy(policy: Sequence[SubPolicy]) -> None:
+    if not policy or not all(policy):
+        raise ValueError("an AutoAugment policy needs one or more non-empty sub-policies")
+    for sub_policy in policy:
+        for entry in sub_policy:
+            if len(entry) != 3:
+                raise ValueError(f"policy entry {entry!r} is not (op name, probability, level)")
+            name, probability, level = entry
+            if name not in _OPS:
+                raise ValueError(f"unknown AutoAugment op {name!r}; known: {', '.join(OP_NAMES)}")
+            if not 0.0 <= probability <= 1.0:
+                raise ValueError(f"{name}: probability must be in [0, 1], got {probability!r}")
+            if not 0 <= level <= MAX_LEVEL:
+                raise ValueError(f"{name}: level must be in [0, {MAX_LEVEL}], got {level!r}")
+
+
+def _loop_shapes(work: core.Features) -> dict[str, tf.TensorShape]:
+    """Shape invariants: the image keeps its shape, the number of boxes may shrink."""
+    return {
+        name: value.shape
+        if name == fields.IMAGE or value.shape.rank is None
+        else tf.TensorShape([None]).concatenate(value.shape[1:])
+        for name, value in work.items()
+    }
+
+
+def apply_policy(
+    features: core.Features, policy: Sequence[SubPolicy], seed: Any = None
+) -> core.Features:
+    """Apply an AutoAugment ``policy`` (a list of sub-policies) to one example.
+
+    One sub-policy is chosen uniformly from ``seed``; each of its ``(op, probability, level)``
+    entries is applied in order with its probability. Boxes that a whole-image transform moves
+    entirely out of the image are dropped with every per-box field. Image dtype is kept.
+    """
+    _check_policy(policy)
+    kinds, members, length, tables = _policy_tables(policy)
+    if fields.KEYPOINTS in features and "Flip_Only_BBoxes" in members.get("region_warp", ()):
+        raise ValueError(
+            "Flip_Only_BBoxes mirrors the content of boxes, which swaps left and right "
+            "keypoints, but the example has keypoints and no keypoint permutation is known"
+        )
+    image = features[fields.IMAGE]
+    work = {name: features[name] for name in fields.per_box_fields() if name in features}
+    work[fields.IMAGE] = core.to_float(image)
+    select_seed, ops_seed = core.split_seed(seed, 2)
+    choice = core.uniform_int(select_seed, 0, len(policy))
+    rows = {key: tf.gather(tf.constant(table), choice) for key, table in tables.items()}
+
+    def body(position, work):
+        gate_seed, sign_seed, op_seed = core.split_seed(core.fold_seed(ops_seed, position), 3)
+        arg = rows["arg"][position]
+        flip_sign = (rows["signed"][position] > 0) & core.bernoulli(sign_seed, 0.5)
+        entry = _Entry(
+            kind=rows["kind"][position],
+            member=rows["member"][position],
+            probability=rows["probability"][position],
+            arg=tf.where(flip_sign, -arg, arg),
+            seed=op_seed,
+        )
+        fires = core.bernoulli(gate_seed, entry.probability)
+        branches = [lambda: work] + [
+            functools.partial(_apply_kind, work, kind, members[kind], entry, fires)
+            for kind in kinds
+        ]
+        return position + 1, tf.switch_case(entry.kind, branches)
+
+    _, result = tf.while_loop(
+        lambda position, _: position < length,
+        body,
+        (tf.constant(0), work),
+        shape_invariants=(tf.TensorShape([]), _loop_shapes(work)),
+    )
+    out = dict(features)
+    out.update(result)
+    out[fields.IMAGE] = core.like(result[fields.IMAGE], image.dtype)
+    return out
+
+
+def _policy_name_check(value: str) -> str | None:
+    return None if value in POLICIES else f"must be one of {sorted(POLICIES)}"
+
+
+_GEOMETRY_FIELDS = (
+    fields.IMAGE,
+    fields.BOXES,
+    fields.MASKS,
+    fields.KEYPOINTS,
+    fields.KEYPOINT_VISIBILITIES,
+)
+
+
+@register_step(
+    reads=_GEOMETRY_FIELDS,
+    writes=(fields.IMAGE, *fields.per_box_fields()),
+    kind="geometry",
+    checks={"policy_name": _policy_name_check},
+)
+def autoaugment_image(
+    features: core.Features, *, seed=None, policy_name: str = "v0"
+) -> core.Features:
+    """Detection AutoAugment with the learned policy ``policy_name`` (v0, v1, v2 or v3).
+
+    Masks and keypoints move with every geometric op; boxes moved out of the image are dropped.
+    """
+    problem = _policy_name_check(policy_name)
+    if problem:
+        raise ConfigError(
+            f"step 'autoaugment_image': parameter 'policy_name' {problem}, got {policy_name!r}"
+        )
+    return apply_policy(features, POLICIES[policy_name], seed)

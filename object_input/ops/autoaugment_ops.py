@@ -1,0 +1,207 @@
+"""Image primitives for detection AutoAugment (Zoph et al. 2019), in core TensorFlow.
+
+Pixel ops take a float32 ``[H, W, C]`` image on the [0, 255] scale and treat every channel they
+are given as a colour channel; callers pass the first 3 channels only. Geometric ops are 3 × 3
+*forward* matrices in continuous pixel coordinates (x to the right, y down, origin at the
+top-left corner of the top-left pixel, so pixel ``i`` spans ``[i, i + 1)``); :func:`warp` applies
+one to an image and :func:`transform_points` to points, so image and boxes move identically.
+"""
+
+from __future__ import annotations
+
+import math
+
+import tensorflow as tf
+
+_LUMA = (0.2989, 0.5870, 0.1140)
+
+
+def blend(degenerate: tf.Tensor, image: tf.Tensor, factor) -> tf.Tensor:
+    """``degenerate + factor · (image − degenerate)``, clipped to [0, 255] (PIL ImageEnhance)."""
+    return tf.clip_by_value(degenerate + factor * (image - degenerate), 0.0, 255.0)
+
+
+def grayscale(image: tf.Tensor) -> tf.Tensor:
+    """``[H, W, 1]`` luma of an RGB image; the plain channel mean for other channel counts."""
+    channels = tf.shape(image)[-1]
+    weights = tf.cond(
+        tf.equal(channels, 3),
+        lambda: tf.constant(_LUMA),
+        lambda: tf.fill([channels], 1.0 / tf.cast(channels, tf.float32)),
+    )
+    return tf.reduce_sum(image * weights, axis=-1, keepdims=True)
+
+
+def color(image: tf.Tensor, factor) -> tf.Tensor:
+    """Saturation: 0 gives grayscale, 1 the image, above 1 stronger colours."""
+    return blend(tf.broadcast_to(grayscale(image), tf.shape(image)), image, factor)
+
+
+def contrast(image: tf.Tensor, factor) -> tf.Tensor:
+    """Contrast around the mean luma: 0 gives a flat grey of that mean, 1 the image."""
+    return blend(tf.fill(tf.shape(image), tf.reduce_mean(grayscale(image))), image, factor)
+
+
+def brightness(image: tf.Tensor, factor) -> tf.Tensor:
+    """Brightness: 0 gives black, 1 the image."""
+    return blend(tf.zeros_like(image), image, factor)
+
+
+def sharpness(image: tf.Tensor, factor) -> tf.Tensor:
+    """Blend with PIL's SMOOTH filter (3 × 3, centre weight 5, others 1); borders are kept."""
+    kernel = tf.constant([[1.0, 1.0, 1.0], [1.0, 5.0, 1.0], [1.0, 1.0, 1.0]]) / 13.0
+    channels = tf.shape(image)[-1]
+    kernel = tf.tile(kernel[:, :, tf.newaxis, tf.newaxis], tf.stack([1, 1, channels, 1]))
+    smooth = tf.nn.depthwise_conv2d(image[tf.newaxis], kernel, [1, 1, 1, 1], "SAME")[0]
+    height, width = tf.shape(image)[0], tf.shape(image)[1]
+    rows = tf.range(height)[:, tf.newaxis, tf.newaxis]
+    cols = tf.range(width)[tf.newaxis, :, tf.newaxis]
+    # PIL leaves the one-pixel border unfiltered; SAME padding would darken it.
+    interior = (rows > 0) & (rows < height - 1) & (cols > 0) & (cols < width - 1)
+    degenerate = tf.where(interior, tf.clip_by_value(smooth, 0.0, 255.0), image)
+    return blend(degenerate, image, factor)
+
+
+def _as_levels(image: tf.Tensor) -> tf.Tensor:
+    """Integer grey levels 0..255 of a float image on the [0, 255] scale."""
+    return tf.cast(tf.clip_by_value(tf.round(image), 0.0, 255.0), tf.int32)
+
+
+def posterize(image: tf.Tensor, bits) -> tf.Tensor:
+    """Keep the ``bits`` most significant bits of each 8-bit value (1 ≤ bits ≤ 8)."""
+    step = tf.bitwise.left_shift(1, 8 - tf.cast(bits, tf.int32))
+    return tf.cast(_as_levels(image) // step * step, tf.float32)
+
+
+def solarize(image: tf.Tensor, threshold) -> tf.Tensor:
+    """Invert (255 − x) every value at or above ``threshold``."""
+    return tf.where(image < threshold, image, 255.0 - image)
+
+
+def solarize_add(image: tf.Tensor, addition, threshold=128) -> tf.Tensor:
+    """Add ``addition`` to every value below ``threshold``, clipped to [0, 255]."""
+    return tf.where(image < threshold, tf.clip_by_value(image + addition, 0.0, 255.0), image)
+
+
+def autocontrast(image: tf.Tensor) -> tf.Tensor:
+    """Stretch each channel linearly so its minimum maps to 0 and its maximum to 255."""
+    low = tf.reduce_min(image, axis=[0, 1])
+    high = tf.reduce_max(image, axis=[0, 1])
+    scale = 255.0 / tf.where(high > low, high - low, 1.0)
+    stretched = tf.clip_by_value((image - low) * scale, 0.0, 255.0)
+    return tf.where(high > low, stretched, image)
+
+
+def equalize(image: tf.Tensor) -> tf.Tensor:
+    """PIL ``ImageOps.equalize`` per channel on the rounded 8-bit levels.
+
+    A channel whose step (pixels outside its brightest level, over 255) is 0 is left as is.
+    """
+    levels = _as_levels(image)
+    channels = tf.shape(image)[-1]
+    flat = tf.reshape(levels, [-1, channels])
+    offsets = tf.range(channels) * 256
+    histogram = tf.reshape(
+        tf.math.bincount(
+            tf.reshape(flat + offsets, [-1]), minlength=256 * channels, maxlength=256 * channels
+        ),
+        [channels, 256],
+    )
+    num_pixels = tf.shape(flat)[0]
+    brightest = tf.gather(histogram, tf.reduce_max(flat, axis=0), batch_dims=1)
+    step = (num_pixels - brightest) // 255
+    safe_step = tf.maximum(step, 1)[:, tf.newaxis]
+    cumulative = tf.cumsum(histogram, axis=1)
+    # The lookup for level v counts the pixels strictly below v, hence the shift by one.
+    lut = tf.concat(
+        [tf.zeros([channels, 1], tf.int32), (cumulative[:, :-1] + safe_step // 2) // safe_step],
+        axis=1,
+    )
+    lut = tf.reshape(tf.minimum(lut, 255), [-1])
+    equalized = tf.cast(tf.gather(lut, levels + offsets), tf.float32)
+    return tf.where(step > 0, equalized, image)
+
+
+def square_mask(height, width, center_y, center_x, half_size) -> tf.Tensor:
+    """``[H, W, 1]`` bool mask of rows ``[cy − s, cy + s)`` × cols ``[cx − s, cx + s)``."""
+    rows = tf.range(height)[:, tf.newaxis, tf.newaxis]
+    cols = tf.range(width)[tf.newaxis, :, tf.newaxis]
+    return (
+        (rows >= center_y - half_size[0])
+        & (rows < center_y + half_size[0])
+        & (cols >= center_x - half_size[1])
+        & (cols < center_x + half_size[1])
+    )
+
+
+def fill_where(image: tf.Tensor, mask: tf.Tensor, value: float = 128.0) -> tf.Tensor:
+    """``image`` with ``value`` wherever the broadcastable bool ``mask`` is True."""
+    return tf.where(mask, tf.constant(value, image.dtype), image)
+
+
+def _affine(rows) -> tf.Tensor:
+    return tf.stack([tf.stack([tf.cast(v, tf.float32) for v in row]) for row in rows])
+
+
+def translate_matrix(dx, dy) -> tf.Tensor:
+    """Move content by ``dx`` pixels right and ``dy`` pixels down."""
+    return _affine([[1, 0, dx], [0, 1, dy], [0, 0, 1]])
+
+
+def shear_x_matrix(shear) -> tf.Tensor:
+    """``x' = x + shear · y`` (rows slide sideways in proportion to their distance from the top)."""
+    return _affine([[1, shear, 0], [0, 1, 0], [0, 0, 1]])
+
+
+def shear_y_matrix(shear) -> tf.Tensor:
+    """``y' = y + shear · x``."""
+    return _affine([[1, 0, 0], [shear, 1, 0], [0, 0, 1]])
+
+
+def rotate_matrix(degrees, height, width) -> tf.Tensor:
+    """Rotate content counter-clockwise (as seen on screen) by ``degrees`` about the centre."""
+    radians = tf.cast(degrees, tf.float32) * (math.pi / 180.0)
+    cos, sin = tf.cos(radians), tf.sin(radians)
+    cx = tf.cast(width, tf.float32) / 2.0
+    cy = tf.cast(height, tf.float32) / 2.0
+    # y points down, so a counter-clockwise turn on screen is x' = c·x + s·y, y' = −s·x + c·y.
+    return _affine(
+        [
+            [cos, sin, cx - cos * cx - sin * cy],
+            [-sin, cos, cy + sin * cx - cos * cy],
+            [0, 0, 1],
+        ]
+    )
+
+
+def flip_matrix(width) -> tf.Tensor:
+    """Mirror left-right within a region ``width`` pixels wide."""
+    return _affine([[-1, 0, width], [0, 1, 0], [0, 0, 1]])
+
+
+def warp(image: tf.Tensor, matrix: tf.Tensor, fill_value: float) -> tf.Tensor:
+    """Apply the forward ``matrix`` to ``[H, W, C]`` ``image`` (nearest neighbour, constant fill).
+
+    Works for any dtype ImageProjectiveTransformV3 supports and any channel count.
+    """
+    # The kernel wants the inverse map in pixel-index coordinates (centres at integers).
+    to_index = translate_matrix(-0.5, -0.5)
+    inverse = to_index @ tf.linalg.inv(matrix) @ tf.linalg.inv(to_index)
+    inverse = inverse / inverse[2, 2]
+    params = tf.reshape(inverse, [-1])[:8][tf.newaxis]
+    warped = tf.raw_ops.ImageProjectiveTransformV3(
+        images=image[tf.newaxis],
+        transforms=params,
+        output_shape=tf.shape(image)[:2],
+        fill_value=tf.constant(fill_value, tf.float32),
+        interpolation="NEAREST",
+        fill_mode="CONSTANT",
+    )
+    return tf.ensure_shape(warped[0], image.shape)
+
+
+def transform_points(x: tf.Tensor, y: tf.Tensor, matrix: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """Apply the forward ``matrix`` to points with pixel coordinates ``x`` and ``y``."""
+    new_x = matrix[0, 0] * x + matrix[0, 1] * y + matrix[0, 2]
+    new_y = matrix[1, 0] * x + matrix[1, 1] * y + matrix[1, 2]
+    return new_x, new_y

@@ -1,0 +1,395 @@
+"""Colour steps, each split into a random draw and a pure, batchable apply.
+
+Every step in :data:`COLOR_STEPS` runs as ``apply(image, **draw(seed, **params))``:
+
+- ``draw_<x>(seed, **params)`` returns a dict of scalar float32/bool tensors, the step's random
+  parameters. It depends on ``seed`` alone, so a pipeline may draw per example and apply per batch.
+- ``apply_<x>(image, **drawn)`` is pure. ``image`` is ``[H, W, C]`` with scalar parameters or
+  ``[B, H, W, C]`` with parameters of shape ``[]`` or ``[B]`` (one value per image); any dtype in,
+  float32 on the [0, 255] scale out, clipped to [0, 255] like the Object Detection API.
+
+:data:`COLOR_STEPS` maps each step name to its :class:`ColorStep`, so a pipeline can fuse
+neighbouring colour steps and run them on a batch without knowing any one of them.
+
+Channels: an image with 3 or more channels has colour in channels 0-2; one with fewer is grayscale
+in channel 0. Other channels pass through unchanged (cast to float32). Hue, saturation and the
+random grayscale step are no-ops on a grayscale image, where they have nothing to change. The
+channel count must be known when the pipeline is traced.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import tensorflow as tf
+
+from object_input import fields
+from object_input.ops import core
+from object_input.ops.registry import ConfigError, in_range, non_negative, register_step
+
+# ITU-R 601 luma weights, the ones tf.image.rgb_to_grayscale uses.
+LUMA_WEIGHTS = (0.2989, 0.5870, 0.1140)
+
+# Parameters random_distort_color draws from, per the Object Detection API.
+_DISTORT_BRIGHTNESS_DELTA = 32.0 / 255.0
+_DISTORT_SATURATION = (0.5, 1.5)
+_DISTORT_HUE_DELTA = 0.2
+_DISTORT_CONTRAST = (0.5, 1.5)
+
+
+def require_ordered(step: str, low_name: str, low: float, high_name: str, high: float) -> None:
+    """Raise ConfigError unless ``low <= high`` (two parameters that form a range)."""
+    if low > high:
+        raise ConfigError(
+            f"step {step!r}: parameter {high_name!r} must be >= {low_name!r} ({low!r}), "
+            f"got {high!r}"
+        )
+
+
+def split_channels(image: tf.Tensor, step: str) -> tuple[tf.Tensor, tf.Tensor]:
+    """``(colour, rest)`` of a float32 ``[..., C]`` image: 3 colour channels, or 1 if C < 3.
+
+    Raises ValueError when the channel count is unknown at trace time.
+    """
+    channels = image.shape[-1]
+    if channels is None:
+        raise ValueError(
+            f"{step}: the image's channel count must be known when the pipeline is built "
+            "(decode images with a fixed number of channels)"
+        )
+    split = 3 if channels >= 3 else 1
+    image = core.to_float(image)
+    return image[..., :split], image[..., split:]
+
+
+def merge_channels(colour: tf.Tensor, rest: tf.Tensor) -> tf.Tensor:
+    """Inverse of :func:`split_channels`."""
+    if rest.shape[-1] == 0:
+        return colour
+    return tf.concat([colour, rest], axis=-1)
+
+
+def per_image(value: Any, dtype: tf.DType = tf.float32) -> tf.Tensor:
+    """A scalar or ``[B]`` parameter shaped to broadcast over ``[H, W, C]`` or ``[B, H, W, C]``."""
+    value = tf.cast(value, dtype)
+    return value[..., tf.newaxis, tf.newaxis, tf.newaxis]
+
+
+def _clip(image: tf.Tensor) -> tf.Tensor:
+    return tf.clip_by_value(image, 0.0, 255.0)
+
+
+def _on_colour(image: tf.Tensor, step: str, fn: Callable[[tf.Tensor], tf.Tensor]) -> tf.Tensor:
+    colour, rest = split_channels(image, step)
+    return merge_channels(fn(colour), rest)
+
+
+def _on_rgb(image: tf.Tensor, step: str, fn: Callable[[tf.Tensor], tf.Tensor]) -> tf.Tensor:
+    """Apply ``fn`` to the RGB channels; a grayscale image is returned unchanged (as float32)."""
+    colour, rest = split_channels(image, step)
+    if colour.shape[-1] == 3:
+        colour = fn(colour)
+    return merge_channels(colour, rest)
+
+
+# Brightness -------------------------------------------------------------------------------------
+
+
+def draw_brightness(seed: Any, *, max_delta: float) -> dict[str, tf.Tensor]:
+    """``delta`` ~ U(-max_delta, max_delta), on the [0, 1] scale."""
+    return {"delta": core.uniform(seed, -max_delta, max_delta)}
+
+
+def apply_brightness(image: tf.Tensor, delta: Any) -> tf.Tensor:
+    """Add ``delta`` (on the [0, 1] scale) to the colour channels, clip to [0, 255]."""
+    return _on_colour(
+        image, "random_adjust_brightness", lambda c: _clip(c + 255.0 * per_image(delta))
+    )
+
+
+# Contrast ---------------------------------------------------------------------------------------
+
+
+def draw_contrast(seed: Any, *, min_delta: float, max_delta: float) -> dict[str, tf.Tensor]:
+    """``factor`` ~ U(min_delta, max_delta)."""
+    return {"factor": core.uniform(seed, min_delta, max_delta)}
+
+
+def apply_contrast(image: tf.Tensor, factor: Any) -> tf.Tensor:
+    """Scale each colour channel's distance from its per-image mean over H, W by ``factor``."""
+
+    def adjust(colour: tf.Tensor) -> tf.Tensor:
+        mean = tf.reduce_mean(colour, axis=[-3, -2], keepdims=True)
+        return _clip((colour - mean) * per_image(factor) + mean)
+
+    return _on_colour(image, "random_adjust_contrast", adjust)
+
+
+# Hue and saturation -----------------------------------------------------------------------------
+# Both act on HSV hue/saturation but are computed in closed form on RGB: with V = max, C = max - min
+# and hue h in sextants [0, 6), channel n of an HSV colour is V - C * clip(min(k, 4 - k), 0, 1),
+# k = (n + h) mod 6 with n = 5, 3, 1 for R, G, B. Hue rotation keeps V and C; scaling saturation
+# keeps V and h, so every channel's distance below V scales by the same ratio.
+
+
+def _value_and_chroma(rgb: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    value = tf.reduce_max(rgb, axis=-1, keepdims=True)
+    return value, value - tf.reduce_min(rgb, axis=-1, keepdims=True)
+
+
+def draw_hue(seed: Any, *, max_delta: float) -> dict[str, tf.Tensor]:
+    """``delta`` ~ U(-max_delta, max_delta), in turns of the hue circle."""
+    return {"delta": core.uniform(seed, -max_delta, max_delta)}
+
+
+def apply_hue(image: tf.Tensor, delta: Any) -> tf.Tensor:
+    """Rotate the hue by ``delta`` turns (tf.image.adjust_hue semantics), clip to [0, 255]."""
+
+    def adjust(rgb: tf.Tensor) -> tf.Tensor:
+        value, chroma = _value_and_chroma(rgb)
+        safe_chroma = tf.where(chroma > 0, chroma, 1.0)
+        red, green, blue = tf.unstack(rgb[..., tf.newaxis], axis=-2)
+        hue = tf.where(
+            tf.equal(value, red),
+            (green - blue) / safe_chroma,
+            tf.where(
+                tf.equal(value, green),
+                (blue - red) / safe_chroma + 2.0,
+                (red - green) / safe_chroma + 4.0,
+            ),
+        )
+        hue += 6.0 * per_image(delta)
+        k = tf.math.floormod(tf.constant([5.0, 3.0, 1.0]) + hue, 6.0)
+        return _clip(value - chroma * tf.clip_by_value(tf.minimum(k, 4.0 - k), 0.0, 1.0))
+
+    return _on_rgb(image, "random_adjust_hue", adjust)
+
+
+def draw_saturation(seed: Any, *, min_delta: float, max_delta: float) -> dict[str, tf.Tensor]:
+    """``factor`` ~ U(min_delta, max_delta)."""
+    return {"factor": core.uniform(seed, min_delta, max_delta)}
+
+
+def apply_saturation(image: tf.Tensor, factor: Any) -> tf.Tensor:
+    """Multiply the HSV saturation by ``factor``, capped at 1 (tf.image.adjust_saturation)."""
+
+    def adjust(rgb: tf.Tensor) -> tf.Tensor:
+        value, chroma = _value_and_chroma(rgb)
+        # New chroma / old chroma: the factor, limited so that saturation stays <= 1 (min >= 0).
+        # Gray pixels (chroma 0) equal their value, so any ratio leaves them unchanged.
+        limit = value / tf.where(chroma > 0, chroma, 1.0)
+        ratio = tf.minimum(tf.maximum(per_image(factor), 0.0), limit)
+        return _clip(value - (value - rgb) * ratio)
+
+    return _on_rgb(image, "random_adjust_saturation", adjust)
+
+
+# Grayscale and gamma ----------------------------------------------------------------------------
+
+
+def luma(rgb: tf.Tensor) -> tf.Tensor:
+    """Luma ``[..., 1]`` of float ``[..., 3]`` RGB values."""
+    return tf.tensordot(rgb, tf.constant(LUMA_WEIGHTS), axes=[[-1], [0]])[..., tf.newaxis]
+
+
+def draw_grayscale(seed: Any, *, probability: float) -> dict[str, tf.Tensor]:
+    """``to_gray``: a bool that is True with ``probability``."""
+    return {"to_gray": core.bernoulli(seed, probability)}
+
+
+def apply_grayscale(image: tf.Tensor, to_gray: Any) -> tf.Tensor:
+    """Where ``to_gray``, replace RGB by its luma repeated in all 3 channels."""
+
+    def adjust(rgb: tf.Tensor) -> tf.Tensor:
+        gray = tf.broadcast_to(luma(rgb), tf.shape(rgb))
+        return tf.where(per_image(to_gray, tf.bool), gray, rgb)
+
+    return _on_rgb(image, "random_rgb_to_gray", adjust)
+
+
+def draw_gamma(seed: Any, *, gamma: float, gain: float) -> dict[str, tf.Tensor]:
+    """The fixed ``gamma`` and ``gain`` as tensors (nothing is random; ``seed`` is unused)."""
+    del seed
+    return {"gamma": tf.constant(gamma, tf.float32), "gain": tf.constant(gain, tf.float32)}
+
+
+def apply_gamma(image: tf.Tensor, gamma: Any, gain: Any) -> tf.Tensor:
+    """``gain * (image / 255) ** gamma * 255`` on the colour channels, clipped to [0, 255]."""
+
+    def adjust(colour: tf.Tensor) -> tf.Tensor:
+        return _clip(per_image(gain) * tf.pow(colour / 255.0, per_image(gamma)) * 255.0)
+
+    return _on_colour(image, "adjust_gamma", adjust)
+
+
+# Distort colour ---------------------------------------------------------------------------------
+
+
+def draw_distort_color(seed: Any) -> dict[str, tf.Tensor]:
+    """The four draws of random_distort_color (the same for both colour orderings)."""
+    brightness, saturation, hue, contrast = core.split_seed(seed, 4)
+    return {
+        "brightness_delta": core.uniform(
+            brightness, -_DISTORT_BRIGHTNESS_DELTA, _DISTORT_BRIGHTNESS_DELTA
+        ),
+        "saturation_factor": core.uniform(saturation, *_DISTORT_SATURATION),
+        "hue_delta": core.uniform(hue, -_DISTORT_HUE_DELTA, _DISTORT_HUE_DELTA),
+        "contrast_factor": core.uniform(contrast, *_DISTORT_CONTRAST),
+    }
+
+
+def apply_distort_color(
+    image: tf.Tensor,
+    brightness_delta: Any,
+    saturation_factor: Any,
+    hue_delta: Any,
+    contrast_factor: Any,
+    color_ordering: int = 0,
+) -> tf.Tensor:
+    """Ordering 0: brightness, saturation, hue, contrast; 1: brightness, contrast, saturation, hue.
+
+    Each stage clips to [0, 255], as chaining the single steps does.
+    """
+    image = apply_brightness(image, brightness_delta)
+    if color_ordering == 0:
+        image = apply_saturation(image, saturation_factor)
+        image = apply_hue(image, hue_delta)
+        return apply_contrast(image, contrast_factor)
+    if color_ordering == 1:
+        image = apply_contrast(image, contrast_factor)
+        image = apply_saturation(image, saturation_factor)
+        return apply_hue(image, hue_delta)
+    raise ConfigError(
+        f"step 'random_distort_color': parameter 'color_ordering' must be 0 or 1, "
+        f"got {color_ordering!r}"
+    )
+
+
+# The table a fusing pipeline uses ---------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class ColorStep:
+    """How to run one colour step as ``apply(image, **draw(seed, **params))``.
+
+    ``static`` names the step's config parameters that go to ``apply`` as Python values instead of
+    to ``draw`` (they select code, e.g. an ordering, rather than being drawn).
+    """
+
+    draw: Callable[..., dict[str, tf.Tensor]]
+    apply: Callable[..., tf.Tensor]
+    static: tuple[str, ...] = ()
+
+    def sample(self, seed: Any, params: Mapping[str, Any]) -> dict[str, tf.Tensor]:
+        """Draw the random parameters of one image from its step seed and config ``params``."""
+        return self.draw(seed, **{k: v for k, v in params.items() if k not in self.static})
+
+    def run(
+        self, image: tf.Tensor, drawn: Mapping[str, Any], params: Mapping[str, Any]
+    ) -> tf.Tensor:
+        """Apply to ``[H, W, C]`` (scalar draws) or ``[B, H, W, C]`` (draws stacked to ``[B]``)."""
+        return self.apply(image, **drawn, **{k: params[k] for k in self.static})
+
+
+COLOR_STEPS: dict[str, ColorStep] = {
+    "random_adjust_brightness": ColorStep(draw_brightness, apply_brightness),
+    "random_adjust_contrast": ColorStep(draw_contrast, apply_contrast),
+    "random_adjust_hue": ColorStep(draw_hue, apply_hue),
+    "random_adjust_saturation": ColorStep(draw_saturation, apply_saturation),
+    "random_distort_color": ColorStep(
+        draw_distort_color, apply_distort_color, static=("color_ordering",)
+    ),
+    "random_rgb_to_gray": ColorStep(draw_grayscale, apply_grayscale),
+    "adjust_gamma": ColorStep(draw_gamma, apply_gamma),
+}
+
+
+def _run(name: str, features: core.Features, seed: Any, **params: Any) -> core.Features:
+    step = COLOR_STEPS[name]
+    out = dict(features)
+    out[fields.IMAGE] = step.run(features[fields.IMAGE], step.sample(seed, params), params)
+    return out
+
+
+# Registered steps -------------------------------------------------------------------------------
+
+
+@register_step(kind="color", checks={"max_delta": non_negative})
+def random_adjust_brightness(
+    features: core.Features, *, seed=None, max_delta: float = 0.2
+) -> core.Features:
+    """Add a brightness delta U(-max_delta, max_delta) (on the [0, 1] scale); float32 out."""
+    return _run("random_adjust_brightness", features, seed, max_delta=max_delta)
+
+
+@register_step(kind="color", checks={"min_delta": non_negative, "max_delta": non_negative})
+def random_adjust_contrast(
+    features: core.Features, *, seed=None, min_delta: float = 0.8, max_delta: float = 1.25
+) -> core.Features:
+    """Scale contrast by a factor U(min_delta, max_delta); float32 out."""
+    require_ordered("random_adjust_contrast", "min_delta", min_delta, "max_delta", max_delta)
+    return _run("random_adjust_contrast", features, seed, min_delta=min_delta, max_delta=max_delta)
+
+
+@register_step(kind="color", checks={"max_delta": in_range(0.0, 0.5)})
+def random_adjust_hue(
+    features: core.Features, *, seed=None, max_delta: float = 0.02
+) -> core.Features:
+    """Rotate the hue by U(-max_delta, max_delta) turns; float32 out."""
+    return _run("random_adjust_hue", features, seed, max_delta=max_delta)
+
+
+@register_step(kind="color", checks={"min_delta": non_negative, "max_delta": non_negative})
+def random_adjust_saturation(
+    features: core.Features, *, seed=None, min_delta: float = 0.8, max_delta: float = 1.25
+) -> core.Features:
+    """Scale saturation by a factor U(min_delta, max_delta); float32 out."""
+    require_ordered("random_adjust_saturation", "min_delta", min_delta, "max_delta", max_delta)
+    return _run(
+        "random_adjust_saturation", features, seed, min_delta=min_delta, max_delta=max_delta
+    )
+
+
+def _ordering_check(value: int) -> str | None:
+    return None if value in (0, 1) else "must be 0 or 1"
+
+
+@register_step(kind="color", checks={"color_ordering": _ordering_check})
+def random_distort_color(
+    features: core.Features, *, seed=None, color_ordering: int = 0
+) -> core.Features:
+    """Random brightness, saturation, hue and contrast in one of two fixed orders; float32 out."""
+    return _run("random_distort_color", features, seed, color_ordering=color_ordering)
+
+
+@register_step(kind="color", checks={"probability": in_range(0.0, 1.0)})
+def random_rgb_to_gray(
+    features: core.Features, *, seed=None, probability: float = 0.1
+) -> core.Features:
+    """With ``probability``, replace RGB by its luma in all 3 channels; float32 out."""
+    return _run("random_rgb_to_gray", features, seed, probability=probability)
+
+
+@register_step(kind="color", checks={"gamma": non_negative, "gain": non_negative})
+def adjust_gamma(
+    features: core.Features, *, seed=None, gamma: float = 1.0, gain: float = 1.0
+) -> core.Features:
+    """``gain * (image / 255) ** gamma * 255``, clipped to [0, 255]; float32 out."""
+    return _run("adjust_gamma", features, seed, gamma=gamma, gain=gain)
+
+
+@register_step(kind="image")
+def rgb_to_gray(features: core.Features, *, seed=None) -> core.Features:
+    """Replace the RGB channels by one luma channel (``[H, W, 3]`` → ``[H, W, 1]``); float32 out.
+
+    Channels after the third are kept after the luma; a grayscale image is returned unchanged.
+    """
+    del seed
+    colour, rest = split_channels(features[fields.IMAGE], "rgb_to_gray")
+    if colour.shape[-1] == 3:
+        colour = luma(colour)
+    out = dict(features)
+    out[fields.IMAGE] = merge_channels(colour, rest)
+    return out

@@ -1,0 +1,312 @@
+"""Crop steps. Every one of them, and every pad step, goes through :func:`crop_to_window`.
+
+A window is given in pixels of the current image as ``(top, left, height, width)``; it may extend
+beyond the image on any side, so the same function crops, pads, or does both at once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tensorflow as tf
+
+from object_input import fields
+from object_input.ops import boxes as box_ops
+from object_input.ops import core
+from object_input.ops.registry import in_range, non_negative, positive, register_step
+from object_input.ops.resize import resize_features
+
+# Crops drop boxes, so they read and write every per-box field; user-registered ones are handled
+# at run time by core.mask_boxes.
+CROP_FIELDS = (fields.IMAGE, *fields.per_box_fields())
+CROP_WRITES = (*CROP_FIELDS, fields.IMAGE_SHAPE)
+
+_MAX_ATTEMPTS = 100  # tries of sample_distorted_bounding_box before it falls back to the image
+
+
+def positive_pair(value: Any) -> str | None:
+    """Check that a pair is (low, high) with 0 < low <= high."""
+    if not 0 < value[0] <= value[1]:
+        return "must be (low, high) with 0 < low <= high"
+    return None
+
+
+def all_positive(value: Any) -> str | None:
+    """Check that every number in a sequence is > 0."""
+    return None if min(value) > 0 else "must be > 0"
+
+
+def area_pair(value: Any) -> str | None:
+    """Check that a pair is (low, high) with 0 < low <= high <= 1."""
+    if not 0 < value[0] <= value[1] <= 1:
+        return "must be (low, high) with 0 < low <= high <= 1"
+    return None
+
+
+def _cut(tensor: tf.Tensor, y_axis: int, top, left, height, width, fill) -> tf.Tensor:
+    """The pixel window of ``tensor`` (spatial axes ``y_axis``, ``y_axis + 1``); outside → fill.
+
+    ``fill`` is None (zeros) or a vector broadcast along the last axis.
+    """
+    shape = tf.shape(tensor)
+    rank = tensor.shape.rank
+    bounds = []
+    for axis, start, length in ((y_axis, top, height), (y_axis + 1, left, width)):
+        size = shape[axis]
+        start = tf.cast(start, tf.int32)
+        length = tf.cast(length, tf.int32)
+        first = tf.clip_by_value(start, 0, size)
+        last = tf.maximum(tf.clip_by_value(start + length, 0, size), first)
+        before = tf.clip_by_value(first - start, 0, length)
+        bounds.append((first, last - first, before, length - before - (last - first)))
+    begin = [tf.constant(0)] * rank
+    sizes = [tf.constant(-1)] * rank
+    paddings = [[tf.constant(0), tf.constant(0)] for _ in range(rank)]
+    for axis, (first, kept, before, after) in zip((y_axis, y_axis + 1), bounds, strict=True):
+        begin[axis], sizes[axis], paddings[axis] = first, kept, [before, after]
+    part = tf.slice(tensor, tf.stack(begin), tf.stack(sizes))
+    padded = tf.pad(part, tf.stack([tf.stack(p) for p in paddings]))
+    if fill is not None:
+        inside = tf.pad(
+            tf.ones_like(part, dtype=tf.bool), tf.stack([tf.stack(p) for p in paddings])
+        )
+        padded = tf.where(inside, padded, fill)
+    static = tensor.shape.as_list()
+    static[y_axis] = tf.get_static_value(height)
+    static[y_axis + 1] = tf.get_static_value(width)
+    padded.set_shape(static)
+    return padded
+
+
+def crop_to_window(
+    features: core.Features,
+    top,
+    left,
+    height,
+    width,
+    *,
+    overlap_thresh: float | None = None,
+    clip_boxes: bool = True,
+    fill: tf.Tensor | None = None,
+) -> core.Features:
+    """Cut the pixel window ``[top, top + height) × [left, left + width)`` out of the example.
+
+    The window may extend beyond the image: the image there is ``fill`` (a per-channel vector of
+    the image dtype; zeros when None) and masks are 0. With ``overlap_thresh`` set, boxes entirely
+    outside the window or with less than that fraction of their own area inside it are dropped,
+    with every per-box field. Boxes and keypoints move to the window's frame (see
+    :func:`boxes.to_window_frame`).
+    """
+    image = features[fields.IMAGE]
+    image_height, image_width = core.image_size(image)
+    size = tf.cast(tf.stack([image_height, image_width, image_height, image_width]), tf.float32)
+    corners = tf.stack([top, left, top + height, left + width])
+    window = tf.cast(corners, tf.float32) / size
+    out = dict(features)
+    if overlap_thresh is not None and fields.BOXES in out:
+        keep = box_ops.overlaps_window(out[fields.BOXES], window, overlap_thresh)
+        out = core.mask_boxes(out, keep)
+    out = core.set_image(out, _cut(image, 0, top, left, height, width, fill))
+    if fields.MASKS in out:
+        out[fields.MASKS] = _cut(out[fields.MASKS], 1, top, left, height, width, None)
+    return box_ops.to_window_frame(out, window, clip_boxes=clip_boxes)
+
+
+def _sample_window(
+    features: core.Features,
+    seed: Any,
+    min_object_covered: float,
+    aspect_ratio_range: tuple[float, float],
+    area_range: tuple[float, float],
+) -> tuple[tf.Tensor, ...]:
+    """(top, left, height, width) from ``stateless_sample_distorted_bounding_box``."""
+    box_list = features.get(fields.BOXES, tf.zeros([0, 4], tf.float32))
+    begin, size, _ = tf.image.stateless_sample_distorted_bounding_box(
+        tf.shape(features[fields.IMAGE]),
+        tf.clip_by_value(box_list, 0.0, 1.0)[tf.newaxis],
+        seed=core.as_seed(seed),
+        min_object_covered=min_object_covered,
+        aspect_ratio_range=aspect_ratio_range,
+        area_range=area_range,
+        max_attempts=_MAX_ATTEMPTS,
+        use_image_if_no_bounding_boxes=True,
+    )
+    return begin[0], begin[1], size[0], size[1]
+
+
+@register_step(
+    reads=CROP_FIELDS,
+    writes=CROP_WRITES,
+    kind="geometry",
+    checks={
+        "min_object_covered": in_range(0.0, 1.0),
+        "aspect_ratio_range": positive_pair,
+        "area_range": area_pair,
+        "overlap_thresh": in_range(0.0, 1.0),
+        "random_coef": in_range(0.0, 1.0),
+    },
+)
+def random_crop_image(
+    features: core.Features,
+    *,
+    seed=None,
+    min_object_covered: float = 1.0,
+    aspect_ratio_range: tuple[float, float] = (0.75, 1.33),
+    area_range: tuple[float, float] = (0.1, 1.0),
+    overlap_thresh: float = 0.3,
+    clip_boxes: bool = True,
+    random_coef: float = 0.0,
+) -> core.Features:
+    """Crop a window from ``sample_distorted_bounding_box``; with ``random_coef`` keep the input.
+
+    The window covers at least ``min_object_covered`` of some box (of the whole image when there
+    are no boxes). A box survives if at least ``overlap_thresh`` of its area is inside.
+    """
+    keep_seed, window_seed = core.split_seed(seed, 2)
+
+    def crop() -> core.Features:
+        window = _sample_window(
+            features, window_seed, min_object_covered, aspect_ratio_range, area_range
+        )
+        return crop_to_window(
+            features, *window, overlap_thresh=overlap_thresh, clip_boxes=clip_boxes
+        )
+
+    if random_coef <= 0.0:
+        return crop()
+    return tf.cond(
+        core.bernoulli(keep_seed, random_coef),
+        lambda: core.set_image(features, features[fields.IMAGE]),
+        crop,
+    )
+
+
+@register_step(
+    reads=CROP_FIELDS,
+    writes=CROP_WRITES,
+    kind="geometry",
+    checks={"aspect_ratio": positive, "overlap_thresh": in_range(0.0, 1.0)},
+)
+def random_crop_to_aspect_ratio(
+    features: core.Features,
+    *,
+    seed=None,
+    aspect_ratio: float = 1.0,
+    overlap_thresh: float = 0.3,
+    clip_boxes: bool = True,
+    center_crop: bool = False,
+) -> core.Features:
+    """Crop the largest window with width / height = ``aspect_ratio`` at a random offset.
+
+    ``center_crop`` centres the window instead. Boxes are kept as in :func:`random_crop_image`.
+    """
+    height, width = core.image_size(features[fields.IMAGE])
+    height_f = tf.cast(height, tf.float32)
+    width_f = tf.cast(width, tf.float32)
+    # One side stays whole; the other is cut to the ratio (rounded, at least one pixel).
+    crop_height = tf.clip_by_value(tf.cast(tf.round(width_f / aspect_ratio), tf.int32), 1, height)
+    crop_width = tf.clip_by_value(tf.cast(tf.round(height_f * aspect_ratio), tf.int32), 1, width)
+    if center_crop:
+        top = (height - crop_height) // 2
+        left = (width - crop_width) // 2
+    else:
+        top_seed, left_seed = core.split_seed(seed, 2)
+        top = core.uniform_int(top_seed, 0, height - crop_height + 1)
+        left = core.uniform_int(left_seed, 0, width - crop_width + 1)
+    return crop_to_window(
+        features,
+        top,
+        left,
+        crop_height,
+        crop_width,
+        overlap_thresh=overlap_thresh,
+        clip_boxes=clip_boxes,
+    )
+
+
+def _border(max_border: int, size: tf.Tensor) -> tf.Tensor:
+    """``max_border`` halved until twice it is below ``size`` (CenterNet's border rule)."""
+    candidates = tf.constant([max_border >> k for k in range(max_border.bit_length() + 1)])
+    fits = 2 * candidates < size
+    return tf.gather(candidates, tf.argmax(tf.cast(fits, tf.int32), output_type=tf.int32))
+
+
+def _check_scales(step: str, scale_min: float, scale_max: float) -> None:
+    if scale_min > scale_max:
+        raise ValueError(f"{step}: scale_min {scale_min} must be <= scale_max {scale_max}")
+
+
+@register_step(
+    reads=CROP_FIELDS,
+    writes=CROP_WRITES,
+    kind="geometry",
+    checks={
+        "max_border": non_negative,
+        "scale_min": positive,
+        "scale_max": positive,
+        "num_scales": positive,
+    },
+)
+def random_square_crop_by_scale(
+    features: core.Features,
+    *,
+    seed=None,
+    max_border: int = 128,
+    scale_min: float = 0.6,
+    scale_max: float = 1.3,
+    num_scales: int = 8,
+) -> core.Features:
+    """CenterNet crop: a square of side scale · max(H, W), centred at least a border inside.
+
+    The scale is one of ``num_scales`` evenly spaced values in [scale_min, scale_max]. The part of
+    the square outside the image is zero. Boxes are clipped; boxes left without area are dropped.
+    """
+    _check_scales("random_square_crop_by_scale", scale_min, scale_max)
+    scale_seed, y_seed, x_seed = core.split_seed(seed, 3)
+    height, width = core.image_size(features[fields.IMAGE])
+    scales = tf.linspace(float(scale_min), float(scale_max), num_scales)
+    scale = tf.gather(scales, core.uniform_int(scale_seed, 0, num_scales))
+    longest = tf.cast(tf.maximum(height, width), tf.float32)
+    side = tf.maximum(tf.cast(tf.floor(scale * longest), tf.int32), 1)
+    y_border = _border(max_border, height)
+    x_border = _border(max_border, width)
+    center_y = core.uniform_int(y_seed, y_border, height - y_border + 1)
+    center_x = core.uniform_int(x_seed, x_border, width - x_border + 1)
+    out = crop_to_window(
+        features, center_y - side // 2, center_x - side // 2, side, side, clip_boxes=True
+    )
+    return box_ops.drop_degenerate(out)
+
+
+@register_step(
+    reads=CROP_FIELDS,
+    writes=CROP_WRITES,
+    kind="geometry",
+    checks={"output_size": positive, "scale_min": positive, "scale_max": positive},
+)
+def random_scale_crop_and_pad_to_square(
+    features: core.Features,
+    *,
+    seed=None,
+    output_size: int = 512,
+    scale_min: float = 0.1,
+    scale_max: float = 2.0,
+) -> core.Features:
+    """EfficientDet scale jitter to an ``output_size`` square.
+
+    The longer side is resized (bilinear; masks nearest) to output_size · U(scale_min, scale_max);
+    a random output_size² window is cut from it, zero-filled at the bottom/right where the image
+    is smaller. Boxes are clipped; boxes left without area are dropped. The image is float32.
+    """
+    _check_scales("random_scale_crop_and_pad_to_square", scale_min, scale_max)
+    scale_seed, y_seed, x_seed = core.split_seed(seed, 3)
+    height, width = core.image_size(features[fields.IMAGE])
+    target = core.uniform(scale_seed, scale_min, scale_max) * float(output_size)
+    factor = tf.minimum(target / tf.cast(height, tf.float32), target / tf.cast(width, tf.float32))
+    new_height = tf.maximum(tf.cast(tf.cast(height, tf.float32) * factor, tf.int32), 1)
+    new_width = tf.maximum(tf.cast(tf.cast(width, tf.float32) * factor, tf.int32), 1)
+    out = resize_features(features, new_height, new_width)
+    top = core.uniform_int(y_seed, 0, tf.maximum(new_height - output_size, 0) + 1)
+    left = core.uniform_int(x_seed, 0, tf.maximum(new_width - output_size, 0) + 1)
+    out = crop_to_window(out, top, left, output_size, output_size, clip_boxes=True)
+    return box_ops.drop_degenerate(out)

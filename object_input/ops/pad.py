@@ -1,0 +1,243 @@
+"""Pad steps. Every one places the image on a larger canvas through :func:`pad_to_window`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import tensorflow as tf
+
+from object_input import fields
+from object_input.ops import core
+from object_input.ops.crop import (
+    CROP_FIELDS,
+    CROP_WRITES,
+    all_positive,
+    area_pair,
+    crop_to_window,
+    positive_pair,
+    random_crop_image,
+)
+from object_input.ops.registry import in_range, non_negative, positive, register_step
+
+PAD_FIELDS = (
+    fields.IMAGE,
+    fields.BOXES,
+    fields.MASKS,
+    fields.KEYPOINTS,
+    fields.KEYPOINT_VISIBILITIES,
+)
+PAD_WRITES = (*PAD_FIELDS, fields.IMAGE_SHAPE)
+
+
+def _non_empty(value: Any) -> str | None:
+    return None if len(value) > 0 else "must not be empty"
+
+
+def fill_color(image: tf.Tensor, pad_color: Sequence[float] | None) -> tf.Tensor:
+    """Per-channel fill of ``image``'s dtype: ``pad_color`` (one value or one per channel) or,
+    when None, the image's per-channel mean."""
+    channels = image.shape[-1]
+    if pad_color is None:
+        color = tf.reduce_mean(core.to_float(image), axis=[0, 1])
+    else:
+        if channels is not None and len(pad_color) not in (1, channels):
+            raise ValueError(
+                f"pad_color has {len(pad_color)} values but the image has {channels} channels "
+                "(give one value, or one per channel)"
+            )
+        color = tf.broadcast_to(
+            tf.constant(pad_color, tf.float32), tf.shape(image)[-1:], name="pad_color_per_channel"
+        )
+    return core.like(color, image.dtype)
+
+
+def pad_to_window(
+    features: core.Features,
+    top,
+    left,
+    height,
+    width,
+    pad_color: Sequence[float] | None = None,
+) -> core.Features:
+    """Place the image at (``top``, ``left``) on a ``height`` × ``width`` canvas.
+
+    The canvas is ``pad_color`` (the image's per-channel mean when None), masks are padded with 0,
+    and boxes and keypoints move to the canvas frame; no box is dropped or clipped.
+    """
+    color = fill_color(features[fields.IMAGE], pad_color)
+    return crop_to_window(features, -top, -left, height, width, clip_boxes=False, fill=color)
+
+
+def _random_pad(
+    features: core.Features,
+    seed: Any,
+    min_size: Any,
+    max_size: Any,
+    pad_color: Sequence[float] | None,
+    center_pad: bool = False,
+) -> core.Features:
+    """Pad to a size drawn in [min_size, max_size) per dimension (never below the image)."""
+    size = tf.shape(features[fields.IMAGE])[:2]
+    low = tf.maximum(tf.cast(min_size, tf.int32), size)
+    high = tf.maximum(tf.cast(max_size, tf.int32), size)
+    height_seed, width_seed, offset_seed = core.split_seed(seed, 3)
+    target = tf.stack(
+        [
+            core.uniform_int(height_seed, low[0], high[0]),
+            core.uniform_int(width_seed, low[1], high[1]),
+        ]
+    )
+    slack = target - size
+    offset = slack // 2 if center_pad else core.uniform_int(offset_seed, 0, slack + 1, shape=[2])
+    return pad_to_window(features, offset[0], offset[1], target[0], target[1], pad_color)
+
+
+@register_step(
+    reads=PAD_FIELDS,
+    writes=PAD_WRITES,
+    kind="geometry",
+    checks={
+        "min_image_size": all_positive,
+        "max_image_size": all_positive,
+        "pad_color": _non_empty,
+    },
+)
+def random_pad_image(
+    features: core.Features,
+    *,
+    seed=None,
+    min_image_size: tuple[int, int] | None = None,
+    max_image_size: tuple[int, int] | None = None,
+    pad_color: Sequence[float] | None = None,
+    center_pad: bool = False,
+) -> core.Features:
+    """Pad to a random (height, width) in [min_image_size, max_image_size) at a random offset.
+
+    The sizes default to the image size and twice it, and never go below the image size.
+    ``center_pad`` centres the image. The fill is ``pad_color`` (default: the image's mean).
+    """
+    both = min_image_size is not None and max_image_size is not None
+    if both and any(lo > hi for lo, hi in zip(min_image_size, max_image_size, strict=True)):
+        raise ValueError(
+            f"random_pad_image: min_image_size {tuple(min_image_size)} exceeds "
+            f"max_image_size {tuple(max_image_size)}"
+        )
+    size = tf.shape(features[fields.IMAGE])[:2]
+    low = size if min_image_size is None else tf.constant(min_image_size, tf.int32)
+    high = 2 * size if max_image_size is None else tf.constant(max_image_size, tf.int32)
+    return _random_pad(features, seed, low, high, pad_color, center_pad)
+
+
+@register_step(
+    reads=PAD_FIELDS,
+    writes=PAD_WRITES,
+    kind="geometry",
+    checks={
+        "max_height_padding": non_negative,
+        "max_width_padding": non_negative,
+        "pad_color": _non_empty,
+    },
+)
+def random_absolute_pad_image(
+    features: core.Features,
+    *,
+    seed=None,
+    max_height_padding: int,
+    max_width_padding: int,
+    pad_color: Sequence[float] | None = None,
+) -> core.Features:
+    """Add U[0, max_height_padding) rows and U[0, max_width_padding) columns at a random offset."""
+    size = tf.shape(features[fields.IMAGE])[:2]
+    high = size + tf.constant([max_height_padding, max_width_padding], tf.int32)
+    return _random_pad(features, seed, size, high, pad_color)
+
+
+@register_step(
+    reads=CROP_FIELDS,
+    writes=CROP_WRITES,
+    kind="geometry",
+    checks={
+        "min_object_covered": in_range(0.0, 1.0),
+        "aspect_ratio_range": positive_pair,
+        "area_range": area_pair,
+        "overlap_thresh": in_range(0.0, 1.0),
+        "random_coef": in_range(0.0, 1.0),
+        "min_padded_size_ratio": all_positive,
+        "max_padded_size_ratio": all_positive,
+        "pad_color": _non_empty,
+    },
+)
+def random_crop_pad_image(
+    features: core.Features,
+    *,
+    seed=None,
+    min_object_covered: float = 1.0,
+    aspect_ratio_range: tuple[float, float] = (0.75, 1.33),
+    area_range: tuple[float, float] = (0.1, 1.0),
+    overlap_thresh: float = 0.3,
+    clip_boxes: bool = True,
+    random_coef: float = 0.0,
+    min_padded_size_ratio: tuple[float, float] = (1.0, 1.0),
+    max_padded_size_ratio: tuple[float, float] = (2.0, 2.0),
+    pad_color: Sequence[float] | None = None,
+) -> core.Features:
+    """:func:`random_crop_image`, then :func:`random_pad_image` to a size drawn between
+    ``min_padded_size_ratio`` and ``max_padded_size_ratio`` times the *original* (height, width).
+
+    ``min_padded_size_ratio`` here is a per-dimension (height, width) pair, as is the maximum.
+    """
+    crop_seed, pad_seed = core.split_seed(seed, 2)
+    original = tf.cast(tf.shape(features[fields.IMAGE])[:2], tf.float32)
+    cropped = random_crop_image(
+        features,
+        seed=crop_seed,
+        min_object_covered=min_object_covered,
+        aspect_ratio_range=aspect_ratio_range,
+        area_range=area_range,
+        overlap_thresh=overlap_thresh,
+        clip_boxes=clip_boxes,
+        random_coef=random_coef,
+    )
+    low = original * tf.constant(min_padded_size_ratio, tf.float32)
+    high = original * tf.constant(max_padded_size_ratio, tf.float32)
+    return _random_pad(cropped, pad_seed, low, high, pad_color)
+
+
+@register_step(
+    reads=PAD_FIELDS,
+    writes=PAD_WRITES,
+    kind="geometry",
+    checks={
+        "aspect_ratio": positive,
+        "min_padded_size_ratio": all_positive,
+        "max_padded_size_ratio": all_positive,
+    },
+)
+def random_pad_to_aspect_ratio(
+    features: core.Features,
+    *,
+    seed=None,
+    aspect_ratio: float = 1.0,
+    min_padded_size_ratio: tuple[float, float] = (1.0, 1.0),
+    max_padded_size_ratio: tuple[float, float] = (2.0, 2.0),
+) -> core.Features:
+    """Zero-pad at the bottom/right to width / height = ``aspect_ratio``, randomly enlarged.
+
+    The smallest padded size with the ratio is scaled by U(min_scale, max_scale), the range that
+    keeps each side within [min, max]_padded_size_ratio × the image side where it can; sides are
+    rounded to pixels.
+    """
+    height, width = (tf.cast(s, tf.float32) for s in core.image_size(features[fields.IMAGE]))
+    base_height = tf.maximum(height, width / aspect_ratio)
+    base_width = tf.maximum(width, height * aspect_ratio)
+    min_height = tf.maximum(min_padded_size_ratio[0] * height, base_height)
+    min_width = tf.maximum(min_padded_size_ratio[1] * width, base_width)
+    max_height = tf.maximum(max_padded_size_ratio[0] * height, base_height)
+    max_width = tf.maximum(max_padded_size_ratio[1] * width, base_width)
+    max_scale = tf.minimum(max_height / base_height, max_width / base_width)
+    min_scale = tf.minimum(max_scale, tf.maximum(min_height / base_height, min_width / base_width))
+    scale = core.uniform(seed, min_scale, max_scale)
+    target_height = tf.cast(tf.round(scale * base_height), tf.int32)
+    target_width = tf.cast(tf.round(scale * base_width), tf.int32)
+    return pad_to_window(features, 0, 0, target_height, target_width, pad_color=(0.0,))

@@ -1,0 +1,240 @@
+"""Pixel-value steps: value-range remaps, per-pixel noise, black patches and JPEG re-encoding.
+
+None of these move boxes or change the image size. Channel rules follow :mod:`.color`: noise
+touches the colour channels (0-2, or 0 for grayscale) only; value remaps and black patches touch
+every channel.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import tensorflow as tf
+
+from object_input import fields
+from object_input.ops import core
+from object_input.ops.color import merge_channels, require_ordered, split_channels
+from object_input.ops.registry import (
+    ConfigError,
+    in_range,
+    non_negative,
+    positive,
+    register_step,
+)
+
+
+def _with_image(features: core.Features, image: tf.Tensor) -> core.Features:
+    out = dict(features)
+    out[fields.IMAGE] = image
+    return out
+
+
+@register_step(kind="color")
+def normalize_image(
+    features: core.Features,
+    *,
+    seed=None,
+    original_minval: float,
+    original_maxval: float,
+    target_minval: float = 0.0,
+    target_maxval: float = 1.0,
+) -> core.Features:
+    """Linearly map [original_minval, original_maxval] to [target_minval, target_maxval].
+
+    Every channel is remapped; no clipping; float32 out.
+    """
+    del seed
+    if original_minval == original_maxval:
+        raise ConfigError(
+            "step 'normalize_image': parameters 'original_minval' and 'original_maxval' must "
+            f"differ, got {original_minval!r} for both"
+        )
+    scale = (target_maxval - target_minval) / (original_maxval - original_minval)
+    image = core.to_float(features[fields.IMAGE])
+    return _with_image(features, (image - original_minval) * scale + target_minval)
+
+
+def _means_check(value: Sequence[float]) -> str | None:
+    return None if len(value) > 0 else "must list at least one mean"
+
+
+@register_step(kind="color", checks={"means": _means_check})
+def subtract_channel_mean(
+    features: core.Features, *, seed=None, means: Sequence[float]
+) -> core.Features:
+    """Subtract ``means[c]`` from channel ``c``; ``len(means)`` must equal the channel count.
+
+    No clipping (results may be negative); float32 out.
+    """
+    del seed
+    image = features[fields.IMAGE]
+    if image.shape[-1] != len(means):
+        raise ValueError(
+            f"subtract_channel_mean: {len(means)} means given for an image with "
+            f"{image.shape[-1]} channels (the channel count must be known and equal)"
+        )
+    return _with_image(features, core.to_float(image) - tf.constant(means, tf.float32))
+
+
+@register_step(kind="color", checks={"minval": non_negative, "maxval": non_negative})
+def random_pixel_value_scale(
+    features: core.Features, *, seed=None, minval: float = 0.9, maxval: float = 1.1
+) -> core.Features:
+    """Multiply every colour value by its own factor U(minval, maxval), clip to [0, 255].
+
+    Float32 out. Channels after the colour channels pass through.
+    """
+    require_ordered("random_pixel_value_scale", "minval", minval, "maxval", maxval)
+    colour, rest = split_channels(features[fields.IMAGE], "random_pixel_value_scale")
+    factors = core.uniform(seed, minval, maxval, shape=tf.shape(colour))
+    colour = tf.clip_by_value(colour * factors, 0.0, 255.0)
+    return _with_image(features, merge_channels(colour, rest))
+
+
+@register_step(
+    kind="image",
+    checks={
+        "max_black_patches": non_negative,
+        "probability": in_range(0.0, 1.0),
+        "size_to_image_ratio": in_range(0.0, 1.0),
+    },
+)
+def random_black_patches(
+    features: core.Features,
+    *,
+    seed=None,
+    max_black_patches: int = 10,
+    probability: float = 0.5,
+    size_to_image_ratio: float = 0.1,
+) -> core.Features:
+    """Up to ``max_black_patches`` tries; each, with ``probability``, zeroes a square patch.
+
+    The patch side is ``int(size_to_image_ratio * min(H, W))``; its top-left corner is
+    ``int(U(0, 1 - size_to_image_ratio) * H)``, likewise for x, so it lies inside the image. All
+    channels are zeroed; the dtype is kept.
+    """
+    image = features[fields.IMAGE]
+    height, width = core.image_size(image)
+    applied_seed, corner_seed = core.split_seed(seed, 2)
+    applied = core.uniform(applied_seed, shape=[max_black_patches]) < probability
+    size = tf.cast(tf.stack([height, width]), tf.float32)
+    fraction = core.uniform(corner_seed, 0.0, 1.0 - size_to_image_ratio, [max_black_patches, 2])
+    corner = tf.cast(fraction * size, tf.int32)
+    top, left = corner[:, 0, tf.newaxis, tf.newaxis], corner[:, 1, tf.newaxis, tf.newaxis]
+    side = tf.cast(tf.reduce_min(size) * size_to_image_ratio, tf.int32)
+    rows = tf.range(height)[tf.newaxis, :, tf.newaxis]
+    cols = tf.range(width)[tf.newaxis, tf.newaxis, :]
+    in_rows = (rows >= top) & (rows < top + side)
+    in_cols = (cols >= left) & (cols < left + side)
+    black = tf.reduce_any(in_rows & in_cols & applied[:, None, None], axis=0)
+    return _with_image(features, tf.where(black[..., tf.newaxis], tf.zeros_like(image), image))
+
+
+def _quality_range_check(value: int) -> str | None:
+    return None if 0 <= value <= 100 else "must be in [0, 100]"
+
+
+@register_step(
+    kind="image",
+    checks={
+        "min_jpeg_quality": _quality_range_check,
+        "max_jpeg_quality": _quality_range_check,
+        "random_coef": in_range(0.0, 1.0),
+    },
+)
+def random_jpeg_quality(
+    features: core.Features,
+    *,
+    seed=None,
+    min_jpeg_quality: int = 0,
+    max_jpeg_quality: int = 100,
+    random_coef: float = 0.0,
+) -> core.Features:
+    """Re-encode as JPEG at a quality drawn from [min, max] (inclusive), then decode.
+
+    With probability ``random_coef`` the image is left unchanged. Only 1- or 3-channel images;
+    values are rounded to uint8 for encoding; the dtype is kept.
+    """
+    require_ordered(
+        "random_jpeg_quality",
+        "min_jpeg_quality",
+        min_jpeg_quality,
+        "max_jpeg_quality",
+        max_jpeg_quality,
+    )
+    image = features[fields.IMAGE]
+    if image.shape[-1] not in (1, 3):
+        raise ValueError(
+            "random_jpeg_quality: JPEG needs an image with a known channel count of 1 or 3, "
+            f"got shape {image.shape}"
+        )
+    keep_seed, quality_seed = core.split_seed(seed, 2)
+    quality = core.uniform_int(quality_seed, min_jpeg_quality, max_jpeg_quality + 1)
+
+    def reencode() -> tf.Tensor:
+        pixels = core.like(core.to_float(image), tf.uint8)
+        return tf.cast(tf.image.adjust_jpeg_quality(pixels, quality), image.dtype)
+
+    keep = core.bernoulli(keep_seed, random_coef)
+    return _with_image(features, tf.cond(keep, lambda: image, reencode))
+
+
+@register_step(
+    kind="image",
+    checks={
+        "min_patch_size": positive,
+        "max_patch_size": positive,
+        "min_gaussian_stddev": non_negative,
+        "max_gaussian_stddev": non_negative,
+        "random_coef": in_range(0.0, 1.0),
+    },
+)
+def random_patch_gaussian(
+    features: core.Features,
+    *,
+    seed=None,
+    min_patch_size: int = 1,
+    max_patch_size: int = 250,
+    min_gaussian_stddev: float = 0.0,
+    max_gaussian_stddev: float = 1.0,
+    random_coef: float = 0.0,
+) -> core.Features:
+    """Add Gaussian noise inside a random square patch of the colour channels.
+
+    The side is drawn from [min, max] (inclusive); the centre is a uniform pixel (for an even
+    side the extra row/column goes top/left); the patch may extend past the border. The standard
+    deviation U(min, max) is on the [0, 1] scale (×255 on ours). Clipped to [0, 255]. With
+    probability ``random_coef`` the image is left unchanged. Float32 out.
+    """
+    require_ordered(
+        "random_patch_gaussian",
+        "min_patch_size",
+        min_patch_size,
+        "max_patch_size",
+        max_patch_size,
+    )
+    require_ordered(
+        "random_patch_gaussian",
+        "min_gaussian_stddev",
+        min_gaussian_stddev,
+        "max_gaussian_stddev",
+        max_gaussian_stddev,
+    )
+    colour, rest = split_channels(features[fields.IMAGE], "random_patch_gaussian")
+    height, width = core.image_size(colour)
+    keep_seed, size_seed, stddev_seed, y_seed, x_seed, noise_seed = core.split_seed(seed, 6)
+    size = core.uniform_int(size_seed, min_patch_size, max_patch_size + 1)
+    stddev = core.uniform(stddev_seed, min_gaussian_stddev, max_gaussian_stddev)
+    top = core.uniform_int(y_seed, 0, height) - size // 2
+    left = core.uniform_int(x_seed, 0, width) - size // 2
+
+    def patch() -> tf.Tensor:
+        rows = tf.range(height)[:, tf.newaxis, tf.newaxis]
+        cols = tf.range(width)[tf.newaxis, :, tf.newaxis]
+        inside = (rows >= top) & (rows < top + size) & (cols >= left) & (cols < left + size)
+        noise = tf.random.stateless_normal(tf.shape(colour), noise_seed, stddev=255.0 * stddev)
+        return tf.clip_by_value(tf.where(inside, colour + noise, colour), 0.0, 255.0)
+
+    keep = core.bernoulli(keep_seed, random_coef)
+    colour = tf.cond(keep, lambda: colour, patch)
+    return _with_image(features, merge_channels(colour, rest))

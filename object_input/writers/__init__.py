@@ -1,0 +1,11 @@
+"""Writers: build detection ``tf.train.Example`` records from numpy and write TFRecord shards."""
+
+from object_input.writers.tf_example import (
+    ShardedWriter,
+    build_example,
+    encode_image,
+    shard_paths,
+    write_tfrecords,
+)
+
+__all__ = ["ShardedWriter", "build_example", "encode_image", "shard_paths", "write_tfrecords"]

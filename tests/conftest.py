@@ -1,0 +1,27 @@
+"""Shared fixtures: small generated datasets; nothing is downloaded."""
+
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np
+import pytest
+from hypothesis import settings
+
+settings.register_profile("default", deadline=None, max_examples=25)
+settings.load_profile("default")
+
+
+@pytest.fixture(scope="session")
+def synthetic_dir(tmp_path_factory):
+    """24 synthetic examples (three image sizes, 0-4 boxes, PNG masks) in 3 shards."""
+    from object_input.synthetic import write_synthetic_dataset
+
+    directory = tmp_path_factory.mktemp("synthetic")
+    write_synthetic_dataset(directory, num_examples=24, num_shards=3, seed=7)
+    return directory
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(0)
