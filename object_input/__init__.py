@@ -2,7 +2,9 @@
 
 from object_input import fields, ops, writers
 from object_input.batching import unpad_batch
+from object_input.config import PipelineConfig, load_pipeline_config
 from object_input.decoders import ExampleDecoder, decode_example
+from object_input.distribute import dataset_fn
 from object_input.pipeline import DatasetOptions, make_dataset
 
 __version__ = "0.1.0"
@@ -10,8 +12,11 @@ __version__ = "0.1.0"
 __all__ = [
     "DatasetOptions",
     "ExampleDecoder",
+    "PipelineConfig",
+    "dataset_fn",
     "decode_example",
     "fields",
+    "load_pipeline_config",
     "make_dataset",
     "ops",
     "unpad_batch",

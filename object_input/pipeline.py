@@ -21,6 +21,7 @@ from object_input.ops.resize import resize_features
 from object_input.readers import list_files, tfrecord_dataset
 
 AUTOTUNE = tf.data.AUTOTUNE
+SERVICE_MODES = ("distributed_epoch", "parallel_epochs")
 
 
 @dataclasses.dataclass
@@ -58,6 +59,9 @@ class DatasetOptions:
     multiclass_scores: bool = False
     unknown_classes: str = "error"
     extra_features: Mapping[str, Any] | None = None
+    service: str | None = None
+    service_mode: str = "distributed_epoch"
+    service_job_name: str | None = None
 
     def __post_init__(self) -> None:
         if self.source is None:
@@ -91,6 +95,10 @@ class DatasetOptions:
                 )
         if self.num_epochs is not None and self.num_epochs < 1:
             raise ValueError(f"num_epochs must be >= 1 or None (forever), got {self.num_epochs}")
+        if self.service_mode not in SERVICE_MODES:
+            raise ValueError(
+                f"service_mode must be one of {SERVICE_MODES}, got {self.service_mode!r}"
+            )
         if self.input_context is not None:
             self.num_shards = self.input_context.num_input_pipelines
             self.shard_index = self.input_context.input_pipeline_id
@@ -113,7 +121,11 @@ def make_dataset(source: Any = None, *, config: Any = None, **options: Any) -> t
         num_readers, block_length, compression; num_shards/shard_index or input_context;
         num_parallel_calls, prefetch, deterministic, seed; keras (yield ``(images, labels)``);
         decoder options channels, label_map, masks, num_keypoints, multiclass_scores,
-        unknown_classes, extra_features.
+        unknown_classes, extra_features; service ("grpc://host:port" of a tf.data service
+        dispatcher: decoding, augmentation and batching then run on its workers), service_mode
+        ("distributed_epoch": each example once per epoch across workers; "parallel_epochs":
+        every worker produces whole epochs), service_job_name (consumers sharing a job name share
+        its data).
 
     With a ``seed``, batches are identical run after run whatever the parallelism: every example
     gets a stateless seed derived from the pipeline seed and its position in the stream.
@@ -183,6 +195,13 @@ def _build(opts: DatasetOptions) -> tf.data.Dataset:
     options = tf.data.Options()
     options.deterministic = opts.deterministic
     dataset = dataset.with_options(options)
+    if opts.service is not None:
+        # Everything above runs on the tf.data service workers; this process only receives batches.
+        dataset = dataset.apply(
+            tf.data.experimental.service.distribute(
+                opts.service_mode, opts.service, job_name=opts.service_job_name
+            )
+        )
     return dataset.prefetch(opts.prefetch)
 
 
