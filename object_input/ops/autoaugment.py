@@ -106,8 +106,18 @@ PixelFn = Callable[[tf.Tensor, Any, tf.Tensor], tf.Tensor]  # (colour, arg, seed
 
 
 def _colour(image: tf.Tensor, fn: Callable[[tf.Tensor], tf.Tensor]) -> tf.Tensor:
-    """Apply ``fn`` to the first 3 channels; further channels pass through."""
-    return tf.concat([fn(image[..., :3]), image[..., 3:]], axis=-1)
+    """Apply ``fn`` to the colour channels; further channels pass through.
+
+    Colour is channels 0–2 of an image with 3 or more channels, else channel 0 alone (gray,
+    a second channel being e.g. alpha), as in the project's other colour steps.
+    """
+    channels = image.shape[-1]
+    if channels is None:
+        count = tf.where(tf.shape(image)[-1] >= 3, 3, 1)
+    else:
+        count = 3 if channels >= 3 else 1
+    coloured = tf.concat([fn(image[..., :count]), image[..., count:]], axis=-1)
+    return tf.ensure_shape(coloured, image.shape)
 
 
 def _pixel_region(box: tf.Tensor, height: tf.Tensor, width: tf.Tensor) -> Region:

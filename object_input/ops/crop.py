@@ -65,12 +65,10 @@ def _cut(tensor: tf.Tensor, y_axis: int, top, left, height, width, fill) -> tf.T
     for axis, (first, kept, before, after) in zip((y_axis, y_axis + 1), bounds, strict=True):
         begin[axis], sizes[axis], paddings[axis] = first, kept, [before, after]
     part = tf.slice(tensor, tf.stack(begin), tf.stack(sizes))
-    padded = tf.pad(part, tf.stack([tf.stack(p) for p in paddings]))
+    paddings = tf.stack([tf.stack(p) for p in paddings])
+    padded = tf.pad(part, paddings)
     if fill is not None:
-        inside = tf.pad(
-            tf.ones_like(part, dtype=tf.bool), tf.stack([tf.stack(p) for p in paddings])
-        )
-        padded = tf.where(inside, padded, fill)
+        padded = tf.where(tf.pad(tf.ones_like(part, dtype=tf.bool), paddings), padded, fill)
     static = tensor.shape.as_list()
     static[y_axis] = tf.get_static_value(height)
     static[y_axis + 1] = tf.get_static_value(width)

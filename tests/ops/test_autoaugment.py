@@ -663,24 +663,32 @@ def test_float_images_stay_float_on_the_0_255_scale():
 
 
 def test_colour_ops_leave_extra_channels_and_gray_images_work():
-    image = tf.constant(np.random.default_rng(3).integers(0, 256, [16, 16, 4]).astype(np.uint8))
+    image = np.random.default_rng(3).integers(0, 256, [32, 32, 4]).astype(np.uint8)
     for entry in (
         ("Equalize", 1.0, 0),
         ("Color", 1.0, 0),
         ("Solarize", 1.0, 3),
         ("Sharpness", 1.0, 9),
     ):
-        out = aa.apply_policy({fields.IMAGE: image}, [[entry]], seed=0)[fields.IMAGE]
+        out = aa.apply_policy({fields.IMAGE: tf.constant(image)}, [[entry]], seed=0)[fields.IMAGE]
         np.testing.assert_array_equal(out[..., 3], image[..., 3])
         assert not np.array_equal(out[..., :3], image[..., :3])
-    gray = image[..., :1]
-    out = aa.apply_policy({fields.IMAGE: gray}, [[("Color", 1.0, 0), ("Contrast", 1.0, 0)]], seed=0)
-    assert out[fields.IMAGE].shape == (16, 16, 1)
+    # Gray plus alpha: the colour is channel 0 alone (threshold int(0.3 · 256) = 76).
+    gray_alpha = tf.constant(image[..., [0, 3]])
+    out = aa.apply_policy({fields.IMAGE: gray_alpha}, [[("Solarize", 1.0, 3)]], seed=0)
+    gray = image[..., 0].astype(np.int32)
+    np.testing.assert_array_equal(out[fields.IMAGE][..., 0], np.where(gray < 76, gray, 255 - gray))
+    np.testing.assert_array_equal(out[fields.IMAGE][..., 1], image[..., 3])
+    # Contrast level 0 (factor 0.1) on a single gray channel: 0.1 · x + 0.9 · mean.
+    out = aa.apply_policy({fields.IMAGE: tf.constant(image[..., :1])}, [[("Contrast", 1.0, 0)]], 0)
+    expected = 0.1 * gray + 0.9 * gray.mean()
+    np.testing.assert_allclose(out[fields.IMAGE][..., 0], expected, atol=0.51)
     # Geometry moves every channel.
-    out = aa.apply_policy({fields.IMAGE: image}, [[("TranslateY_BBox", 1.0, 1)]], seed=0)[
-        fields.IMAGE
-    ]
-    assert (out.numpy()[..., 3] == 128).any()
+    out = aa.apply_policy({fields.IMAGE: tf.constant(image)}, [[("TranslateY_BBox", 1.0, 1)]], 0)
+    moved = out[fields.IMAGE].numpy()  # 25 rows up or down, all 4 channels, grey fill
+    down = np.array_equal(moved[25:], image[:7]) and (moved[:25] == 128).all()
+    up = np.array_equal(moved[:7], image[25:]) and (moved[7:] == 128).all()
+    assert down or up
 
 
 def test_invalid_policy_name_is_a_config_error():

@@ -241,6 +241,22 @@ def test_random_absolute_pad_image_padding_range():
     check_canvas(features, out)
 
 
+@given(_examples, _seeds, st.integers(0, 6), st.integers(0, 6))
+def test_random_absolute_pad_image_properties(features, seed, max_rows, max_cols):
+    height, width = features[fields.IMAGE].shape[:2]
+    out = random_absolute_pad_image(
+        features,
+        seed=seed,
+        max_height_padding=max_rows,
+        max_width_padding=max_cols,
+        pad_color=BLACK,
+    )
+    canvas_h, canvas_w = out[fields.IMAGE].shape[:2]
+    assert canvas_h - height < max(max_rows, 1) and canvas_w - width < max(max_cols, 1)
+    region, _ = check_canvas(features, out)
+    assert region == (0, 0, height, width)
+
+
 # --- random_crop_pad_image -----------------------------------------------------------------
 
 

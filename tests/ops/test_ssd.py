@@ -1,0 +1,338 @@
+"""Tests for the SSD crop steps: operation choice, operation parsing, and the composed results.
+
+Images encode their pixel coordinates (channel 0 = row + 1, channel 1 = column + 1, channel 2 = 1)
+and pads are black, so the output shows which source region landed where on the canvas.
+"""
+
+import functools
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from hypothesis import given
+from hypothesis import strategies as st
+
+from object_input import fields
+from object_input.ops import (
+    ConfigError,
+    get_step,
+    ssd_random_crop,
+    ssd_random_crop_fixed_aspect_ratio,
+    ssd_random_crop_pad,
+    ssd_random_crop_pad_fixed_aspect_ratio,
+)
+from object_input.ops.ssd import (
+    SSD_CROP_OPERATIONS,
+    SSD_CROP_PAD_OPERATIONS,
+    SSD_FIXED_ASPECT_OPERATIONS,
+)
+
+BLACK = {"pad_color_r": 0.0, "pad_color_g": 0.0, "pad_color_b": 0.0}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def box_id():
+    """A user per-box field of unique ids: survivors must keep their ids."""
+    fields.register_per_box_field("box_id")
+    yield
+    fields.unregister_per_box_field("box_id")
+
+
+def make_features(height, width, boxes):
+    """Coordinate image; masks are the rasterized boxes, keypoints their centre and corner."""
+    boxes = np.asarray(boxes, np.float32).reshape(-1, 4)
+    n = len(boxes)
+    rows, cols = np.meshgrid(np.arange(height), np.arange(width), indexing="ij")
+    ys = (np.arange(height) + 0.5) / height
+    xs = (np.arange(width) + 0.5) / width
+    in_y = (ys[None] >= boxes[:, :1]) & (ys[None] <= boxes[:, 2:3])
+    in_x = (xs[None] >= boxes[:, 1:2]) & (xs[None] <= boxes[:, 3:4])
+    centre = (boxes[:, :2] + boxes[:, 2:]) / 2
+    return {
+        fields.IMAGE: tf.constant(np.stack([rows + 1, cols + 1, np.ones_like(rows)], -1), tf.uint8),
+        fields.BOXES: tf.constant(boxes),
+        fields.CLASSES: tf.constant(np.arange(n, dtype=np.int32) + 1),
+        "box_id": tf.constant(np.arange(n, dtype=np.int32) + 100),
+        fields.MASKS: tf.constant((in_y[:, :, None] & in_x[:, None, :]).astype(np.uint8)),
+        fields.KEYPOINTS: tf.constant(np.stack([centre, boxes[:, :2]], 1)),
+        fields.KEYPOINT_VISIBILITIES: tf.ones([n, 2], tf.bool),
+    }
+
+
+def check_moved(features, out, *, clip):
+    """Check ``out`` shows a source region (the content) translated onto a black canvas, with
+    every surviving box, mask and keypoint translated alike (boxes clipped to the content when
+    ``clip``; keypoints outside the content lost). Returns the content's source region."""
+    f = {k: np.asarray(v) for k, v in features.items()}
+    o = {k: np.asarray(v) for k, v in out.items()}
+    height, width = f[fields.IMAGE].shape[:2]
+    canvas = np.array(o[fields.IMAGE].shape[:2])
+    np.testing.assert_array_equal(o[fields.IMAGE_SHAPE], canvas)
+    content = np.argwhere(o[fields.IMAGE][..., 2] == 1)
+    start, stop = content.min(0), content.max(0) + 1
+    source = o[fields.IMAGE][start[0], start[1], :2].astype(int) - 1
+    size = stop - start
+    expected = np.zeros_like(o[fields.IMAGE])
+    region = f[fields.IMAGE][source[0] : source[0] + size[0], source[1] : source[1] + size[1]]
+    expected[start[0] : stop[0], start[1] : stop[1]] = region
+    np.testing.assert_array_equal(o[fields.IMAGE], expected)
+
+    kept = [list(f["box_id"]).index(i) for i in o["box_id"]]
+    assert kept == sorted(kept)
+    np.testing.assert_array_equal(o[fields.CLASSES], f[fields.CLASSES][kept])
+    shift = start - source  # canvas pixel = source pixel + shift
+    pixels = f[fields.BOXES][kept] * np.tile([height, width], 2) + np.tile(shift, 2)
+    if clip:
+        pixels = np.clip(pixels, np.tile(start, 2), np.tile(stop, 2))
+    got = o[fields.BOXES].reshape(-1, 4) * np.tile(canvas, 2)
+    np.testing.assert_allclose(got, pixels, atol=1e-3)
+    for position, index in enumerate(kept):
+        mask = np.zeros(canvas, np.uint8)
+        mask[start[0] : stop[0], start[1] : stop[1]] = f[fields.MASKS][index][
+            source[0] : source[0] + size[0], source[1] : source[1] + size[1]
+        ]
+        np.testing.assert_array_equal(o[fields.MASKS][position], mask)
+    points = f[fields.KEYPOINTS][kept] * [height, width] + shift
+    inside = ((points >= start) & (points <= stop)).all(-1)
+    clear = (np.minimum(np.abs(points - start), np.abs(points - stop)) > 1e-3).all(-1)
+    keypoints = o[fields.KEYPOINTS] * canvas
+    np.testing.assert_array_equal(np.isnan(keypoints).all(-1)[clear], ~inside[clear])
+    np.testing.assert_allclose(keypoints[clear & inside], points[clear & inside], atol=1e-3)
+    np.testing.assert_array_equal(o[fields.KEYPOINT_VISIBILITIES][clear], inside[clear])
+    return (*source, *size)
+
+
+_box = st.tuples(
+    st.floats(0.0, 0.9), st.floats(0.0, 0.9), st.floats(0.05, 0.6), st.floats(0.05, 0.6)
+).map(lambda t: [t[0], t[1], min(t[0] + t[2], 1.0), min(t[1] + t[3], 1.0)])
+_examples = st.builds(
+    make_features, st.integers(4, 16), st.integers(4, 16), st.lists(_box, max_size=4)
+)
+_seeds = st.integers(0, 2**31 - 1)
+
+
+def _with(operations, **extra):
+    return [{**op, **extra} for op in operations]
+
+
+# --- properties ----------------------------------------------------------------------------
+
+
+@given(_examples, _seeds, st.booleans())
+def test_ssd_random_crop_properties(features, seed, clip):
+    out = ssd_random_crop(
+        features, seed=seed, operations=_with(SSD_CROP_OPERATIONS, clip_boxes=clip)
+    )
+    *_, height, width = check_moved(features, out, clip=clip)
+    assert (height, width) == tuple(out[fields.IMAGE].shape[:2])  # a pure crop
+    again = ssd_random_crop(
+        features, seed=seed, operations=_with(SSD_CROP_OPERATIONS, clip_boxes=clip)
+    )
+    np.testing.assert_array_equal(again[fields.IMAGE], out[fields.IMAGE])
+
+
+@given(_examples, _seeds, st.booleans())
+def test_ssd_random_crop_pad_properties(features, seed, clip):
+    operations = _with(SSD_CROP_PAD_OPERATIONS, clip_boxes=clip, **BLACK)
+    out = ssd_random_crop_pad(features, seed=seed, operations=operations)
+    check_moved(features, out, clip=clip)
+    height, width = features[fields.IMAGE].shape[:2]
+    canvas_h, canvas_w = out[fields.IMAGE].shape[:2]
+    assert height <= canvas_h < 2 * height and width <= canvas_w < 2 * width
+
+
+@given(_examples, _seeds, st.sampled_from([0.5, 1.0, 1.5]))
+def test_ssd_random_crop_fixed_aspect_ratio_properties(features, seed, ratio):
+    out = ssd_random_crop_fixed_aspect_ratio(features, seed=seed, aspect_ratio=ratio)
+    check_moved(features, out, clip=True)
+    height, width = out[fields.IMAGE].shape[:2]
+    assert abs(width / height - ratio) <= max(1.0, ratio) / min(height, width) + 1e-6
+
+
+@given(_examples, _seeds, st.sampled_from([0.5, 1.0, 2.0]))
+def test_ssd_random_crop_pad_fixed_aspect_ratio_properties(features, seed, ratio):
+    out = ssd_random_crop_pad_fixed_aspect_ratio(features, seed=seed, aspect_ratio=ratio)
+    *_, height, width = check_moved(features, out, clip=True)
+    canvas_h, canvas_w = out[fields.IMAGE].shape[:2]
+    assert abs(canvas_w / canvas_h - ratio) <= max(1.0, ratio) / min(canvas_h, canvas_w) + 1e-6
+    # Zero padding at the bottom/right only: the crop sits at the top-left corner.
+    assert out[fields.IMAGE].numpy()[0, 0, 2] == 1
+    assert canvas_h >= height and canvas_w >= width
+
+
+# --- operation choice ----------------------------------------------------------------------
+
+
+def test_operations_are_chosen_uniformly():
+    # Three operations with distinguishable results: unchanged, tall crop, wide crop.
+    features = make_features(16, 16, [[0.2, 0.2, 0.6, 0.6]])
+    operations = [
+        {"random_coef": 1.0},
+        {"min_aspect_ratio": 0.5, "max_aspect_ratio": 0.5, "min_area": 0.2, "max_area": 0.3},
+        {"min_aspect_ratio": 2.0, "max_aspect_ratio": 2.0, "min_area": 0.2, "max_area": 0.3},
+    ]
+
+    @tf.function
+    def outcome(seeds):
+        def one(seed):
+            shape = tf.shape(ssd_random_crop(features, seed=seed, operations=operations)["image"])
+            return tf.sign(shape[0] - shape[1]) + tf.where(shape[0] == 16, 3, 0)
+
+        return tf.map_fn(one, seeds)
+
+    results = outcome(tf.stack([tf.range(300), tf.fill([300], 9)], 1)).numpy()
+    assert set(results) == {3, 1, -1}  # unchanged, tall, wide: nothing else
+    rates = np.array([(results == v).mean() for v in (3, 1, -1)])
+    assert np.abs(rates - 1 / 3).max() < 0.11  # 4 binomial standard deviations at n = 300
+
+
+def test_single_operation_forced():
+    features = make_features(8, 10, [[0.0, 0.0, 0.5, 0.5], [0.5, 0.5, 1.0, 1.0]])
+    # random_coef 1: the input comes back unchanged.
+    out = ssd_random_crop(features, seed=1, operations=[{"random_coef": 1.0}])
+    for name, value in features.items():
+        np.testing.assert_array_equal(out[name], value)
+    # A whole-image crop (area 1 at the image's own aspect) padded to exactly 1.5×.
+    whole = {
+        "min_aspect_ratio": 1.25,
+        "max_aspect_ratio": 1.25,
+        "min_area": 1.0,
+        "max_area": 1.0,
+        "min_padded_size_ratio": (1.5, 1.5),
+        "max_padded_size_ratio": (1.5, 1.5),
+    }
+    out = ssd_random_crop_pad(features, seed=2, operations=[{**whole, "pad_color_r": 9.0}])
+    image = out[fields.IMAGE].numpy()
+    assert image.shape == (12, 15, 3)
+    corners = image[[0, 0, -1, -1], [0, -1, 0, -1]]
+    padding = [c for c in corners if c[2] != 1]
+    assert padding and all((c == [9, 0, 0]).all() for c in padding)  # unset channels are 0
+    out = ssd_random_crop_pad(features, seed=2, operations=[whole])
+    # No colour: the image mean, (4.5, 5.5, 1) rounded half to even. One source pixel has it too.
+    matches = (out[fields.IMAGE].numpy() == [4, 6, 1]).all(-1).sum()
+    assert matches == 12 * 15 - 8 * 10 + 1
+
+
+def test_in_graph_with_unknown_shapes():
+    # Two operations per step keep tracing short while still going through tf.switch_case.
+    features = make_features(12, 9, [[0.1, 0.1, 0.6, 0.7], [0.5, 0.2, 0.9, 0.9]])
+    spec = {k: tf.TensorSpec([None] * v.shape.rank, v.dtype) for k, v in features.items()}
+    steps = (
+        functools.partial(ssd_random_crop, operations=SSD_CROP_OPERATIONS[2:4]),
+        functools.partial(
+            ssd_random_crop_pad, operations=_with(SSD_CROP_PAD_OPERATIONS[:2], **BLACK)
+        ),
+        functools.partial(
+            ssd_random_crop_fixed_aspect_ratio, operations=SSD_FIXED_ASPECT_OPERATIONS[:2]
+        ),
+        functools.partial(
+            ssd_random_crop_pad_fixed_aspect_ratio, operations=SSD_CROP_OPERATIONS[5:]
+        ),
+    )
+
+    def augment(f, seed):
+        return tuple(step(f, seed=seed + i) for i, step in enumerate(steps))
+
+    graph = tf.function(augment, input_signature=[spec, tf.TensorSpec([2], tf.int32)])
+    for seed in ([4, 4], [1, 7]):
+        eager = augment(features, tf.constant(seed))
+        for got, expected in zip(graph(features, tf.constant(seed)), eager, strict=True):
+            for name in expected:
+                np.testing.assert_array_equal(got[name], expected[name])
+            check_moved(features, got, clip=True)
+
+
+def test_in_dataset_map():
+    features = make_features(12, 9, [[0.1, 0.1, 0.6, 0.7]])
+    operations = _with(SSD_CROP_PAD_OPERATIONS[1:3], **BLACK)
+    dataset = tf.data.Dataset.from_tensors(features).map(
+        lambda f: ssd_random_crop_pad(f, seed=tf.constant([2, 3]), operations=operations)
+    )
+    out = next(iter(dataset))
+    check_moved(features, out, clip=True)
+    eager = ssd_random_crop_pad(features, seed=[2, 3], operations=operations)
+    np.testing.assert_array_equal(out[fields.IMAGE], eager[fields.IMAGE])
+
+
+# --- operations parsing and validation -----------------------------------------------------
+
+
+def test_default_operations_match_the_spec():
+    coverages = [0.0, 0.1, 0.3, 0.5, 0.7, 0.9, 1.0]
+    for defaults, expected in (
+        (SSD_CROP_OPERATIONS, coverages),
+        (SSD_CROP_PAD_OPERATIONS, coverages[1:]),
+        (SSD_FIXED_ASPECT_OPERATIONS, coverages),
+    ):
+        assert [op["min_object_covered"] for op in defaults] == expected
+        assert [op["overlap_thresh"] for op in defaults] == expected
+        assert all(op["random_coef"] == 0.15 and op["clip_boxes"] for op in defaults)
+        assert all((op["min_area"], op["max_area"]) == (0.1, 1.0) for op in defaults)
+    assert all(
+        (op["min_aspect_ratio"], op["max_aspect_ratio"]) == (0.5, 2.0) for op in SSD_CROP_OPERATIONS
+    )
+    assert not any("min_aspect_ratio" in op for op in SSD_FIXED_ASPECT_OPERATIONS)
+    assert all(
+        op["min_padded_size_ratio"] == (1.0, 1.0)
+        and op["max_padded_size_ratio"] == (2.0, 2.0)
+        and op["pad_color_r"] is None
+        for op in SSD_CROP_PAD_OPERATIONS
+    )
+    assert get_step("ssd_random_crop").resolve({}) == {"operations": None}
+    assert get_step("ssd_random_crop_pad_fixed_aspect_ratio").resolve({}) == {
+        "operations": None,
+        "aspect_ratio": 1.0,
+        "min_padded_size_ratio": (1.0, 1.0),
+        "max_padded_size_ratio": (2.0, 2.0),
+    }
+
+
+def test_config_operations_from_pipeline_config():
+    # The operation of the pipeline.config users already have (overlap_thresh written out).
+    config = [
+        {
+            "min_object_covered": 0.0,
+            "min_aspect_ratio": 0.5,
+            "max_aspect_ratio": 2.0,
+            "min_area": 0.1,
+            "max_area": 1.0,
+            "overlap_thresh": 0.0,
+            "random_coef": 0.15,
+        }
+    ]
+    params = get_step("ssd_random_crop").resolve({"operations": config})
+    out = ssd_random_crop(make_features(8, 8, [[0.1, 0.1, 0.5, 0.5]]), seed=0, **params)
+    assert out[fields.IMAGE].shape[2] == 3
+
+
+@pytest.mark.parametrize(
+    ("step", "operations", "phrase"),
+    [
+        ("ssd_random_crop", [], "at least one operation"),
+        ("ssd_random_crop", [{"min_area": 0.5}, {"colour": 1}], "operation #1 has unknown key"),
+        ("ssd_random_crop", [{"min_object_covered": 1.5}], "min_object_covered must be in"),
+        ("ssd_random_crop", [{"min_aspect_ratio": 3.0}], "min_aspect_ratio <= max_aspect_ratio"),
+        ("ssd_random_crop", [{"max_area": 1.5}], "min_area <= max_area <= 1"),
+        ("ssd_random_crop", [{"clip_boxes": "no"}], "clip_boxes must be true or false"),
+        ("ssd_random_crop", [{"random_coef": "0.1"}], "random_coef must be a number"),
+        ("ssd_random_crop", [3], "must be a list of dict"),
+        ("ssd_random_crop_pad", [{"pad_color_r": "red"}], "pad_color_r must be a number"),
+        ("ssd_random_crop_pad", [{"min_padded_size_ratio": (1.0,)}], "pair of numbers > 0"),
+        ("ssd_random_crop_fixed_aspect_ratio", [{"min_aspect_ratio": 1.0}], "unknown key"),
+        ("ssd_random_crop_pad_fixed_aspect_ratio", [{"pad_color_r": 1.0}], "unknown key"),
+    ],
+)
+def test_operation_validation(step, operations, phrase):
+    with pytest.raises(ConfigError, match=rf"{step}.*'operations'.*{phrase}"):
+        get_step(step).resolve({"operations": operations})
+
+
+def test_top_level_validation_and_direct_calls():
+    with pytest.raises(ConfigError, match=r"ssd_random_crop_fixed_aspect_ratio.*aspect_ratio"):
+        get_step("ssd_random_crop_fixed_aspect_ratio").resolve({"aspect_ratio": 0.0})
+    with pytest.raises(ConfigError, match="max_padded_size_ratio"):
+        get_step("ssd_random_crop_pad_fixed_aspect_ratio").resolve(
+            {"max_padded_size_ratio": (2.0, -1.0)}
+        )
+    with pytest.raises(ValueError, match="ssd_random_crop_pad: operations operation #0"):
+        ssd_random_crop_pad(make_features(4, 4, []), operations=[{"max_area": 2.0}])
