@@ -46,7 +46,7 @@ def main() -> None:
 
     def decode_only() -> int:
         ds = records().map(decoder, num_parallel_calls=AUTOTUNE).prefetch(AUTOTUNE)
-        return count_images(ds, lambda f: f[fields.IMAGE_SHAPE][:0], args.images)
+        return count_images(ds, lambda f: f[fields.IMAGE][tf.newaxis], args.images)
 
     def least() -> int:
         def decode_resize(serialized):

@@ -62,6 +62,7 @@ class DatasetOptions:
     service: str | None = None
     service_mode: str = "distributed_epoch"
     service_job_name: str | None = None
+    fuse_color: bool = False
 
     def __post_init__(self) -> None:
         if self.source is None:
@@ -103,7 +104,7 @@ class DatasetOptions:
             self.num_shards = self.input_context.num_input_pipelines
             self.shard_index = self.input_context.input_pipeline_id
         if not isinstance(self.augment, Augmentation):
-            self.augment = Augmentation(self.augment or ())
+            self.augment = Augmentation(self.augment or (), fuse_color=self.fuse_color)
 
 
 def make_dataset(source: Any = None, *, config: Any = None, **options: Any) -> tf.data.Dataset:
@@ -125,7 +126,8 @@ def make_dataset(source: Any = None, *, config: Any = None, **options: Any) -> t
         dispatcher: decoding, augmentation and batching then run on its workers), service_mode
         ("distributed_epoch": each example once per epoch across workers; "parallel_epochs":
         every worker produces whole epochs), service_job_name (consumers sharing a job name share
-        its data).
+        its data); fuse_color (opt-in speed for precision: each run of colour steps becomes one
+        fused per-image transform with the same draws; see docs/performance.md for its error).
 
     With a ``seed``, batches are identical run after run whatever the parallelism: every example
     gets a stateless seed derived from the pipeline seed and its position in the stream.

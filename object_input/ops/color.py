@@ -81,6 +81,16 @@ def _clip(image: tf.Tensor) -> tf.Tensor:
     return tf.clip_by_value(image, 0.0, 255.0)
 
 
+def _single(image: tf.Tensor, parameter: Any) -> bool:
+    """Whether one ``[H, W, C]`` image gets one scalar parameter.
+
+    Then TensorFlow's fused kernels (AdjustContrastv2, AdjustHue, AdjustSaturation) apply, about
+    twice as fast as the closed forms below. They are exact on the [0, 255] scale too: contrast is
+    linear, and hue and saturation are ratios of the channel values, so the scale cancels.
+    """
+    return len(image.shape) == 3 and tf.convert_to_tensor(parameter).shape.rank == 0
+
+
 def _on_colour(image: tf.Tensor, step: str, fn: Callable[[tf.Tensor], tf.Tensor]) -> tf.Tensor:
     colour, rest = split_channels(image, step)
     return merge_channels(fn(colour), rest)
@@ -121,6 +131,8 @@ def apply_contrast(image: tf.Tensor, factor: Any) -> tf.Tensor:
     """Scale each colour channel's distance from its per-image mean over H, W by ``factor``."""
 
     def adjust(colour: tf.Tensor) -> tf.Tensor:
+        if _single(colour, factor):
+            return _clip(tf.image.adjust_contrast(colour, factor))
         mean = tf.reduce_mean(colour, axis=[-3, -2], keepdims=True)
         return _clip((colour - mean) * per_image(factor) + mean)
 
@@ -148,6 +160,8 @@ def apply_hue(image: tf.Tensor, delta: Any) -> tf.Tensor:
     """Rotate the hue by ``delta`` turns (tf.image.adjust_hue semantics), clip to [0, 255]."""
 
     def adjust(rgb: tf.Tensor) -> tf.Tensor:
+        if _single(rgb, delta):
+            return _clip(tf.image.adjust_hue(rgb, delta))
         value, chroma = _value_and_chroma(rgb)
         safe_chroma = tf.where(chroma > 0, chroma, 1.0)
         red, green, blue = tf.unstack(rgb[..., tf.newaxis], axis=-2)
@@ -176,6 +190,8 @@ def apply_saturation(image: tf.Tensor, factor: Any) -> tf.Tensor:
     """Multiply the HSV saturation by ``factor``, capped at 1 (tf.image.adjust_saturation)."""
 
     def adjust(rgb: tf.Tensor) -> tf.Tensor:
+        if _single(rgb, factor):
+            return _clip(tf.image.adjust_saturation(rgb, factor))
         value, chroma = _value_and_chroma(rgb)
         # New chroma / old chroma: the factor, limited so that saturation stays <= 1 (min >= 0).
         # Gray pixels (chroma 0) equal their value, so any ratio leaves them unchanged.

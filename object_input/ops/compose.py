@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from object_input.ops import core
+from object_input.ops.fused_color import FUSABLE, apply_fused_color
 from object_input.ops.registry import ConfigError, StepSpec, get_step
 
 StepLike = str | tuple[str, Mapping[str, Any] | None] | Mapping[str, Mapping[str, Any] | None]
@@ -39,10 +40,14 @@ class Augmentation:
     """A validated sequence of steps, callable on one example's feature dict.
 
     Step ``i`` gets the seed ``fold_in(seed, i)``, so inserting a step leaves the draws of the
-    steps before it unchanged.
+    steps before it unchanged. By default every step runs exactly as written. With ``fuse_color``
+    (opt-in: it trades precision for speed), each run of consecutive colour steps (brightness,
+    contrast, hue, saturation, distort colour, random gray) is applied as one fused per-image
+    transform with the same draws (see :mod:`object_input.ops.fused_color`).
     """
 
-    def __init__(self, steps: Iterable[StepLike] = ()):
+    def __init__(self, steps: Iterable[StepLike] = (), *, fuse_color: bool = False):
+        self.fuse_color = fuse_color
         self.steps: list[tuple[StepSpec, dict[str, Any]]] = []
         for position, step in enumerate(steps):
             name, params = normalize_step(step, position)
@@ -54,10 +59,16 @@ class Augmentation:
 
     def __call__(self, features: core.Features, seed: Any = None) -> core.Features:
         """Apply every step in order; ``seed`` None gives non-reproducible draws."""
+        run: list[tuple[str, dict[str, Any], Any]] = []
         for index, (spec, params) in enumerate(self.steps):
             step_seed = None if seed is None else core.fold_seed(seed, index)
+            if self.fuse_color and spec.name in FUSABLE:
+                run.append((spec.name, params, step_seed))
+                continue
+            if run:
+                features, run = apply_fused_color(features, run), []
             features = spec.fn(features, seed=step_seed, **params)
-        return features
+        return apply_fused_color(features, run) if run else features
 
     def as_config(self) -> list[dict[str, dict[str, Any]]]:
         """The resolved steps as ``[{name: params}, ...]`` (every default filled in)."""
