@@ -28,6 +28,11 @@ MULTICLASS_SCORES = "multiclass_scores"  # float32 [N, num_classes]
 IMAGE_CLASSES = "image_classes"  # int32 [M]: image-level labels, not per box
 NUM_DROPPED_BOXES = "num_dropped_boxes"  # int32 scalar: boxes cut by max_boxes truncation
 RECORD_ID = "record_id"  # string scalar "file:index", names the record in errors
+# Deferred decoding: while these two are present, IMAGE is a zero-channel placeholder of the true
+# size and the pixels are decoded later, only inside the window the geometric ops chose.
+ENCODED_IMAGE = "encoded_image"  # string scalar: the undecoded image bytes
+# int32 [6]: window top, left in the source image; flipped up-down, left-right; source height, width
+IMAGE_VIEW = "image_view"
 
 _BUILTIN_PER_BOX = (
     BOXES,

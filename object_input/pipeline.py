@@ -16,7 +16,7 @@ import tensorflow as tf
 
 from object_input import batching, fields
 from object_input.decoders import ExampleDecoder
-from object_input.ops import Augmentation, core
+from object_input.ops import Augmentation, core, deferred
 from object_input.ops.resize import resize_features
 from object_input.readers import list_files, tfrecord_dataset
 
@@ -63,6 +63,7 @@ class DatasetOptions:
     service_mode: str = "distributed_epoch"
     service_job_name: str | None = None
     fuse_color: bool = False
+    defer_decode: bool = True
 
     def __post_init__(self) -> None:
         if self.source is None:
@@ -127,7 +128,8 @@ def make_dataset(source: Any = None, *, config: Any = None, **options: Any) -> t
         ("distributed_epoch": each example once per epoch across workers; "parallel_epochs":
         every worker produces whole epochs), service_job_name (consumers sharing a job name share
         its data); fuse_color (opt-in speed for precision: each run of colour steps becomes one
-        fused per-image transform with the same draws; see docs/performance.md for its error).
+        fused per-image transform with the same draws; see docs/performance.md for its error); defer_decode (default True: when the steps start
+        with flips and a random_crop_image, decode only the crop window; same pixels).
 
     With a ``seed``, batches are identical run after run whatever the parallelism: every example
     gets a stateless seed derived from the pipeline seed and its position in the stream.
@@ -170,11 +172,19 @@ def _build(opts: DatasetOptions) -> tf.data.Dataset:
         extra_features=opts.extra_features,
     )
     augment = opts.augment
+    # Leading flips and crops run before decoding: only the crop window is then decoded.
+    deferred_steps = 0
+    if opts.defer_decode and opts.channels in (1, 3):
+        deferred_steps = deferred.deferrable_prefix(augment.names())
 
     def process(seed: tf.Tensor, record_id: tf.Tensor, serialized: tf.Tensor) -> dict:
-        features = decoder(serialized, record_id)
-        if len(augment):
-            features = augment(features, seed if opts.seed is not None else None)
+        features = decoder(serialized, record_id, defer_image=deferred_steps > 0)
+        seed = seed if opts.seed is not None else None
+        if deferred_steps:
+            features = augment(features, seed, stop=deferred_steps)
+            features = deferred.realize(features, opts.channels)
+        if len(augment) > deferred_steps:
+            features = augment(features, seed, start=deferred_steps)
         if opts.image_size is not None:
             features = resize_features(features, *opts.image_size)
         elif opts.pad_image_size is not None:

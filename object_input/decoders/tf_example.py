@@ -13,6 +13,7 @@ from typing import Any
 import tensorflow as tf
 
 from object_input import fields
+from object_input.ops import deferred
 
 MASK_TYPES = (None, "png", "numerical")
 UNKNOWN_CLASS_POLICIES = ("error", "drop")
@@ -128,9 +129,18 @@ class ExampleDecoder:
         return spec
 
     def __call__(
-        self, serialized: tf.Tensor, record_id: tf.Tensor | str | None = None
+        self,
+        serialized: tf.Tensor,
+        record_id: tf.Tensor | str | None = None,
+        *,
+        defer_image: bool = False,
     ) -> dict[str, tf.Tensor]:
-        """Decode one serialized Example; ``record_id`` ("file:index") names it in errors."""
+        """Decode one serialized Example; ``record_id`` ("file:index") names it in errors.
+
+        With ``defer_image`` the pixels are not decoded yet: the image is a placeholder of its
+        true size (see :mod:`object_input.ops.deferred`) until ``deferred.realize`` decodes the
+        window that the leading flips and crops chose.
+        """
         parsed = tf.io.parse_single_example(serialized, self.spec)
         parsed = {
             k: tf.sparse.to_dense(v) if isinstance(v, tf.sparse.SparseTensor) else v
@@ -140,7 +150,13 @@ class ExampleDecoder:
             record_id = tf.strings.join(["source_id=", parsed["image/source_id"]])
         record_id = tf.convert_to_tensor(record_id, tf.string)
 
-        image = self._decode_image(parsed, record_id)
+        image_checks = []
+        if defer_image:
+            image_checks = self._check_image(parsed, record_id)
+            size = self._image_size(parsed, record_id)
+            image = tf.zeros(tf.concat([size, [0]], axis=0), tf.uint8)
+        else:
+            image = self._decode_image(parsed, record_id)
         out: dict[str, tf.Tensor] = {
             fields.IMAGE: image,
             fields.IMAGE_SHAPE: tf.shape(image)[:2],
@@ -150,6 +166,7 @@ class ExampleDecoder:
             fields.RECORD_ID: record_id,
         }
         boxes, checks = self._decode_boxes(parsed, record_id)
+        checks += image_checks
         num = tf.shape(boxes)[0]
         out[fields.BOXES] = boxes
 
@@ -196,17 +213,43 @@ class ExampleDecoder:
                 if name in out:
                     out[name] = tf.gather(out[name], indices)
 
+        if defer_image:
+            out = deferred.defer(out, parsed["image/encoded"], size[0], size[1])
         with tf.control_dependencies(checks):
             return {k: tf.identity(v) for k, v in out.items()}
 
-    def _decode_image(self, parsed: dict[str, tf.Tensor], record_id: tf.Tensor) -> tf.Tensor:
+    def _image_size(self, parsed: dict[str, tf.Tensor], record_id: tf.Tensor) -> tf.Tensor:
+        """(height, width) read from the JPEG or PNG header; other formats are decoded for it."""
         encoded = parsed["image/encoded"]
-        fmt = tf.strings.lower(parsed["image/format"])
+        head = tf.strings.substr(encoded, 0, 4)
+
+        def png_size() -> tf.Tensor:
+            # IHDR: width then height, 4 big-endian bytes each, from byte 16.
+            digits = tf.cast(
+                tf.io.decode_raw(tf.strings.substr(encoded, 16, 8), tf.uint8), tf.int32
+            )
+            sizes = tf.reduce_sum(tf.reshape(digits, [2, 4]) * [2**24, 2**16, 2**8, 1], axis=1)
+            return tf.stack([sizes[1], sizes[0]])
+
+        return tf.case(
+            [
+                (
+                    tf.strings.substr(head, 0, 3) == b"\xff\xd8\xff",
+                    lambda: tf.io.extract_jpeg_shape(encoded)[:2],
+                ),
+                (head == b"\x89PNG", png_size),
+            ],
+            default=lambda: tf.shape(self._decode_image(parsed, record_id))[:2],
+        )
+
+    def _check_image(self, parsed: dict[str, tf.Tensor], record_id: tf.Tensor) -> list:
+        """Assertions that the record holds image bytes of a known format."""
+        encoded = parsed["image/encoded"]
+        is_raw = tf.equal(tf.strings.lower(parsed["image/format"]), "raw")
         present = tf.debugging.Assert(
             tf.strings.length(encoded) > 0,
             ["record", record_id, "has no image: field image/encoded is missing or empty"],
         )
-        is_raw = tf.equal(fmt, "raw")
         head = tf.strings.substr(encoded, 0, 4)
         is_image = tf.reduce_any([tf.strings.substr(head, 0, len(m)) == m for m in _IMAGE_MAGIC])
         valid = tf.debugging.Assert(
@@ -219,7 +262,12 @@ class ExampleDecoder:
                 ")",
             ],
         )
-        with tf.control_dependencies([present, valid]):
+        return [present, valid]
+
+    def _decode_image(self, parsed: dict[str, tf.Tensor], record_id: tf.Tensor) -> tf.Tensor:
+        encoded = parsed["image/encoded"]
+        is_raw = tf.equal(tf.strings.lower(parsed["image/format"]), "raw")
+        with tf.control_dependencies(self._check_image(parsed, record_id)):
             return tf.cond(
                 is_raw,
                 lambda: self._decode_raw(parsed, record_id),

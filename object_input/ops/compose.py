@@ -57,10 +57,18 @@ class Augmentation:
     def __len__(self) -> int:
         return len(self.steps)
 
-    def __call__(self, features: core.Features, seed: Any = None) -> core.Features:
-        """Apply every step in order; ``seed`` None gives non-reproducible draws."""
+    def __call__(
+        self, features: core.Features, seed: Any = None, start: int = 0, stop: int | None = None
+    ) -> core.Features:
+        """Apply the steps ``start:stop`` in order; ``seed`` None gives non-reproducible draws.
+
+        Step ``i`` draws from ``fold_in(seed, i)`` whichever slice it runs in, so running
+        ``[0:k]`` then ``[k:]`` equals running all steps at once.
+        """
         run: list[tuple[str, dict[str, Any], Any]] = []
-        for index, (spec, params) in enumerate(self.steps):
+        stop = len(self.steps) if stop is None else stop
+        for index in range(start, stop):
+            spec, params = self.steps[index]
             step_seed = None if seed is None else core.fold_seed(seed, index)
             if self.fuse_color and spec.name in FUSABLE:
                 run.append((spec.name, params, step_seed))
@@ -69,6 +77,10 @@ class Augmentation:
                 features, run = apply_fused_color(features, run), []
             features = spec.fn(features, seed=step_seed, **params)
         return apply_fused_color(features, run) if run else features
+
+    def names(self) -> list[str]:
+        """The step names, in order."""
+        return [spec.name for spec, _ in self.steps]
 
     def as_config(self) -> list[dict[str, dict[str, Any]]]:
         """The resolved steps as ``[{name: params}, ...]`` (every default filled in)."""

@@ -12,7 +12,7 @@ import tensorflow as tf
 
 from object_input import fields
 from object_input.ops import boxes as box_ops
-from object_input.ops import core
+from object_input.ops import core, deferred
 from object_input.ops.registry import in_range, non_negative, positive, register_step
 from object_input.ops.resize import resize_features
 
@@ -104,6 +104,8 @@ def crop_to_window(
     if overlap_thresh is not None and fields.BOXES in out:
         keep = box_ops.overlaps_window(out[fields.BOXES], window, overlap_thresh)
         out = core.mask_boxes(out, keep)
+    if deferred.is_deferred(out):
+        out[fields.IMAGE_VIEW] = deferred.crop_view(out, top, left, height, width)
     out = core.set_image(out, _cut(image, 0, top, left, height, width, fill))
     if fields.MASKS in out:
         out[fields.MASKS] = _cut(out[fields.MASKS], 1, top, left, height, width, None)

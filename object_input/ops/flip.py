@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import tensorflow as tf
 
 from object_input import fields
-from object_input.ops import core
+from object_input.ops import core, deferred
 from object_input.ops.registry import in_range, register_step
 
 _GEOMETRY_FIELDS = (
@@ -51,6 +51,8 @@ def flip_left_right(
     """Mirror the example left-right (deterministic)."""
     out = _permute_keypoints(features, keypoint_flip_permutation, "flip_left_right")
     out[fields.IMAGE] = tf.reverse(out[fields.IMAGE], axis=[1])
+    if deferred.is_deferred(out):
+        out[fields.IMAGE_VIEW] = deferred.flip_view(out, axis=1)
     if fields.BOXES in out:
         ymin, xmin, ymax, xmax = tf.unstack(out[fields.BOXES], axis=1)
         out[fields.BOXES] = tf.stack([ymin, 1.0 - xmax, ymax, 1.0 - xmin], axis=1)
@@ -68,6 +70,8 @@ def flip_up_down(
     """Mirror the example top-bottom (deterministic)."""
     out = _permute_keypoints(features, keypoint_flip_permutation, "flip_up_down")
     out[fields.IMAGE] = tf.reverse(out[fields.IMAGE], axis=[0])
+    if deferred.is_deferred(out):
+        out[fields.IMAGE_VIEW] = deferred.flip_view(out, axis=0)
     if fields.BOXES in out:
         ymin, xmin, ymax, xmax = tf.unstack(out[fields.BOXES], axis=1)
         out[fields.BOXES] = tf.stack([1.0 - ymax, xmin, 1.0 - ymin, xmax], axis=1)
@@ -83,6 +87,8 @@ def rotate90(
     features: core.Features, keypoint_rot_permutation: Sequence[int] | None = None
 ) -> core.Features:
     """Rotate the example 90° counter-clockwise (deterministic); height and width swap."""
+    if deferred.is_deferred(features):
+        raise ValueError("rotate90 cannot run on a deferred (not yet decoded) image")
     out = _permute_keypoints(features, keypoint_rot_permutation, "rotate90")
     out = core.set_image(out, tf.image.rot90(out[fields.IMAGE]))
     if fields.BOXES in out:

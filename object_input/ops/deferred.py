@@ -1,0 +1,118 @@
+"""Deferred image decoding: crop (and flip) before decoding, so only the crop window is decoded.
+
+While a feature dict holds ``ENCODED_IMAGE`` and ``IMAGE_VIEW``, its ``IMAGE`` is a zero-channel
+placeholder with the true height and width. The flips and crops of :mod:`flip` and :mod:`crop`
+run on it unchanged (boxes, masks and keypoints move as usual) and also update the view: where the
+current window starts in the source image and whether it is mirrored. :func:`realize` then decodes
+just that window (``decode_and_crop_jpeg`` for JPEG) and mirrors it: the pixels are identical to
+decoding first and applying the same ops.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import tensorflow as tf
+
+from object_input import fields
+from object_input.ops import core
+
+# Steps that may run before decoding; a prefix of them is deferred only if it holds a crop.
+DEFERRABLE = frozenset({"random_horizontal_flip", "random_vertical_flip", "random_crop_image"})
+_CROPS = frozenset({"random_crop_image"})
+_JPEG_MARGIN = 16
+
+
+def deferrable_prefix(step_names: Sequence[str]) -> int:
+    """How many leading steps to run before decoding (0 when the prefix holds no crop)."""
+    count = 0
+    for name in step_names:
+        if name not in DEFERRABLE:
+            break
+        count += 1
+    last_crop = max((i + 1 for i, n in enumerate(step_names[:count]) if n in _CROPS), default=0)
+    return last_crop
+
+
+def is_deferred(features: core.Features) -> bool:
+    """Whether the example's image is still undecoded."""
+    return fields.IMAGE_VIEW in features
+
+
+def defer(features: core.Features, encoded: tf.Tensor, height, width) -> core.Features:
+    """Mark ``features`` as deferred: a placeholder image of ``height`` × ``width``, empty view."""
+    out = dict(features)
+    out[fields.IMAGE] = tf.zeros(tf.stack([height, width, 0]), tf.uint8)
+    out[fields.IMAGE_SHAPE] = tf.stack([height, width])
+    out[fields.ENCODED_IMAGE] = encoded
+    out[fields.IMAGE_VIEW] = tf.stack([0, 0, 0, 0, height, width])
+    return out
+
+
+def flip_view(features: core.Features, axis: int) -> tf.Tensor:
+    """The view after mirroring the current window along image ``axis`` (0 rows, 1 columns)."""
+    view = features[fields.IMAGE_VIEW]
+    return tf.tensor_scatter_nd_update(view, [[2 + axis]], [1 - view[2 + axis]])
+
+
+def crop_view(features: core.Features, top, left, height, width) -> tf.Tensor:
+    """The view after cutting the window (top, left, height, width) of the current image.
+
+    The window must lie inside the current image (the deferrable crops guarantee it).
+    """
+    view = features[fields.IMAGE_VIEW]
+    current_height, current_width = core.image_size(features[fields.IMAGE])
+    top, left = tf.cast(top, tf.int32), tf.cast(left, tf.int32)
+    height, width = tf.cast(height, tf.int32), tf.cast(width, tf.int32)
+    inside = tf.debugging.Assert(
+        (top >= 0)
+        & (left >= 0)
+        & (top + height <= current_height)
+        & (left + width <= current_width),
+        ["deferred decoding supports windows inside the image only, got", top, left, height, width],
+    )
+    with tf.control_dependencies([inside]):
+        # A mirrored window maps its far edge to the source's near side.
+        source_top = view[0] + tf.where(view[2] > 0, current_height - top - height, top)
+        source_left = view[1] + tf.where(view[3] > 0, current_width - left - width, left)
+    return tf.concat([tf.stack([source_top, source_left]), view[2:]], axis=0)
+
+
+def realize(features: core.Features, channels: int) -> core.Features:
+    """Decode the view's window of the encoded image and mirror it; drop the deferral fields."""
+    out = dict(features)
+    encoded = out.pop(fields.ENCODED_IMAGE)
+    view = out.pop(fields.IMAGE_VIEW)
+    height, width = core.image_size(out[fields.IMAGE])
+    window_size = tf.stack([height, width, -1])
+    head = tf.strings.substr(encoded, 0, 4)
+    is_jpeg = tf.strings.substr(head, 0, 3) == b"\xff\xd8\xff"
+    is_encoded = is_jpeg | tf.reduce_any(
+        [tf.strings.substr(head, 0, len(m)) == m for m in (b"\x89PNG", b"GIF8", b"BM")]
+    )
+
+    def full_then_slice() -> tf.Tensor:
+        image = tf.cond(
+            is_encoded,
+            lambda: tf.io.decode_image(encoded, channels=channels, expand_animations=False),
+            lambda: tf.reshape(tf.io.decode_raw(encoded, tf.uint8), [view[4], view[5], channels]),
+        )
+        return tf.slice(image, tf.stack([view[0], view[1], 0]), window_size)
+
+    def jpeg_window() -> tf.Tensor:
+        # decode_and_crop_jpeg upsamples chroma differently at the window's edges; a margin of
+        # one 16-pixel MCU makes the kept interior bit-identical to a full decode.
+        top = tf.maximum(view[0] - _JPEG_MARGIN, 0)
+        left = tf.maximum(view[1] - _JPEG_MARGIN, 0)
+        bottom = tf.minimum(view[0] + height + _JPEG_MARGIN, view[4])
+        right = tf.minimum(view[1] + width + _JPEG_MARGIN, view[5])
+        wide = tf.io.decode_and_crop_jpeg(
+            encoded, tf.stack([top, left, bottom - top, right - left]), channels=channels
+        )
+        return tf.slice(wide, tf.stack([view[0] - top, view[1] - left, 0]), window_size)
+
+    image = tf.cond(is_jpeg, jpeg_window, full_then_slice)
+    image = tf.cond(view[2] > 0, lambda: tf.reverse(image, [0]), lambda: image)
+    image = tf.cond(view[3] > 0, lambda: tf.reverse(image, [1]), lambda: image)
+    image.set_shape([None, None, channels])
+    return core.set_image(out, image)

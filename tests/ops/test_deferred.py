@@ -1,0 +1,68 @@
+"""Deferred decoding: cropping before decoding gives exactly the decode-then-crop result."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from object_input import ExampleDecoder, fields
+from object_input.ops import Augmentation, deferred
+from object_input.synthetic import make_example
+from object_input.writers import build_example
+
+STEPS = [
+    ("random_horizontal_flip", {"probability": 0.5}),
+    ("random_vertical_flip", {"probability": 0.5}),
+    ("random_crop_image", {"min_object_covered": 0.0, "area_range": (0.1, 0.6)}),
+    ("random_adjust_brightness", {}),
+]
+
+
+def test_deferrable_prefix_ends_at_the_last_crop():
+    names = ["random_horizontal_flip", "random_crop_image", "random_vertical_flip", "x"]
+    assert deferred.deferrable_prefix(names) == 2
+    assert deferred.deferrable_prefix(["random_horizontal_flip", "random_adjust_hue"]) == 0
+    assert deferred.deferrable_prefix(["random_rotation90", "random_crop_image"]) == 0
+
+
+@pytest.mark.parametrize("image_format", ["jpeg", "png", "raw"])
+def test_deferred_equals_decode_then_augment(image_format):
+    rng = np.random.default_rng(5)
+    arrays = make_example(rng, 64, 80, max_objects=4, min_objects=2, image_format=image_format)
+    serialized = build_example(arrays.pop("image"), **arrays).SerializeToString()
+    decoder = ExampleDecoder(masks="png")
+    augment = Augmentation(STEPS)
+
+    @tf.function
+    def both(seed):
+        eager = augment(decoder(serialized), seed)
+        lazy = decoder(serialized, defer_image=True)
+        assert deferred.is_deferred(lazy)
+        lazy = deferred.realize(augment(lazy, seed, stop=3), channels=3)
+        return eager, augment(lazy, seed, start=3)
+
+    sizes = set()
+    for seed in range(12):
+        eager, lazy = both(tf.constant([seed, 1]))
+        assert set(eager) == set(lazy)
+        for key in eager:
+            np.testing.assert_array_equal(eager[key], lazy[key], err_msg=f"{key} seed {seed}")
+        sizes.add(tuple(eager[fields.IMAGE].shape))
+    assert len(sizes) > 3  # the crops really differ from seed to seed
+
+
+def test_deferred_size_comes_from_the_header():
+    image = np.zeros((37, 53, 3), np.uint8)
+    for image_format in ("jpeg", "png"):
+        serialized = build_example(image, image_format=image_format).SerializeToString()
+        out = ExampleDecoder()(serialized, defer_image=True)
+        assert out[fields.IMAGE].shape == (37, 53, 0)
+        np.testing.assert_array_equal(out[fields.IMAGE_VIEW], [0, 0, 0, 0, 37, 53])
+
+
+def test_rotation_refuses_a_deferred_image():
+    serialized = build_example(np.zeros((4, 6, 3), np.uint8)).SerializeToString()
+    lazy = ExampleDecoder()(serialized, defer_image=True)
+    from object_input.ops import rotate90
+
+    with pytest.raises(ValueError, match="deferred"):
+        rotate90(lazy)
