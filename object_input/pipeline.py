@@ -128,8 +128,9 @@ def make_dataset(source: Any = None, *, config: Any = None, **options: Any) -> t
         ("distributed_epoch": each example once per epoch across workers; "parallel_epochs":
         every worker produces whole epochs), service_job_name (consumers sharing a job name share
         its data); fuse_color (opt-in speed for precision: each run of colour steps becomes one
-        fused per-image transform with the same draws; see docs/performance.md for its error); defer_decode (default True: when the steps start
-        with flips and a random_crop_image, decode only the crop window; same pixels).
+        fused per-image transform with the same draws; see docs/performance.md for its error);
+        defer_decode (default True: when the steps start with flips and a random_crop_image,
+        decode only the crop window; the pixels are the same).
 
     With a ``seed``, batches are identical run after run whatever the parallelism: every example
     gets a stateless seed derived from the pipeline seed and its position in the stream.
@@ -177,6 +178,8 @@ def _build(opts: DatasetOptions) -> tf.data.Dataset:
     if opts.defer_decode and opts.channels in (1, 3):
         deferred_steps = deferred.deferrable_prefix(augment.names())
 
+    # The ops use tf.cond explicitly: AutoGraph conversion would only slow tracing down.
+    @tf.autograph.experimental.do_not_convert
     def process(seed: tf.Tensor, record_id: tf.Tensor, serialized: tf.Tensor) -> dict:
         features = decoder(serialized, record_id, defer_image=deferred_steps > 0)
         seed = seed if opts.seed is not None else None
@@ -228,6 +231,7 @@ def _with_example_seeds(records: tf.data.Dataset, opts: DatasetOptions) -> tf.da
     salts = tf.data.Dataset.random(seed=base, rerandomize_each_iteration=True)
     shard = opts.shard_index
 
+    @tf.autograph.experimental.do_not_convert
     def attach(position, salt, record):
         record_id, serialized = record
         seed = core.fold_seed(tf.stack([tf.cast(salt % (2**31), tf.int32), shard]), position)

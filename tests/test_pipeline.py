@@ -262,3 +262,25 @@ def test_non_image_record_error_names_file_record_and_field(tmp_path):
 def test_bad_options_fail_at_build_time(synthetic_dir, kwargs, message):
     with pytest.raises(ValueError, match=message):
         oi.make_dataset(synthetic_dir, **kwargs)
+
+
+def test_deferred_decoding_changes_nothing_but_speed(synthetic_dir):
+    def run(defer):
+        ds = oi.make_dataset(
+            synthetic_dir,
+            batch_size=4,
+            seed=3,
+            masks="png",
+            defer_decode=defer,
+            augment=[
+                "random_horizontal_flip",
+                ("random_crop_image", {"min_object_covered": 0.0}),
+                "random_adjust_brightness",
+            ],
+        )
+        return [{k: v.numpy() for k, v in b.items()} for b in ds]
+
+    for a, b in zip(run(True), run(False), strict=True):
+        assert a.keys() == b.keys()
+        for key in a:
+            np.testing.assert_array_equal(a[key], b[key], err_msg=key)
