@@ -22,6 +22,7 @@ from object_input.readers import list_files, tfrecord_dataset
 
 AUTOTUNE = tf.data.AUTOTUNE
 SERVICE_MODES = ("distributed_epoch", "parallel_epochs")
+OUTPUT_DTYPES = (None, "uint8", "float32", "bfloat16")
 
 
 @dataclasses.dataclass
@@ -64,6 +65,7 @@ class DatasetOptions:
     service_job_name: str | None = None
     fuse_color: bool = False
     defer_decode: bool = True
+    output_dtype: str | None = None
 
     def __post_init__(self) -> None:
         if self.source is None:
@@ -101,6 +103,10 @@ class DatasetOptions:
             raise ValueError(
                 f"service_mode must be one of {SERVICE_MODES}, got {self.service_mode!r}"
             )
+        if self.output_dtype not in OUTPUT_DTYPES:
+            raise ValueError(
+                f"output_dtype must be one of {OUTPUT_DTYPES}, got {self.output_dtype!r}"
+            )
         if self.input_context is not None:
             self.num_shards = self.input_context.num_input_pipelines
             self.shard_index = self.input_context.input_pipeline_id
@@ -130,7 +136,8 @@ def make_dataset(source: Any = None, *, config: Any = None, **options: Any) -> t
         its data); fuse_color (opt-in speed for precision: each run of colour steps becomes one
         fused per-image transform with the same draws; see docs/performance.md for its error);
         defer_decode (default True: when the steps start with flips and a random_crop_image,
-        decode only the crop window; the pixels are the same).
+        decode only the crop window; the pixels are the same); output_dtype (None keeps uint8
+        until an op makes floats; "uint8" rounds and saturates, "float32", "bfloat16").
 
     With a ``seed``, batches are identical run after run whatever the parallelism: every example
     gets a stateless seed derived from the pipeline seed and its position in the stream.
@@ -192,6 +199,11 @@ def _build(opts: DatasetOptions) -> tf.data.Dataset:
             features = resize_features(features, *opts.image_size)
         elif opts.pad_image_size is not None:
             features = batching.check_fits(features, *opts.pad_image_size)
+        if opts.output_dtype is not None:
+            features = dict(features)
+            features[fields.IMAGE] = core.like(
+                features[fields.IMAGE], tf.as_dtype(opts.output_dtype)
+            )
         return batching.limit_boxes(features, opts.max_boxes, opts.box_overflow)
 
     dataset = records.map(

@@ -284,3 +284,25 @@ def test_deferred_decoding_changes_nothing_but_speed(synthetic_dir):
         assert a.keys() == b.keys()
         for key in a:
             np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "expected"),
+    [("uint8", tf.uint8), ("float32", tf.float32), ("bfloat16", tf.bfloat16)],
+)
+def test_output_dtype(synthetic_dir, dtype, expected):
+    plain = next(
+        iter(oi.make_dataset(synthetic_dir, batch_size=2, image_size=(16, 16), shuffle=False))
+    )
+    cast = next(
+        iter(
+            oi.make_dataset(
+                synthetic_dir, batch_size=2, image_size=(16, 16), shuffle=False, output_dtype=dtype
+            )
+        )
+    )
+    assert cast[fields.IMAGE].dtype == expected
+    want = plain[fields.IMAGE].numpy()
+    if dtype == "uint8":
+        want = np.clip(np.round(want), 0, 255)
+    np.testing.assert_allclose(tf.cast(cast[fields.IMAGE], tf.float32).numpy(), want, rtol=1e-2)
