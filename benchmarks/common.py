@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import os
 import resource
 import statistics
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 import tensorflow as tf
@@ -85,3 +87,80 @@ def report(results: dict[str, tuple[float, float]], baseline: str) -> None:
     print(f"{'pipeline':34s} {'images/s':>10s} {'CPU ms/img':>11s} {'ratio':>7s}")
     for name, (rate, cpu) in results.items():
         print(f"{name:34s} {rate:10.1f} {cpu * 1000:11.2f} {rate / base:7.2f}")
+
+
+@dataclasses.dataclass(frozen=True)
+class StreamTiming:
+    """One pipeline run: build time, time to its first batch, then throughput and CPU cost."""
+
+    build_s: float
+    first_batch_s: float
+    images_per_s: float
+    cpu_s_per_image: float
+
+
+def time_stream(start: Callable[[], Iterator[int]], images: int) -> StreamTiming:
+    """Time a fresh pipeline: ``start()`` builds it and returns an iterator of batch sizes.
+
+    ``build_s`` is the call to ``start`` (construction, tracing, starting threads);
+    ``first_batch_s`` runs from that call to the first batch. Throughput and CPU time are measured
+    over the next ``images`` images only, so every round starts from an empty pipeline and no
+    candidate runs in the background of another: the iterator is closed afterwards, and closing
+    must stop the pipeline's threads.
+    """
+    began = time.perf_counter()
+    with contextlib.closing(start()) as batches:
+        built = time.perf_counter() - began
+        next(batches)
+        first = time.perf_counter() - began
+        wall, cpu = time.perf_counter(), cpu_seconds()
+        seen = 0
+        for size in batches:
+            seen += size
+            if seen >= images:
+                break
+        wall, cpu = time.perf_counter() - wall, cpu_seconds() - cpu
+    return StreamTiming(built, first, seen / wall, cpu / seen)
+
+
+def interleaved_streams(
+    candidates: dict[str, Callable[[], Iterator[int]]], rounds: int, images: int
+) -> dict[str, StreamTiming]:
+    """Per-field medians of :func:`time_stream` over ``rounds`` rounds alternating candidates."""
+    runs: dict[str, list[StreamTiming]] = {name: [] for name in candidates}
+    for _ in range(rounds):
+        for name, start in candidates.items():
+            runs[name].append(time_stream(start, images))
+    return {
+        name: StreamTiming(
+            *(
+                statistics.median(getattr(t, f.name) for t in timings)
+                for f in dataclasses.fields(StreamTiming)
+            )
+        )
+        for name, timings in runs.items()
+    }
+
+
+def report_streams(results: dict[str, StreamTiming], baseline: str) -> None:
+    """Print images/s, their ratio to ``baseline``'s, CPU ms per image, build and first-batch s."""
+    base = results[baseline].images_per_s
+    print(
+        f"{'pipeline':40s} {'images/s':>9s} {'ratio':>6s} {'CPU ms/img':>11s} {'build s':>8s} "
+        f"{'1st batch s':>12s}"
+    )
+    for name, t in results.items():
+        print(
+            f"{name:40s} {t.images_per_s:9.1f} {t.images_per_s / base:6.2f} "
+            f"{t.cpu_s_per_image * 1000:11.2f} {t.build_s:8.2f} {t.first_batch_s:12.2f}"
+        )
+    print(f"(ratio: images/s over that of {baseline!r})")
+
+
+def rss_mib() -> float:
+    """Resident set size of this process now (VmRSS from /proc/self/status), in MiB."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmRSS line in /proc/self/status (Linux only)")

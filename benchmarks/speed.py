@@ -1,0 +1,377 @@
+"""Speed of the standard augmentation pipeline against the floor and the TF1 queue-runner baseline.
+
+    python benchmarks/speed.py compare  [--images 640] [--rounds 5]  # the three side by side
+    python benchmarks/speed.py cold     [--pipeline standard]       # first batch, fresh process
+    python benchmarks/speed.py scaling  [--images 480] [--rounds 5]  # num_parallel_calls 1, 2, auto
+    python benchmarks/speed.py ablation [--images 320] [--rounds 3]  # minus one step; step costs
+    python benchmarks/speed.py rss      [--images 20000] [--shuffle-buffer 1000] [--every 50]
+
+Data: generated TFRecords of 640×480 JPEGs with 1–20 boxes (``--data``, default /tmp/oi-bench).
+Batches of 8 at 512×512.
+
+- floor: plain ``tf.data``: read, parse the detection schema (boxes and classes too), decode,
+  resize, padded batch, prefetch; the same shuffle buffer as ``make_dataset``; no augmentation.
+- standard: ``object_input.make_dataset`` with flip, crop, brightness, contrast, hue, saturation
+  (every step with its defaults).
+- queue runners: the same six steps as a TF1 user wrote them (``benchmarks/queue_runners.py``).
+
+Every round builds each pipeline afresh and tears it down before the next candidate runs, so no
+pipeline fills its buffers in the background of another; rounds alternate between candidates and
+medians are reported. The machine may be shared: compare the ratios, not the absolute rates.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from collections.abc import Callable, Iterator, Sequence
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np
+import queue_runners
+import tensorflow as tf
+from common import (
+    cpu_seconds,
+    interleaved_streams,
+    report_streams,
+    rss_mib,
+    time_stream,
+    write_benchmark_records,
+)
+
+import object_input as oi
+from object_input import fields
+
+AUTOTUNE = tf.data.AUTOTUNE
+SIZE = (512, 512)
+MAX_BOXES = 100
+STANDARD_STEPS = (
+    "random_horizontal_flip",
+    "random_crop_image",
+    "random_adjust_brightness",
+    "random_adjust_contrast",
+    "random_adjust_hue",
+    "random_adjust_saturation",
+)
+# The targets this benchmark checks.
+TARGET_VS_FLOOR = 0.8
+TARGET_VS_QUEUES = 3.0
+
+# make_dataset's default shuffle buffer, so that both pipelines shuffle alike.
+FLOOR_SHUFFLE_BUFFER = 2048
+
+_BOX_KEYS = tuple(f"image/object/bbox/{c}" for c in ("ymin", "xmin", "ymax", "xmax"))
+
+
+def floor_dataset(files: Sequence[str], batch_size: int) -> tf.data.Dataset:
+    """The least a detection pipeline does, in plain ``tf.data``; no augmentation."""
+    string = tf.io.FixedLenFeature((), tf.string, default_value="")
+    spec = {
+        "image/encoded": string,
+        "image/format": string,
+        "image/filename": string,
+        "image/source_id": string,
+        "image/height": tf.io.FixedLenFeature((), tf.int64, default_value=0),
+        "image/width": tf.io.FixedLenFeature((), tf.int64, default_value=0),
+        "image/object/class/label": tf.io.VarLenFeature(tf.int64),
+        **{key: tf.io.VarLenFeature(tf.float32) for key in _BOX_KEYS},
+    }
+
+    def decode(serialized: tf.Tensor) -> dict[str, tf.Tensor]:
+        parsed = tf.io.parse_single_example(serialized, spec)
+        image = tf.io.decode_jpeg(parsed["image/encoded"], channels=3)
+        boxes = tf.stack([tf.sparse.to_dense(parsed[key]) for key in _BOX_KEYS], axis=1)
+        classes = tf.sparse.to_dense(parsed["image/object/class/label"])
+        return {
+            fields.IMAGE: tf.image.resize(image, SIZE),
+            fields.BOXES: boxes,
+            fields.CLASSES: tf.cast(classes, tf.int32),
+            fields.NUM_BOXES: tf.shape(boxes)[0],
+            fields.SOURCE_ID: parsed["image/source_id"],
+        }
+
+    records = tf.data.TFRecordDataset(files, num_parallel_reads=len(files))
+    records = records.shuffle(FLOOR_SHUFFLE_BUFFER, seed=1).repeat()
+    dataset = records.map(decode, num_parallel_calls=AUTOTUNE)
+    return dataset.padded_batch(batch_size).prefetch(AUTOTUNE)
+
+
+def standard_dataset(
+    pattern: str, batch_size: int, steps: Sequence[str] = STANDARD_STEPS, **options
+) -> tf.data.Dataset:
+    """``make_dataset`` as the benchmark configures it; ``options`` override its keywords."""
+    return oi.make_dataset(
+        pattern,
+        batch_size=batch_size,
+        image_size=SIZE,
+        max_boxes=MAX_BOXES,
+        seed=1,
+        num_epochs=None,
+        augment=list(steps),
+        **options,
+    )
+
+
+def dataset_batches(make: Callable[[], tf.data.Dataset]) -> Callable[[], Iterator[int]]:
+    """A starter for :func:`common.time_stream`: builds the dataset and its iterator."""
+
+    def start() -> Iterator[int]:
+        # A generator expression creates the dataset's iterator at once, so the build is timed.
+        return (int(batch[fields.IMAGE].shape[0]) for batch in make())
+
+    return start
+
+
+def check_target(label: str, ratio: float, target: float) -> None:
+    """Print a ratio against its target."""
+    verdict = "met" if ratio >= target else "NOT met"
+    print(f"{label}: {ratio:.2f} (target ≥ {target:g}: {verdict})")
+
+
+def pipelines(
+    args: argparse.Namespace, pattern: str, files: list[str]
+) -> dict[str, Callable[[], Iterator[int]]]:
+    """Starters of the three compared pipelines, by short name."""
+    return {
+        "floor": dataset_batches(lambda: floor_dataset(files, args.batch_size)),
+        "standard": dataset_batches(lambda: standard_dataset(pattern, args.batch_size)),
+        "queues": lambda: queue_runners.QueueRunnerPipeline(
+            files, batch_size=args.batch_size, num_threads=args.queue_threads
+        ),
+    }
+
+
+LABELS = {
+    "floor": "floor (tf.data, no augmentation)",
+    "standard": "standard (make_dataset, 6 steps)",
+    "queues": "queue runners (TF1, 6 steps)",
+}
+
+
+def compare(args: argparse.Namespace, pattern: str, files: list[str]) -> None:
+    """Floor, standard and queue runners side by side; checks the speed targets."""
+    starters = pipelines(args, pattern, files)
+    results = interleaved_streams(
+        {LABELS[name]: start for name, start in starters.items()}, args.rounds, args.images
+    )
+    report_streams(results, LABELS["floor"])
+    floor, standard, queues = results.values()
+    check_target("standard / floor", standard.images_per_s / floor.images_per_s, TARGET_VS_FLOOR)
+    check_target(
+        "standard / queue runners", standard.images_per_s / queues.images_per_s, TARGET_VS_QUEUES
+    )
+    print(
+        f"CPU per image: standard / floor {standard.cpu_s_per_image / floor.cpu_s_per_image:.2f}, "
+        f"standard / queue runners {standard.cpu_s_per_image / queues.cpu_s_per_image:.2f}"
+    )
+
+
+def cold(args: argparse.Namespace, pattern: str, files: list[str]) -> None:
+    """Build and first-batch time of one pipeline as the first one built in a fresh process."""
+    timing = time_stream(pipelines(args, pattern, files)[args.pipeline], args.images)
+    print(
+        f"{LABELS[args.pipeline]}: built in {timing.build_s:.2f} s, "
+        f"first batch after {timing.first_batch_s:.2f} s"
+    )
+
+
+def scaling(args: argparse.Namespace, pattern: str, files: list[str]) -> None:
+    """The standard pipeline with num_parallel_calls 1, 2 and AUTOTUNE."""
+    candidates = {
+        f"standard, num_parallel_calls={name}": dataset_batches(
+            lambda calls=calls: standard_dataset(pattern, args.batch_size, num_parallel_calls=calls)
+        )
+        for name, calls in (("1", 1), ("2", 2), ("AUTOTUNE", AUTOTUNE))
+    }
+    results = interleaved_streams(candidates, args.rounds, args.images)
+    report_streams(results, "standard, num_parallel_calls=1")
+
+
+def ablation(args: argparse.Namespace, pattern: str, files: list[str]) -> None:
+    """Where the standard pipeline's time goes: no steps, other options, one step removed."""
+    candidates: dict[str, Callable[[], Iterator[int]]] = {
+        LABELS["floor"]: pipelines(args, pattern, files)["floor"],
+        "make_dataset, no steps": dataset_batches(
+            lambda: standard_dataset(pattern, args.batch_size, steps=())
+        ),
+        "standard (6 steps)": dataset_batches(lambda: standard_dataset(pattern, args.batch_size)),
+        "standard, defer_decode=False": dataset_batches(
+            lambda: standard_dataset(pattern, args.batch_size, defer_decode=False)
+        ),
+        "standard, fuse_color=True": dataset_batches(
+            lambda: standard_dataset(pattern, args.batch_size, fuse_color=True)
+        ),
+    }
+    for removed in STANDARD_STEPS:
+        steps = [step for step in STANDARD_STEPS if step != removed]
+        candidates[f"standard without {removed}"] = dataset_batches(
+            lambda steps=steps: standard_dataset(pattern, args.batch_size, steps=steps)
+        )
+    results = interleaved_streams(candidates, args.rounds, args.images)
+    report_streams(results, "standard (6 steps)")
+    standard = results["standard (6 steps)"].cpu_s_per_image
+    print(
+        "\nCPU ms per image saved by removing one step (standard minus variant). Without the "
+        "crop, the whole image is decoded and coloured, so that saving is negative:"
+    )
+    for removed in STANDARD_STEPS:
+        variant = results[f"standard without {removed}"].cpu_s_per_image
+        print(f"  {removed:28s} {(standard - variant) * 1000:7.2f}")
+    step_costs(files)
+
+
+def step_costs(files: list[str], repeats: int = 100) -> None:
+    """CPU milliseconds per call of each step on one decoded 480×640 example, ours and TF1's.
+
+    Each step runs alone in a ``tf.function`` on the same example, its image cast to float32 as
+    the pipeline's steps after the first see it, with a fresh seed every call. CPU time is
+    measured, not wall time, so that other load on the machine matters less. The grouped rows
+    run steps through :class:`object_input.ops.Augmentation`, as ``make_dataset`` does.
+    """
+    decoder = oi.ExampleDecoder()
+    record = next(iter(tf.data.TFRecordDataset(files[:1])))
+    example = decoder(record)
+    example = {**example, fields.IMAGE: tf.cast(example[fields.IMAGE], tf.float32)}
+    image, boxes, classes = example[fields.IMAGE], example[fields.BOXES], example[fields.CLASSES]
+    tf1_example = {"image": image, "boxes": boxes, "classes": classes}
+    colour_steps = STANDARD_STEPS[2:]
+    colour = oi.ops.Augmentation(colour_steps)
+    standard = oi.ops.Augmentation(STANDARD_STEPS)
+
+    def tf1_colour() -> tf.Tensor:
+        out = image
+        for name in colour_steps:
+            out = getattr(queue_runners, name)(out)
+        return out
+
+    rows: list[tuple[str, Callable[[tf.Tensor], object], Callable[[], object] | None]] = [
+        (
+            "decode (TF1: + cast to float)",
+            lambda seed: decoder(record),
+            lambda: queue_runners.parse_example(record),
+        ),
+        (
+            "random_horizontal_flip",
+            lambda seed: oi.ops.random_horizontal_flip(example, seed=seed),
+            lambda: queue_runners.random_horizontal_flip(image, boxes),
+        ),
+        (
+            "random_crop_image",
+            lambda seed: oi.ops.random_crop_image(example, seed=seed),
+            lambda: queue_runners.random_crop_image(image, boxes, classes),
+        ),
+    ]
+    for name in colour_steps:
+        rows.append(
+            (
+                name,
+                lambda seed, name=name: oi.ops.get_step(name).fn(example, seed=seed),
+                lambda name=name: getattr(queue_runners, name)(image),
+            )
+        )
+    rows += [
+        ("4 colour steps (Augmentation)", lambda seed: colour(example, seed), tf1_colour),
+        (
+            "all 6 steps (Augmentation)",
+            lambda seed: standard(example, seed),
+            lambda: queue_runners.augment(tf1_example),
+        ),
+        ("resize 480×640 → 512×512", lambda seed: tf.image.resize(image, SIZE), None),
+    ]
+
+    def per_call_ms(fn: Callable[[tf.Tensor], object]) -> float:
+        compiled = tf.function(fn)
+        seeds = [tf.constant([i, 7], tf.int32) for i in range(repeats + 1)]
+        tf.nest.map_structure(lambda t: t.numpy(), compiled(seeds[0]))
+        began = cpu_seconds()
+        for seed in seeds[1:]:
+            tf.nest.map_structure(lambda t: t.numpy(), compiled(seed))
+        return (cpu_seconds() - began) / repeats * 1000
+
+    print(f"\nCPU ms per call on one 480×640 example ({repeats} calls each, tf.function):")
+    print(f"  {'step':30s} {'object_input':>13s} {'TF1 style':>10s}")
+    for name, mine, theirs in rows:
+        other = f"{per_call_ms(lambda seed, fn=theirs: fn()):10.2f}" if theirs else ""
+        print(f"  {name:30s} {per_call_ms(mine):13.2f} {other}".rstrip())
+
+
+def rss(args: argparse.Namespace, pattern: str, files: list[str]) -> None:
+    """RSS of the standard pipeline over ``--images`` images with a small shuffle buffer.
+
+    Judged flat when the least-squares trend over the second half of the run (after the shuffle
+    buffer and the autotuned buffers have filled) adds under 5 % of the mid-run RSS over that half.
+    """
+    dataset = standard_dataset(pattern, args.batch_size, shuffle_buffer_size=args.shuffle_buffer)
+    samples: list[tuple[int, float]] = []
+    seen = 0
+    began = time.perf_counter()
+    for index, batch in enumerate(dataset):
+        seen += int(batch[fields.IMAGE].shape[0])
+        done = seen >= args.images
+        if index % args.every == 0 or done:
+            samples.append((seen, rss_mib()))
+        if done:
+            break
+    elapsed = time.perf_counter() - began
+    print(f"{seen} images in {elapsed:.0f} s ({seen / elapsed:.1f} images/s)")
+    print(f"{'images':>8s} {'RSS MiB':>9s}")
+    for count, value in samples:
+        print(f"{count:8d} {value:9.1f}")
+    start, mid, end = samples[0], samples[len(samples) // 2], samples[-1]
+    peak = max(value for _, value in samples)
+    half = np.array(samples[len(samples) // 2 :])
+    slope = np.polyfit(half[:, 0], half[:, 1], 1)[0]
+    drift = slope * (end[0] - mid[0])
+    print(
+        f"start {start[1]:.0f} MiB (after {start[0]} images), mid {mid[1]:.0f} MiB "
+        f"(after {mid[0]}), end {end[1]:.0f} MiB (after {end[0]}), peak {peak:.0f} MiB"
+    )
+    verdict = "flat" if abs(drift) < 0.05 * mid[1] else "NOT flat"
+    print(
+        f"trend over the second half: {slope * 1000:+.2f} MiB per 1000 images, "
+        f"{drift:+.0f} MiB over the half ({drift / mid[1]:+.1%} of mid): {verdict}"
+    )
+
+
+COMMANDS = {
+    "compare": compare,
+    "cold": cold,
+    "scaling": scaling,
+    "ablation": ablation,
+    "rss": rss,
+}
+DEFAULT_IMAGES = {"compare": 640, "cold": 8, "scaling": 480, "ablation": 320, "rss": 20000}
+DEFAULT_ROUNDS = {"compare": 5, "cold": 1, "scaling": 5, "ablation": 3, "rss": 1}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("command", choices=sorted(COMMANDS))
+    parser.add_argument("--images", type=int, help="images timed per candidate and round")
+    parser.add_argument("--rounds", type=int, help="alternating rounds (median reported)")
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--queue-threads", type=int, default=2, help="train.batch num_threads")
+    parser.add_argument(
+        "--pipeline", choices=sorted(LABELS), default="standard", help="cold: which"
+    )
+    parser.add_argument("--shuffle-buffer", type=int, default=1000, help="rss: shuffle buffer")
+    parser.add_argument("--every", type=int, default=50, help="rss: sample every N batches")
+    parser.add_argument("--data", default="/tmp/oi-bench")
+    args = parser.parse_args()
+    args.images = args.images or DEFAULT_IMAGES[args.command]
+    args.rounds = args.rounds or DEFAULT_ROUNDS[args.command]
+    os.makedirs(args.data, exist_ok=True)
+    pattern = write_benchmark_records(args.data)
+    files = sorted(tf.io.gfile.glob(pattern))
+    print(f"{args.command}: {len(files)} files, {args.images} images × {args.rounds} rounds")
+    began = time.perf_counter()
+    COMMANDS[args.command](args, pattern, files)
+    print(f"({time.perf_counter() - began:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
