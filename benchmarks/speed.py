@@ -200,9 +200,6 @@ def ablation(args: argparse.Namespace, pattern: str, files: list[str]) -> None:
         "standard, defer_decode=False": dataset_batches(
             lambda: standard_dataset(pattern, args.batch_size, defer_decode=False)
         ),
-        "standard, fuse_color=True": dataset_batches(
-            lambda: standard_dataset(pattern, args.batch_size, fuse_color=True)
-        ),
     }
     for removed in STANDARD_STEPS:
         steps = [step for step in STANDARD_STEPS if step != removed]

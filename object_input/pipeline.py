@@ -63,7 +63,6 @@ class DatasetOptions:
     service: str | None = None
     service_mode: str = "distributed_epoch"
     service_job_name: str | None = None
-    fuse_color: bool = False
     defer_decode: bool = True
     output_dtype: str | None = None
 
@@ -111,7 +110,7 @@ class DatasetOptions:
             self.num_shards = self.input_context.num_input_pipelines
             self.shard_index = self.input_context.input_pipeline_id
         if not isinstance(self.augment, Augmentation):
-            self.augment = Augmentation(self.augment or (), fuse_color=self.fuse_color)
+            self.augment = Augmentation(self.augment or ())
 
 
 def make_dataset(source: Any = None, *, config: Any = None, **options: Any) -> tf.data.Dataset:
@@ -133,11 +132,10 @@ def make_dataset(source: Any = None, *, config: Any = None, **options: Any) -> t
         dispatcher: decoding, augmentation and batching then run on its workers), service_mode
         ("distributed_epoch": each example once per epoch across workers; "parallel_epochs":
         every worker produces whole epochs), service_job_name (consumers sharing a job name share
-        its data); fuse_color (opt-in speed for precision: each run of colour steps becomes one
-        fused per-image transform with the same draws; see docs/performance.md for its error);
-        defer_decode (default True: when the steps start with flips and a random_crop_image,
-        decode only the crop window; the pixels are the same); output_dtype (None keeps uint8
-        until an op makes floats; "uint8" rounds and saturates, "float32", "bfloat16").
+        its data); defer_decode (default True: when the steps start with flips and a
+        random_crop_image, decode only the crop window; the pixels are the same); output_dtype
+        (None keeps uint8 until an op makes floats; "uint8" rounds and saturates, "float32",
+        "bfloat16").
 
     With a ``seed``, batches are identical run after run whatever the parallelism: every example
     gets a stateless seed derived from the pipeline seed and its position in the stream.

@@ -6,8 +6,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from object_input.ops import core
-from object_input.ops.fused_color import FUSABLE, apply_fused_color
+from object_input.ops.color import hue_saturation_step
 from object_input.ops.registry import ConfigError, StepSpec, get_step
+
+_HUE_SATURATION = {"random_adjust_hue", "random_adjust_saturation"}
 
 StepLike = str | tuple[str, Mapping[str, Any] | None] | Mapping[str, Mapping[str, Any] | None]
 
@@ -40,14 +42,11 @@ class Augmentation:
     """A validated sequence of steps, callable on one example's feature dict.
 
     Step ``i`` gets the seed ``fold_in(seed, i)``, so inserting a step leaves the draws of the
-    steps before it unchanged. By default every step runs exactly as written. With ``fuse_color``
-    (opt-in: it trades precision for speed), each run of consecutive colour steps (brightness,
-    contrast, hue, saturation, distort colour, random gray) is applied as one fused per-image
-    transform with the same draws (see :mod:`object_input.ops.fused_color`).
+    steps before it unchanged. Adjacent ``random_adjust_hue`` and ``random_adjust_saturation``
+    steps share one HSV round trip (same draws, same result within float rounding).
     """
 
-    def __init__(self, steps: Iterable[StepLike] = (), *, fuse_color: bool = False):
-        self.fuse_color = fuse_color
+    def __init__(self, steps: Iterable[StepLike] = ()):
         self.steps: list[tuple[StepSpec, dict[str, Any]]] = []
         for position, step in enumerate(steps):
             name, params = normalize_step(step, position)
@@ -65,18 +64,29 @@ class Augmentation:
         Step ``i`` draws from ``fold_in(seed, i)`` whichever slice it runs in, so running
         ``[0:k]`` then ``[k:]`` equals running all steps at once.
         """
-        run: list[tuple[str, dict[str, Any], Any]] = []
         stop = len(self.steps) if stop is None else stop
-        for index in range(start, stop):
+        index = start
+        while index < stop:
             spec, params = self.steps[index]
-            step_seed = None if seed is None else core.fold_seed(seed, index)
-            if self.fuse_color and spec.name in FUSABLE:
-                run.append((spec.name, params, step_seed))
+            step_seed = self._seed(seed, index)
+            if index + 1 < stop and {spec.name, self.steps[index + 1][0].name} == _HUE_SATURATION:
+                other, other_params = self.steps[index + 1]
+                pair = {
+                    spec.name: (step_seed, params),
+                    other.name: (self._seed(seed, index + 1), other_params),
+                }
+                features = hue_saturation_step(
+                    features, *pair["random_adjust_hue"], *pair["random_adjust_saturation"]
+                )
+                index += 2
                 continue
-            if run:
-                features, run = apply_fused_color(features, run), []
             features = spec.fn(features, seed=step_seed, **params)
-        return apply_fused_color(features, run) if run else features
+            index += 1
+        return features
+
+    @staticmethod
+    def _seed(seed: Any, index: int) -> Any:
+        return None if seed is None else core.fold_seed(seed, index)
 
     def names(self) -> list[str]:
         """The step names, in order."""
