@@ -55,6 +55,14 @@ def limit_boxes(features: dict, max_boxes: int | None, on_overflow: str = "error
     return out
 
 
+def prepare(features: dict, max_boxes: int | None, on_overflow: str = "error") -> dict:
+    """Everything one example needs before :func:`batch_features`: box limit and shape fields.
+
+    It runs inside the pipeline's parallel per-example map, not as a stage of its own.
+    """
+    return add_shape_fields(limit_boxes(features, max_boxes, on_overflow))
+
+
 def add_shape_fields(features: dict) -> dict:
     """Record the true shape of every field whose shape varies and that no other field covers."""
     out = dict(features)
@@ -123,10 +131,9 @@ def batch_features(
     image_size: Sequence[int] | None = None,
     drop_remainder: bool = False,
 ) -> tf.data.Dataset:
-    """Pad and batch a dataset of feature dicts prepared by :func:`limit_boxes`."""
+    """Pad and batch a dataset of feature dicts prepared by :func:`prepare`."""
     if mode == "static" and (max_boxes is None or image_size is None):
         raise ValueError("static batching needs both max_boxes and a fixed image size")
-    dataset = dataset.map(add_shape_fields)
     shapes = padded_shapes(dataset.element_spec, mode, max_boxes, image_size)
     return dataset.padded_batch(batch_size, shapes, drop_remainder=drop_remainder)
 

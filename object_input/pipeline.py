@@ -202,7 +202,7 @@ def _build(opts: DatasetOptions) -> tf.data.Dataset:
             features[fields.IMAGE] = core.like(
                 features[fields.IMAGE], tf.as_dtype(opts.output_dtype)
             )
-        return batching.limit_boxes(features, opts.max_boxes, opts.box_overflow)
+        return batching.prepare(features, opts.max_boxes, opts.box_overflow)
 
     dataset = records.map(
         process, num_parallel_calls=opts.num_parallel_calls, deterministic=opts.deterministic

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from object_input import fields, unpad_batch
-from object_input.batching import batch_features, limit_boxes
+from object_input.batching import batch_features, limit_boxes, prepare
 
 
 def _example(rng, h, w, n, k=2):
@@ -58,7 +58,7 @@ def _assert_same(before, after):
 def test_dynamic_padding_then_unpad_restores_every_field(sizes, seed):
     rng = np.random.default_rng(seed)
     examples = [_example(rng, h, w, n) for h, w, n in sizes]
-    ds = _dataset(examples).map(lambda f: limit_boxes(f, None))
+    ds = _dataset(examples).map(lambda f: prepare(f, None))
     batch = next(iter(batch_features(ds, len(examples))))
     restored = unpad_batch(batch)
     assert len(restored) == len(examples)
@@ -69,7 +69,7 @@ def test_dynamic_padding_then_unpad_restores_every_field(sizes, seed):
 
 def test_static_padding_has_fixed_shapes_and_unpads(rng):
     examples = [_example(rng, 5, 7, 3), _example(rng, 8, 4, 0)]
-    ds = _dataset(examples).map(lambda f: limit_boxes(f, 6))
+    ds = _dataset(examples).map(lambda f: prepare(f, 6))
     batched = batch_features(ds, 2, mode="static", max_boxes=6, image_size=(8, 8))
     assert batched.element_spec[fields.BOXES].shape.as_list() == [None, 6, 4]
     assert batched.element_spec[fields.IMAGE].shape.as_list() == [None, 8, 8, 3]
