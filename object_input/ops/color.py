@@ -202,46 +202,6 @@ def apply_saturation(image: tf.Tensor, factor: Any) -> tf.Tensor:
     return _on_rgb(image, "random_adjust_saturation", adjust)
 
 
-def apply_hue_saturation(image: tf.Tensor, hue_delta: Any, saturation_factor: Any) -> tf.Tensor:
-    """:func:`apply_hue` and :func:`apply_saturation` in one step (their order does not matter).
-
-    For one image with scalar parameters this is one RGB → HSV → RGB round trip instead of one per
-    step; the result equals the two steps within float rounding (2e-4 on the 0–255 scale).
-    """
-    if not (_single(image, hue_delta) and _single(image, saturation_factor)):
-        return apply_saturation(apply_hue(image, hue_delta), saturation_factor)
-
-    def adjust(rgb: tf.Tensor) -> tf.Tensor:
-        hue, saturation, value = tf.unstack(tf.image.rgb_to_hsv(rgb), axis=-1)
-        hue = tf.math.floormod(hue + hue_delta, 1.0)
-        saturation = tf.clip_by_value(saturation * tf.maximum(saturation_factor, 0.0), 0.0, 1.0)
-        return _clip(tf.image.hsv_to_rgb(tf.stack([hue, saturation, value], axis=-1)))
-
-    return _on_rgb(image, "random_adjust_hue", adjust)
-
-
-def hue_saturation_step(
-    features: core.Features,
-    hue_seed: Any,
-    hue_params: Mapping[str, Any],
-    saturation_seed: Any,
-    saturation_params: Mapping[str, Any],
-) -> core.Features:
-    """Run adjacent random_adjust_hue and random_adjust_saturation steps with their own draws."""
-    require_ordered(
-        "random_adjust_saturation",
-        "min_delta",
-        saturation_params["min_delta"],
-        "max_delta",
-        saturation_params["max_delta"],
-    )
-    hue = COLOR_STEPS["random_adjust_hue"].sample(hue_seed, hue_params)["delta"]
-    factor = COLOR_STEPS["random_adjust_saturation"].sample(saturation_seed, saturation_params)
-    out = dict(features)
-    out[fields.IMAGE] = apply_hue_saturation(features[fields.IMAGE], hue, factor["factor"])
-    return out
-
-
 # Grayscale and gamma ----------------------------------------------------------------------------
 
 

@@ -6,10 +6,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from object_input.ops import core
-from object_input.ops.color import hue_saturation_step
 from object_input.ops.registry import ConfigError, StepSpec, get_step
-
-_HUE_SATURATION = {"random_adjust_hue", "random_adjust_saturation"}
 
 StepLike = str | tuple[str, Mapping[str, Any] | None] | Mapping[str, Mapping[str, Any] | None]
 
@@ -42,8 +39,7 @@ class Augmentation:
     """A validated sequence of steps, callable on one example's feature dict.
 
     Step ``i`` gets the seed ``fold_in(seed, i)``, so inserting a step leaves the draws of the
-    steps before it unchanged. Adjacent ``random_adjust_hue`` and ``random_adjust_saturation``
-    steps share one HSV round trip (same draws, same result within float rounding).
+    steps before it unchanged.
     """
 
     def __init__(self, steps: Iterable[StepLike] = ()):
@@ -64,29 +60,11 @@ class Augmentation:
         Step ``i`` draws from ``fold_in(seed, i)`` whichever slice it runs in, so running
         ``[0:k]`` then ``[k:]`` equals running all steps at once.
         """
-        stop = len(self.steps) if stop is None else stop
-        index = start
-        while index < stop:
+        for index in range(start, len(self.steps) if stop is None else stop):
             spec, params = self.steps[index]
-            step_seed = self._seed(seed, index)
-            if index + 1 < stop and {spec.name, self.steps[index + 1][0].name} == _HUE_SATURATION:
-                other, other_params = self.steps[index + 1]
-                pair = {
-                    spec.name: (step_seed, params),
-                    other.name: (self._seed(seed, index + 1), other_params),
-                }
-                features = hue_saturation_step(
-                    features, *pair["random_adjust_hue"], *pair["random_adjust_saturation"]
-                )
-                index += 2
-                continue
+            step_seed = None if seed is None else core.fold_seed(seed, index)
             features = spec.fn(features, seed=step_seed, **params)
-            index += 1
         return features
-
-    @staticmethod
-    def _seed(seed: Any, index: int) -> Any:
-        return None if seed is None else core.fold_seed(seed, index)
 
     def names(self) -> list[str]:
         """The step names, in order."""
