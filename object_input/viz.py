@@ -205,10 +205,10 @@ def render_grid(
     figure = Figure(figsize=(width_px / DPI, height_px / DPI), dpi=DPI)
     FigureCanvasAgg(figure)
     if title:
-        # Two lines of about 6 px per character fit the band; a longer title is shortened.
-        lines = textwrap.wrap(title, width=max(20, width_px // 6))
+        # Two lines of about 8 px per character fit the band; a longer title is shortened.
+        lines = textwrap.wrap(title, width=max(20, width_px // 8))
         if len(lines) > 2:
-            lines = [lines[0], textwrap.shorten(" ".join(lines[1:]), max(20, width_px // 6))]
+            lines = [lines[0], textwrap.shorten(" ".join(lines[1:]), max(20, width_px // 8))]
         figure.text(
             0.5,
             1 - title_pixels / 2 / height_px,
