@@ -49,46 +49,6 @@ def cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def time_images(iterate: Callable[[], int]) -> tuple[float, float]:
-    """Run ``iterate`` (returns the number of images it produced): (images/s, CPU-s per image)."""
-    wall, cpu = time.perf_counter(), cpu_seconds()
-    images = iterate()
-    wall, cpu = time.perf_counter() - wall, cpu_seconds() - cpu
-    return images / wall, cpu / images
-
-
-def count_images(dataset: tf.data.Dataset, key: Callable[[object], tf.Tensor], limit: int) -> int:
-    """Iterate ``dataset`` until ``limit`` images have passed; returns the count."""
-    seen = 0
-    for element in dataset:
-        seen += int(key(element).shape[0]) if key(element).shape.rank else 1
-        if seen >= limit:
-            break
-    return seen
-
-
-def interleaved_rounds(
-    candidates: dict[str, Callable[[], int]], rounds: int
-) -> dict[str, tuple[float, float]]:
-    """Median (images/s, CPU-s/image) of each candidate over ``rounds`` alternating rounds."""
-    results: dict[str, list[tuple[float, float]]] = {name: [] for name in candidates}
-    for _ in range(rounds):
-        for name, run in candidates.items():
-            results[name].append(time_images(run))
-    return {
-        name: (statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs))
-        for name, runs in results.items()
-    }
-
-
-def report(results: dict[str, tuple[float, float]], baseline: str) -> None:
-    """Print a table of images/s, CPU-s per image and the ratio to ``baseline``."""
-    base = results[baseline][0]
-    print(f"{'pipeline':34s} {'images/s':>10s} {'CPU ms/img':>11s} {'ratio':>7s}")
-    for name, (rate, cpu) in results.items():
-        print(f"{name:34s} {rate:10.1f} {cpu * 1000:11.2f} {rate / base:7.2f}")
-
-
 @dataclasses.dataclass(frozen=True)
 class StreamTiming:
     """One pipeline run: build time, time to its first batch, then throughput and CPU cost."""
