@@ -600,17 +600,8 @@ def _policy_name_check(value: str) -> str | None:
     return None if value in POLICIES else f"must be one of {sorted(POLICIES)}"
 
 
-_GEOMETRY_FIELDS = (
-    fields.IMAGE,
-    fields.BOXES,
-    fields.MASKS,
-    fields.KEYPOINTS,
-    fields.KEYPOINT_VISIBILITIES,
-)
-
-
 @register_step(
-    reads=_GEOMETRY_FIELDS,
+    reads=core.GEOMETRY_FIELDS,
     writes=(fields.IMAGE, *fields.per_box_fields()),
     kind="geometry",
     checks={"policy_name": _policy_name_check},

@@ -121,6 +121,16 @@ def to_window_frame(features: core.Features, window: Any, *, clip_boxes: bool) -
     return out
 
 
+def scale_coordinates(features: core.Features, y_scale: Any, x_scale: Any) -> core.Features:
+    """Multiply the y and x coordinates of boxes and keypoints by ``y_scale`` and ``x_scale``."""
+    out = dict(features)
+    if fields.BOXES in out:
+        out[fields.BOXES] = out[fields.BOXES] * tf.stack([y_scale, x_scale, y_scale, x_scale])
+    if fields.KEYPOINTS in out:
+        out[fields.KEYPOINTS] = out[fields.KEYPOINTS] * tf.stack([y_scale, x_scale])
+    return out
+
+
 def drop_degenerate(features: core.Features) -> core.Features:
     """Drop zero-area boxes, with every per-box field."""
     if fields.BOXES not in features:

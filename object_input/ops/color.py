@@ -27,7 +27,13 @@ import tensorflow as tf
 
 from object_input import fields
 from object_input.ops import core
-from object_input.ops.registry import ConfigError, in_range, non_negative, register_step
+from object_input.ops.registry import (
+    ConfigError,
+    in_range,
+    non_negative,
+    register_step,
+    require_ordered,
+)
 
 # ITU-R 601 luma weights, the ones tf.image.rgb_to_grayscale uses.
 LUMA_WEIGHTS = (0.2989, 0.5870, 0.1140)
@@ -37,15 +43,6 @@ _DISTORT_BRIGHTNESS_DELTA = 32.0 / 255.0
 _DISTORT_SATURATION = (0.5, 1.5)
 _DISTORT_HUE_DELTA = 0.2
 _DISTORT_CONTRAST = (0.5, 1.5)
-
-
-def require_ordered(step: str, low_name: str, low: float, high_name: str, high: float) -> None:
-    """Raise ConfigError unless ``low <= high`` (two parameters that form a range)."""
-    if low > high:
-        raise ConfigError(
-            f"step {step!r}: parameter {high_name!r} must be >= {low_name!r} ({low!r}), "
-            f"got {high!r}"
-        )
 
 
 def split_channels(image: tf.Tensor, step: str) -> tuple[tf.Tensor, tf.Tensor]:
@@ -104,12 +101,20 @@ def _on_rgb(image: tf.Tensor, step: str, fn: Callable[[tf.Tensor], tf.Tensor]) -
     return merge_channels(colour, rest)
 
 
-# Brightness -------------------------------------------------------------------------------------
+# Draws shared by several steps ------------------------------------------------------------------
 
 
-def draw_brightness(seed: Any, *, max_delta: float) -> dict[str, tf.Tensor]:
-    """``delta`` ~ U(-max_delta, max_delta), on the [0, 1] scale."""
+def draw_delta(seed: Any, *, max_delta: float) -> dict[str, tf.Tensor]:
+    """``delta`` ~ U(-max_delta, max_delta): brightness on the [0, 1] scale, hue in turns."""
     return {"delta": core.uniform(seed, -max_delta, max_delta)}
+
+
+def draw_factor(seed: Any, *, min_delta: float, max_delta: float) -> dict[str, tf.Tensor]:
+    """``factor`` ~ U(min_delta, max_delta), for contrast and saturation."""
+    return {"factor": core.uniform(seed, min_delta, max_delta)}
+
+
+# Brightness -------------------------------------------------------------------------------------
 
 
 def apply_brightness(image: tf.Tensor, delta: Any) -> tf.Tensor:
@@ -120,11 +125,6 @@ def apply_brightness(image: tf.Tensor, delta: Any) -> tf.Tensor:
 
 
 # Contrast ---------------------------------------------------------------------------------------
-
-
-def draw_contrast(seed: Any, *, min_delta: float, max_delta: float) -> dict[str, tf.Tensor]:
-    """``factor`` ~ U(min_delta, max_delta)."""
-    return {"factor": core.uniform(seed, min_delta, max_delta)}
 
 
 def apply_contrast(image: tf.Tensor, factor: Any) -> tf.Tensor:
@@ -151,11 +151,6 @@ def _value_and_chroma(rgb: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
     return value, value - tf.reduce_min(rgb, axis=-1, keepdims=True)
 
 
-def draw_hue(seed: Any, *, max_delta: float) -> dict[str, tf.Tensor]:
-    """``delta`` ~ U(-max_delta, max_delta), in turns of the hue circle."""
-    return {"delta": core.uniform(seed, -max_delta, max_delta)}
-
-
 def apply_hue(image: tf.Tensor, delta: Any) -> tf.Tensor:
     """Rotate the hue by ``delta`` turns (tf.image.adjust_hue semantics), clip to [0, 255]."""
 
@@ -179,11 +174,6 @@ def apply_hue(image: tf.Tensor, delta: Any) -> tf.Tensor:
         return _clip(value - chroma * tf.clip_by_value(tf.minimum(k, 4.0 - k), 0.0, 1.0))
 
     return _on_rgb(image, "random_adjust_hue", adjust)
-
-
-def draw_saturation(seed: Any, *, min_delta: float, max_delta: float) -> dict[str, tf.Tensor]:
-    """``factor`` ~ U(min_delta, max_delta)."""
-    return {"factor": core.uniform(seed, min_delta, max_delta)}
 
 
 def apply_saturation(image: tf.Tensor, factor: Any) -> tf.Tensor:
@@ -310,10 +300,10 @@ class ColorStep:
 
 
 COLOR_STEPS: dict[str, ColorStep] = {
-    "random_adjust_brightness": ColorStep(draw_brightness, apply_brightness),
-    "random_adjust_contrast": ColorStep(draw_contrast, apply_contrast),
-    "random_adjust_hue": ColorStep(draw_hue, apply_hue),
-    "random_adjust_saturation": ColorStep(draw_saturation, apply_saturation),
+    "random_adjust_brightness": ColorStep(draw_delta, apply_brightness),
+    "random_adjust_contrast": ColorStep(draw_factor, apply_contrast),
+    "random_adjust_hue": ColorStep(draw_delta, apply_hue),
+    "random_adjust_saturation": ColorStep(draw_factor, apply_saturation),
     "random_distort_color": ColorStep(
         draw_distort_color, apply_distort_color, static=("color_ordering",)
     ),
@@ -327,6 +317,14 @@ def _run(name: str, features: core.Features, seed: Any, **params: Any) -> core.F
     out = dict(features)
     out[fields.IMAGE] = step.run(features[fields.IMAGE], step.sample(seed, params), params)
     return out
+
+
+def _run_factor(
+    name: str, features: core.Features, seed: Any, min_delta: float, max_delta: float
+) -> core.Features:
+    """:func:`_run` for a step scaling by a factor drawn from [min_delta, max_delta]."""
+    require_ordered(name, "min_delta", min_delta, "max_delta", max_delta)
+    return _run(name, features, seed, min_delta=min_delta, max_delta=max_delta)
 
 
 # Registered steps -------------------------------------------------------------------------------
@@ -345,8 +343,7 @@ def random_adjust_contrast(
     features: core.Features, *, seed=None, min_delta: float = 0.8, max_delta: float = 1.25
 ) -> core.Features:
     """Scale contrast by a factor U(min_delta, max_delta); float32 out."""
-    require_ordered("random_adjust_contrast", "min_delta", min_delta, "max_delta", max_delta)
-    return _run("random_adjust_contrast", features, seed, min_delta=min_delta, max_delta=max_delta)
+    return _run_factor("random_adjust_contrast", features, seed, min_delta, max_delta)
 
 
 @register_step(kind="color", checks={"max_delta": in_range(0.0, 0.5)})
@@ -362,10 +359,7 @@ def random_adjust_saturation(
     features: core.Features, *, seed=None, min_delta: float = 0.8, max_delta: float = 1.25
 ) -> core.Features:
     """Scale saturation by a factor U(min_delta, max_delta); float32 out."""
-    require_ordered("random_adjust_saturation", "min_delta", min_delta, "max_delta", max_delta)
-    return _run(
-        "random_adjust_saturation", features, seed, min_delta=min_delta, max_delta=max_delta
-    )
+    return _run_factor("random_adjust_saturation", features, seed, min_delta, max_delta)
 
 
 def _ordering_check(value: int) -> str | None:

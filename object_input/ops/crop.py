@@ -43,6 +43,16 @@ def area_pair(value: Any) -> str | None:
     return None
 
 
+# Checks of random_crop_image's parameters, also for the steps that pass them on to it.
+CROP_CHECKS = {
+    "min_object_covered": in_range(0.0, 1.0),
+    "aspect_ratio_range": positive_pair,
+    "area_range": area_pair,
+    "overlap_thresh": in_range(0.0, 1.0),
+    "random_coef": in_range(0.0, 1.0),
+}
+
+
 def _cut(tensor: tf.Tensor, y_axis: int, top, left, height, width, fill) -> tf.Tensor:
     """The pixel window of ``tensor`` (spatial axes ``y_axis``, ``y_axis + 1``); outside → fill.
 
@@ -134,18 +144,7 @@ def _sample_window(
     return begin[0], begin[1], size[0], size[1]
 
 
-@register_step(
-    reads=CROP_FIELDS,
-    writes=CROP_WRITES,
-    kind="geometry",
-    checks={
-        "min_object_covered": in_range(0.0, 1.0),
-        "aspect_ratio_range": positive_pair,
-        "area_range": area_pair,
-        "overlap_thresh": in_range(0.0, 1.0),
-        "random_coef": in_range(0.0, 1.0),
-    },
-)
+@register_step(reads=CROP_FIELDS, writes=CROP_WRITES, kind="geometry", checks=CROP_CHECKS)
 def random_crop_image(
     features: core.Features,
     *,

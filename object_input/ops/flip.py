@@ -10,14 +10,6 @@ from object_input import fields
 from object_input.ops import core, deferred
 from object_input.ops.registry import in_range, register_step
 
-_GEOMETRY_FIELDS = (
-    fields.IMAGE,
-    fields.BOXES,
-    fields.MASKS,
-    fields.KEYPOINTS,
-    fields.KEYPOINT_VISIBILITIES,
-)
-
 
 def _permute_keypoints(
     features: core.Features, permutation: Sequence[int] | None, step: str
@@ -115,8 +107,8 @@ def _maybe(transform, features, seed, probability, permutation):
 
 
 @register_step(
-    reads=_GEOMETRY_FIELDS,
-    writes=_GEOMETRY_FIELDS,
+    reads=core.GEOMETRY_FIELDS,
+    writes=core.GEOMETRY_FIELDS,
     kind="geometry",
     checks={"probability": in_range(0.0, 1.0)},
 )
@@ -132,8 +124,8 @@ def random_horizontal_flip(
 
 
 @register_step(
-    reads=_GEOMETRY_FIELDS,
-    writes=_GEOMETRY_FIELDS,
+    reads=core.GEOMETRY_FIELDS,
+    writes=core.GEOMETRY_FIELDS,
     kind="geometry",
     checks={"probability": in_range(0.0, 1.0)},
 )
@@ -149,8 +141,8 @@ def random_vertical_flip(
 
 
 @register_step(
-    reads=_GEOMETRY_FIELDS,
-    writes=(*_GEOMETRY_FIELDS, fields.IMAGE_SHAPE),
+    reads=core.GEOMETRY_FIELDS,
+    writes=(*core.GEOMETRY_FIELDS, fields.IMAGE_SHAPE),
     kind="geometry",
     checks={"probability": in_range(0.0, 1.0)},
 )

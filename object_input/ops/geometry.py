@@ -5,6 +5,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from object_input import fields
+from object_input.ops import boxes as box_ops
 from object_input.ops import core
 from object_input.ops.registry import in_range, register_step
 
@@ -81,14 +82,9 @@ def scale_boxes_to_pixel_coordinates(features: core.Features, *, seed=None) -> c
     """
     del seed
     height, width = core.image_size(features[fields.IMAGE])
-    height = tf.cast(height, tf.float32)
-    width = tf.cast(width, tf.float32)
-    out = dict(features)
-    if fields.BOXES in out:
-        out[fields.BOXES] = out[fields.BOXES] * tf.stack([height, width, height, width])
-    if fields.KEYPOINTS in out:
-        out[fields.KEYPOINTS] = out[fields.KEYPOINTS] * tf.stack([height, width])
-    return out
+    return box_ops.scale_coordinates(
+        features, tf.cast(height, tf.float32), tf.cast(width, tf.float32)
+    )
 
 
 def self_concat(features: core.Features, axis: int) -> core.Features:

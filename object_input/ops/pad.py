@@ -10,24 +10,22 @@ import tensorflow as tf
 from object_input import fields
 from object_input.ops import core
 from object_input.ops.crop import (
+    CROP_CHECKS,
     CROP_FIELDS,
     CROP_WRITES,
     all_positive,
-    area_pair,
     crop_to_window,
-    positive_pair,
     random_crop_image,
 )
-from object_input.ops.registry import in_range, non_negative, positive, register_step
+from object_input.ops.registry import non_negative, positive, register_step
 
-PAD_FIELDS = (
-    fields.IMAGE,
-    fields.BOXES,
-    fields.MASKS,
-    fields.KEYPOINTS,
-    fields.KEYPOINT_VISIBILITIES,
-)
-PAD_WRITES = (*PAD_FIELDS, fields.IMAGE_SHAPE)
+PAD_WRITES = (*core.GEOMETRY_FIELDS, fields.IMAGE_SHAPE)
+
+# Checks of the padded size ratios, for every step that takes them.
+PADDED_SIZE_CHECKS = {
+    "min_padded_size_ratio": all_positive,
+    "max_padded_size_ratio": all_positive,
+}
 
 
 def _non_empty(value: Any) -> str | None:
@@ -94,7 +92,7 @@ def _random_pad(
 
 
 @register_step(
-    reads=PAD_FIELDS,
+    reads=core.GEOMETRY_FIELDS,
     writes=PAD_WRITES,
     kind="geometry",
     checks={
@@ -130,7 +128,7 @@ def random_pad_image(
 
 
 @register_step(
-    reads=PAD_FIELDS,
+    reads=core.GEOMETRY_FIELDS,
     writes=PAD_WRITES,
     kind="geometry",
     checks={
@@ -157,16 +155,7 @@ def random_absolute_pad_image(
     reads=CROP_FIELDS,
     writes=CROP_WRITES,
     kind="geometry",
-    checks={
-        "min_object_covered": in_range(0.0, 1.0),
-        "aspect_ratio_range": positive_pair,
-        "area_range": area_pair,
-        "overlap_thresh": in_range(0.0, 1.0),
-        "random_coef": in_range(0.0, 1.0),
-        "min_padded_size_ratio": all_positive,
-        "max_padded_size_ratio": all_positive,
-        "pad_color": _non_empty,
-    },
+    checks={**CROP_CHECKS, **PADDED_SIZE_CHECKS, "pad_color": _non_empty},
 )
 def random_crop_pad_image(
     features: core.Features,
@@ -205,14 +194,10 @@ def random_crop_pad_image(
 
 
 @register_step(
-    reads=PAD_FIELDS,
+    reads=core.GEOMETRY_FIELDS,
     writes=PAD_WRITES,
     kind="geometry",
-    checks={
-        "aspect_ratio": positive,
-        "min_padded_size_ratio": all_positive,
-        "max_padded_size_ratio": all_positive,
-    },
+    checks={"aspect_ratio": positive, **PADDED_SIZE_CHECKS},
 )
 def random_pad_to_aspect_ratio(
     features: core.Features,

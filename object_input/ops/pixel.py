@@ -13,13 +13,14 @@ import tensorflow as tf
 
 from object_input import fields
 from object_input.ops import core
-from object_input.ops.color import merge_channels, require_ordered, split_channels
+from object_input.ops.color import merge_channels, split_channels
 from object_input.ops.registry import (
     ConfigError,
     in_range,
     non_negative,
     positive,
     register_step,
+    require_ordered,
 )
 
 

@@ -166,6 +166,19 @@ def ordered_pair(v: Any) -> str | None:
     return None if v[0] <= v[1] else "must be (low, high) with low <= high"
 
 
+def require_ordered(step: str, low_name: str, low: Any, high_name: str, high: Any) -> None:
+    """Raise ConfigError unless ``low <= high``, two parameters of ``step`` that form a range.
+
+    Checks see one parameter at a time; a step calls this for the order between two, which then
+    fails when the step is traced while the pipeline is built.
+    """
+    if low > high:
+        raise ConfigError(
+            f"step {step!r}: parameter {high_name!r} must be >= {low_name!r} ({low!r}), "
+            f"got {high!r}"
+        )
+
+
 def _coerce(step: str, param: str, value: Any, hint: Any) -> Any:
     """Check ``value`` against the annotation ``hint``; ints are accepted where floats are."""
     ok, converted = _match(value, hint)

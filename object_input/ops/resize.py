@@ -5,8 +5,9 @@ from __future__ import annotations
 import tensorflow as tf
 
 from object_input import fields
+from object_input.ops import boxes as box_ops
 from object_input.ops import core
-from object_input.ops.registry import ConfigError, in_range, positive, register_step
+from object_input.ops.registry import in_range, positive, register_step, require_ordered
 
 METHODS = {
     "BILINEAR": tf.image.ResizeMethod.BILINEAR,
@@ -41,9 +42,13 @@ def resize_features(
     return out
 
 
+_RESIZE_FIELDS = (fields.IMAGE, fields.MASKS)
+_RESIZE_WRITES = (fields.IMAGE, fields.MASKS, fields.IMAGE_SHAPE)
+
+
 @register_step(
-    reads=(fields.IMAGE, fields.MASKS),
-    writes=(fields.IMAGE, fields.MASKS, fields.IMAGE_SHAPE),
+    reads=_RESIZE_FIELDS,
+    writes=_RESIZE_WRITES,
     kind="geometry",
     checks={"new_height": positive, "new_width": positive, "method": _method_check},
 )
@@ -58,15 +63,6 @@ def resize_image(
     """Resize to exactly ``new_height`` × ``new_width``; masks with nearest neighbour."""
     del seed
     return resize_features(features, new_height, new_width, method)
-
-
-def _check_order(step: str, low_name: str, low, high_name: str, high) -> None:
-    # The registry checks parameters one at a time; an order between two is checked here, when
-    # the step is traced while the pipeline is built.
-    if low > high:
-        raise ConfigError(
-            f"step {step!r}: parameter {high_name!r} must be >= {low_name} ({low}), got {high}"
-        )
 
 
 def _scaled(side: tf.Tensor, scale: tf.Tensor) -> tf.Tensor:
@@ -102,15 +98,7 @@ def pad_to_size(features: core.Features, height: int, width: int) -> core.Featur
         out[fields.MASKS] = tf.ensure_shape(masks, [None, height, width])
     y_scale = tf.cast(old_height, tf.float32) / height
     x_scale = tf.cast(old_width, tf.float32) / width
-    if fields.BOXES in out:
-        out[fields.BOXES] = out[fields.BOXES] * tf.stack([y_scale, x_scale, y_scale, x_scale])
-    if fields.KEYPOINTS in out:
-        out[fields.KEYPOINTS] = out[fields.KEYPOINTS] * tf.stack([y_scale, x_scale])
-    return out
-
-
-_RESIZE_FIELDS = (fields.IMAGE, fields.MASKS)
-_RESIZE_WRITES = (fields.IMAGE, fields.MASKS, fields.IMAGE_SHAPE)
+    return box_ops.scale_coordinates(out, y_scale, x_scale)
 
 
 @register_step(
@@ -131,7 +119,9 @@ def resize_to_range(
     """Resize keeping the aspect ratio: short side ``min_dimension`` unless the long side would
     exceed ``max_dimension``. Optionally zero-pad bottom/right to a ``max_dimension`` square."""
     del seed
-    _check_order("resize_to_range", "min_dimension", min_dimension, "max_dimension", max_dimension)
+    require_ordered(
+        "resize_to_range", "min_dimension", min_dimension, "max_dimension", max_dimension
+    )
     height, width = core.image_size(features[fields.IMAGE])
     new_height, new_width = range_size(height, width, min_dimension, max_dimension)
     out = resize_features(features, new_height, new_width, method)
@@ -207,7 +197,7 @@ def random_image_scale(
     """Resize (bilinear) both sides by one ratio drawn from U(min, max); masks nearest.
 
     Normalized boxes and keypoints do not change."""
-    _check_order(
+    require_ordered(
         "random_image_scale", "min_scale_ratio", min_scale_ratio, "max_scale_ratio", max_scale_ratio
     )
     ratio = core.uniform(seed, min_scale_ratio, max_scale_ratio)
@@ -237,7 +227,7 @@ def random_downscale_to_target_pixels(
     has more pixels than that; with probability ``random_coef`` leave it as it is.
 
     The image always comes out float32, resized or not, so every example has one dtype."""
-    _check_order(
+    require_ordered(
         "random_downscale_to_target_pixels",
         "min_target_pixels",
         min_target_pixels,

@@ -15,9 +15,9 @@ from typing import Any
 import tensorflow as tf
 
 from object_input.ops import core
-from object_input.ops.crop import CROP_FIELDS, CROP_WRITES, all_positive, random_crop_image
+from object_input.ops.crop import CROP_FIELDS, CROP_WRITES, random_crop_image
 from object_input.ops.crop import random_crop_to_aspect_ratio as crop_to_aspect_ratio
-from object_input.ops.pad import random_crop_pad_image
+from object_input.ops.pad import PADDED_SIZE_CHECKS, random_crop_pad_image
 from object_input.ops.pad import random_pad_to_aspect_ratio as pad_to_aspect_ratio
 from object_input.ops.registry import positive, register_step
 
@@ -296,8 +296,7 @@ def ssd_random_crop_fixed_aspect_ratio(
     checks={
         "operations": _operations_check(_CROP_KEYS),
         "aspect_ratio": positive,
-        "min_padded_size_ratio": all_positive,
-        "max_padded_size_ratio": all_positive,
+        **PADDED_SIZE_CHECKS,
     },
 )
 def ssd_random_crop_pad_fixed_aspect_ratio(

@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 import tensorflow as tf
+from helpers import as_numpy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -17,21 +18,12 @@ from object_input.ops.registry import ConfigError, get_step
 BOX_ID = "box_id"
 SLOW = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
-
-@pytest.fixture(scope="module", autouse=True)
-def box_id_field():
-    # Registered for the whole module: the cached graph functions below are traced with it.
-    fields.register_per_box_field(BOX_ID)
-    yield
-    fields.unregister_per_box_field(BOX_ID)
+# box_id is registered for the whole module: the cached graph functions below are traced with it.
+pytestmark = pytest.mark.usefixtures("box_id")
 
 
 def _f(x):
     return tf.constant(x, tf.float32)
-
-
-def _np(features):
-    return {k: v.numpy() for k, v in features.items()}
 
 
 def _levels():
@@ -158,8 +150,8 @@ def _square_example():
 
 def test_rotate_90_moves_image_masks_boxes_keypoints_like_rot90():
     features = _square_example()
-    out = _np(aa.warp_features(features, ops.rotate_matrix(90.0, 8, 8)))
-    expected = _np(rotate90(features, keypoint_rot_permutation=[0, 1]))
+    out = as_numpy(aa.warp_features(features, ops.rotate_matrix(90.0, 8, 8)))
+    expected = as_numpy(rotate90(features, keypoint_rot_permutation=[0, 1]))
     np.testing.assert_array_equal(out[fields.IMAGE], expected[fields.IMAGE])
     np.testing.assert_array_equal(out[fields.MASKS], expected[fields.MASKS])
     np.testing.assert_allclose(out[fields.BOXES], expected[fields.BOXES], atol=1e-5)
@@ -226,10 +218,10 @@ def _translate_example():
 
 def test_translate_x_bbox_moves_everything_by_100_pixels_and_drops_boxes_that_leave():
     features = _translate_example()
-    inp = _np(features)
+    inp = as_numpy(features)
     signs = set()
     for seed in range(6):
-        out = _np(aa.apply_policy(features, [[("TranslateX_BBox", 1.0, 4)]], seed=seed))
+        out = as_numpy(aa.apply_policy(features, [[("TranslateX_BBox", 1.0, 4)]], seed=seed))
         sign = 1 if out[BOX_ID][0] == 0 else -1  # +100 px pushes box 2 out, −100 px box 0
         signs.add(sign)
         kept = [0, 1] if sign > 0 else [1, 2]
@@ -261,7 +253,7 @@ def test_keypoint_leaving_the_image_becomes_nan_and_invisible():
         fields.KEYPOINT_VISIBILITIES: tf.constant([[True, True]]),
     }
     for seed in range(4):
-        out = _np(aa.apply_policy(features, [[("TranslateX_BBox", 1.0, 4)]], seed=seed))
+        out = as_numpy(aa.apply_policy(features, [[("TranslateX_BBox", 1.0, 4)]], seed=seed))
         lost = 0 if out[fields.BOXES][0, 1] > 0.3 else 1  # moved right: the x = 0.9 one leaves
         assert np.isnan(out[fields.KEYPOINTS][0, lost]).all()
         assert not np.isnan(out[fields.KEYPOINTS][0, 1 - lost]).any()
@@ -285,12 +277,12 @@ def _region_example(with_keypoints=True):
 
 
 def _outcomes(features, entry, seeds=range(12)):
-    return [_np(aa.apply_policy(features, [[entry]], seed=seed)) for seed in seeds]
+    return [as_numpy(aa.apply_policy(features, [[entry]], seed=seed)) for seed in seeds]
 
 
 def test_translate_y_only_bboxes_moves_content_inside_the_box():
     features = _region_example()
-    inp = _np(features)
+    inp = as_numpy(features)
     image, mask = inp[fields.IMAGE][15:45, 20:60], inp[fields.MASKS][0, 15:45, 20:60]
     applied = 0
     for out in _outcomes(features, ("TranslateY_Only_BBoxes", 1.0, 1)):  # 12 px, p 1/3 per box
@@ -320,7 +312,7 @@ def test_translate_y_only_bboxes_moves_content_inside_the_box():
 
 def test_flip_only_bboxes_mirrors_box_content_and_masks():
     features = _region_example(with_keypoints=False)
-    inp = _np(features)
+    inp = as_numpy(features)
     image, mask = inp[fields.IMAGE][15:45, 20:60], inp[fields.MASKS][0, 15:45, 20:60]
     applied = 0
     for out in _outcomes(features, ("Flip_Only_BBoxes", 1.0, 0)):
@@ -353,7 +345,7 @@ def test_flip_only_bboxes_with_keypoints_is_rejected_at_trace_time():
 )
 def test_only_bboxes_ops_change_nothing_outside_the_box(entry):
     features = _region_example()
-    inp = _np(features)
+    inp = as_numpy(features)
     outside = np.ones([60, 80], bool)
     outside[15:45, 20:60] = False
     changed = 0
@@ -537,6 +529,18 @@ def _near_box(points_yx, box, height, width, tolerance_px):
     return ((points_yx >= box[:2] - pad) & (points_yx <= box[2:] + pad)).all()
 
 
+def _assert_near_boxes(out, height, width, mask_px, keypoint_px):
+    """Each mask's pixel centres and visible keypoints lie within so many pixels of its box."""
+    for box, mask, keypoints in zip(
+        out[fields.BOXES], out[fields.MASKS], out[fields.KEYPOINTS], strict=True
+    ):
+        rows, cols = np.nonzero(mask)
+        centres = np.stack([(rows + 0.5) / height, (cols + 0.5) / width], -1)
+        assert _near_box(centres, box, height, width, mask_px)
+        visible = keypoints[~np.isnan(keypoints).any(-1)]
+        assert _near_box(visible, box, height, width, keypoint_px)
+
+
 _example_args = {
     "height": st.integers(20, 48),
     "width": st.integers(20, 48),
@@ -560,17 +564,10 @@ def test_whole_image_ops_keep_masks_and_keypoints_with_their_boxes(
     height, width, num_boxes, data_seed, seed
 ):
     inp = _random_example(height, width, num_boxes, data_seed)
-    out = _np(_graph_fn("whole", _WHOLE)(inp, tf.constant([seed, 0])))
-    inp = _np(inp)
+    out = as_numpy(_graph_fn("whole", _WHOLE)(inp, tf.constant([seed, 0])))
+    inp = as_numpy(inp)
     _check_invariants(inp, out)
-    for box, mask, keypoints in zip(
-        out[fields.BOXES], out[fields.MASKS], out[fields.KEYPOINTS], strict=True
-    ):
-        rows, cols = np.nonzero(mask)
-        centres = np.stack([(rows + 0.5) / height, (cols + 0.5) / width], -1)
-        assert _near_box(centres, box, height, width, 1.5)
-        visible = keypoints[~np.isnan(keypoints).any(-1)]
-        assert _near_box(visible, box, height, width, 1e-3)
+    _assert_near_boxes(out, height, width, mask_px=1.5, keypoint_px=1e-3)
 
 
 _REGION = [
@@ -588,18 +585,11 @@ def test_only_bboxes_ops_keep_masks_and_keypoints_inside_their_boxes(
     height, width, num_boxes, data_seed, seed
 ):
     inp = _random_example(height, width, num_boxes, data_seed)
-    out = _np(_graph_fn("region", _REGION)(inp, tf.constant([seed, 0])))
-    inp = _np(inp)
+    out = as_numpy(_graph_fn("region", _REGION)(inp, tf.constant([seed, 0])))
+    inp = as_numpy(inp)
     _check_invariants(inp, out)
     np.testing.assert_array_equal(out[fields.BOXES], inp[fields.BOXES])
-    for box, mask, keypoints in zip(
-        out[fields.BOXES], out[fields.MASKS], out[fields.KEYPOINTS], strict=True
-    ):
-        rows, cols = np.nonzero(mask)
-        centres = np.stack([(rows + 0.5) / height, (cols + 0.5) / width], -1)
-        assert _near_box(centres, box, height, width, 1.0)
-        visible = keypoints[~np.isnan(keypoints).any(-1)]
-        assert _near_box(visible, box, height, width, 1.0)
+    _assert_near_boxes(out, height, width, mask_px=1.0, keypoint_px=1.0)
 
 
 @pytest.mark.parametrize("policy_name", ["v0", "v1", "v2", "v3"])
@@ -610,21 +600,21 @@ def test_policies_keep_boxes_valid_and_fields_aligned(
 ):
     inp = _random_example(height, width, num_boxes, data_seed)
     fn = _graph_fn(policy_name, aa.POLICIES[policy_name])
-    out = _np(fn(inp, tf.constant([seed, 0])))
-    _check_invariants(_np(inp), out)
+    out = as_numpy(fn(inp, tf.constant([seed, 0])))
+    _check_invariants(as_numpy(inp), out)
 
 
 @pytest.mark.parametrize("policy_name", ["v0", "v1", "v2", "v3"])
 def test_policies_run_in_dataset_map_and_are_reproducible(policy_name):
-    examples = [_np(_random_example(20 + 7 * i, 44 - 5 * i, i % 5, i)) for i in range(6)]
+    examples = [as_numpy(_random_example(20 + 7 * i, 44 - 5 * i, i % 5, i)) for i in range(6)]
     fn = _graph_fn(policy_name, aa.POLICIES[policy_name])
     signature = fn.input_signature[0]
     dataset = tf.data.Dataset.from_generator(lambda: iter(examples), output_signature=signature)
     dataset = dataset.enumerate().map(lambda i, f: fn(f, tf.stack([tf.cast(i, tf.int32), 3])))
     for index, (inp, out) in enumerate(zip(examples, dataset, strict=True)):
-        out = _np(out)
+        out = as_numpy(out)
         _check_invariants(inp, out)
-        again = _np(fn(inp, tf.constant([index, 3])))  # same seed outside tf.data: same output
+        again = as_numpy(fn(inp, tf.constant([index, 3])))  # same seed outside tf.data: same output
         for name in out:
             np.testing.assert_array_equal(out[name], again[name])
 
@@ -635,7 +625,7 @@ def test_policies_run_in_dataset_map_and_are_reproducible(policy_name):
 def test_same_seed_same_output_and_seeds_differ():
     features = _random_example(32, 40, 3, 0)
     outputs = [
-        _np(aa.autoaugment_image(features, seed=s, policy_name="v2")) for s in (5, 5, 6, 7, 8)
+        as_numpy(aa.autoaugment_image(features, seed=s, policy_name="v2")) for s in (5, 5, 6, 7, 8)
     ]
     for name in outputs[0]:
         np.testing.assert_array_equal(outputs[0][name], outputs[1][name])

@@ -1,7 +1,6 @@
 """Tests for the box utilities shared by the crop and pad ops."""
 
 import numpy as np
-import pytest
 import tensorflow as tf
 from hypothesis import given
 from hypothesis import strategies as st
@@ -133,13 +132,6 @@ def test_to_window_frame_sets_outside_keypoints_nan_and_invisible():
     np.testing.assert_array_equal(out[fields.KEYPOINT_VISIBILITIES], [[True, False, False]])
     clipped = box_ops.to_window_frame(features, [0.25, 0.25, 0.5, 0.5], clip_boxes=True)
     np.testing.assert_allclose(clipped[fields.BOXES], [[0.0, 0.0, 1.0, 1.0]])
-
-
-@pytest.fixture
-def box_id():
-    fields.register_per_box_field("box_id")
-    yield
-    fields.unregister_per_box_field("box_id")
 
 
 def test_drop_degenerate_keeps_per_box_fields_aligned(box_id):

@@ -79,7 +79,7 @@ def test_brightness_step_adds_its_drawn_delta():
     image = np.full((2, 3, 3), 120.0, np.float32)
     for seed in range(5):
         out = run_step("random_adjust_brightness", image, seed=(seed, 0), max_delta=0.2).numpy()
-        delta = color.draw_brightness((seed, 0), max_delta=0.2)["delta"].numpy()
+        delta = color.draw_delta((seed, 0), max_delta=0.2)["delta"].numpy()
         np.testing.assert_allclose(out, image + 255.0 * delta, atol=TOLERANCE)
 
 
@@ -95,10 +95,10 @@ def _many_draws(draw, num=400, **params):
 @pytest.mark.parametrize(
     ("draw", "params", "key", "low", "high"),
     [
-        (color.draw_brightness, {"max_delta": 0.2}, "delta", -0.2, 0.2),
-        (color.draw_contrast, {"min_delta": 0.8, "max_delta": 1.25}, "factor", 0.8, 1.25),
-        (color.draw_hue, {"max_delta": 0.02}, "delta", -0.02, 0.02),
-        (color.draw_saturation, {"min_delta": 0.5, "max_delta": 2.0}, "factor", 0.5, 2.0),
+        (color.draw_delta, {"max_delta": 0.2}, "delta", -0.2, 0.2),
+        (color.draw_factor, {"min_delta": 0.8, "max_delta": 1.25}, "factor", 0.8, 1.25),
+        (color.draw_delta, {"max_delta": 0.02}, "delta", -0.02, 0.02),
+        (color.draw_factor, {"min_delta": 0.5, "max_delta": 2.0}, "factor", 0.5, 2.0),
         (color.draw_distort_color, {}, "brightness_delta", -32 / 255, 32 / 255),
         (color.draw_distort_color, {}, "saturation_factor", 0.5, 1.5),
         (color.draw_distort_color, {}, "hue_delta", -0.2, 0.2),
@@ -246,7 +246,7 @@ def test_hue_saturation_gray_are_no_ops_on_grayscale(name):
 def test_brightness_and_contrast_act_on_the_gray_channel_only():
     image = make_image(11, (4, 5, 2))
     out = run_step("random_adjust_brightness", image, seed=(0, 3), max_delta=0.2).numpy()
-    delta = color.draw_brightness((0, 3), max_delta=0.2)["delta"].numpy()
+    delta = color.draw_delta((0, 3), max_delta=0.2)["delta"].numpy()
     np.testing.assert_allclose(
         out[..., 0], np.clip(image[..., 0] + 255 * delta, 0, 255), atol=TOLERANCE
     )

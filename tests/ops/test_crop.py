@@ -8,6 +8,16 @@ checked against a NumPy reference of that window.
 import numpy as np
 import pytest
 import tensorflow as tf
+from helpers import (
+    check_placed,
+    coord_examples,
+    coord_features,
+    coord_image,
+    infer_window,
+    over_seeds,
+    seeded_graph,
+    seeds,
+)
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
@@ -23,139 +33,18 @@ from object_input.ops import (
 )
 
 NAN = float("nan")
-EPS = 1e-5
 
+# Surviving boxes must keep their ids, for every test here.
+pytestmark = pytest.mark.usefixtures("box_id")
 
-@pytest.fixture(scope="module", autouse=True)
-def box_id():
-    """A user per-box field of unique ids: survivors must keep their ids."""
-    fields.register_per_box_field("box_id")
-    yield
-    fields.unregister_per_box_field("box_id")
-
-
-def coord_image(height, width):
-    rows, cols = np.meshgrid(np.arange(height), np.arange(width), indexing="ij")
-    return np.stack([rows + 1, cols + 1, np.ones_like(rows)], -1).astype(np.float32)
-
-
-def make_features(height, width, boxes, dtype=np.float32):
-    """An example whose masks are the rasterized boxes and keypoints their centre and corner."""
-    boxes = np.asarray(boxes, np.float32).reshape(-1, 4)
-    n = len(boxes)
-    ys = (np.arange(height) + 0.5) / height
-    xs = (np.arange(width) + 0.5) / width
-    in_y = (ys[None] >= boxes[:, :1]) & (ys[None] <= boxes[:, 2:3])
-    in_x = (xs[None] >= boxes[:, 1:2]) & (xs[None] <= boxes[:, 3:4])
-    masks = (in_y[:, :, None] & in_x[:, None, :]).astype(np.uint8)
-    centre = (boxes[:, :2] + boxes[:, 2:]) / 2
-    keypoints = np.stack([centre, boxes[:, :2]], 1)
-    return {
-        fields.IMAGE: tf.constant(coord_image(height, width).astype(dtype)),
-        fields.BOXES: tf.constant(boxes),
-        fields.CLASSES: tf.constant(np.arange(n, dtype=np.int32) + 1),
-        "box_id": tf.constant(np.arange(n, dtype=np.int32) + 100),
-        fields.MASKS: tf.constant(masks),
-        fields.KEYPOINTS: tf.constant(keypoints),
-        fields.KEYPOINT_VISIBILITIES: tf.ones([n, 2], tf.bool),
-        fields.IMAGE_CLASSES: tf.constant([5, 6]),
-    }
-
-
-def infer_window(image):
-    """(top, left, height, width) of the window an output image shows, from its coordinates."""
-    image = np.asarray(image)
-    i, j = np.argwhere(image[..., 2] == 1)[0]
-    return int(image[i, j, 0] - 1 - i), int(image[i, j, 1] - 1 - j), *image.shape[:2]
-
-
-def cut(array, top, left, height, width, fill):
-    """NumPy reference: the window of an [H, W, ...] array, ``fill`` outside it."""
-    out = np.empty((height, width, *array.shape[2:]), array.dtype)
-    out[...] = fill
-    ys = np.arange(top, top + height)
-    xs = np.arange(left, left + width)
-    vy = (ys >= 0) & (ys < array.shape[0])
-    vx = (xs >= 0) & (xs < array.shape[1])
-    out[np.ix_(vy, vx)] = array[np.ix_(ys[vy], xs[vx])]
-    return out
-
-
-def check_window(features, out, window, *, thresh, clip, fill=0):
-    """Check every field of ``out`` against ``features`` cut to ``window``.
-
-    ``thresh`` None: no box may be dropped. Otherwise a box survives iff it overlaps the window
-    with at least ``thresh`` of its area (boxes within EPS of the rule may go either way).
-    """
-    f = {k: np.asarray(v) for k, v in features.items()}
-    o = {k: np.asarray(v) for k, v in out.items()}
-    height, width = f[fields.IMAGE].shape[:2]
-    top, left, win_h, win_w = window
-    np.testing.assert_array_equal(o[fields.IMAGE], cut(f[fields.IMAGE], *window, fill))
-    np.testing.assert_array_equal(o[fields.IMAGE_SHAPE], [win_h, win_w])
-    np.testing.assert_array_equal(o[fields.IMAGE_CLASSES], f[fields.IMAGE_CLASSES])
-    win = np.array([top / height, left / width, (top + win_h) / height, (left + win_w) / width])
-    b = f[fields.BOXES].astype(np.float64)
-    ids = list(f["box_id"])
-    if thresh is None:
-        must = may = np.ones(len(b), bool)
-    else:
-        extent = np.minimum(b[:, 2:], win[2:]) - np.maximum(b[:, :2], win[:2])
-        fraction = np.prod(np.maximum(extent, 0), 1) / np.prod(b[:, 2:] - b[:, :2], 1)
-        must = (extent > EPS).all(1) & (fraction >= thresh + EPS)
-        may = (extent > -EPS).all(1) & (fraction >= thresh - EPS)
-    kept = [ids.index(i) for i in o["box_id"]]
-    assert kept == sorted(kept), "surviving boxes changed order"
-    assert set(np.flatnonzero(must)) <= set(kept) <= set(np.flatnonzero(may))
-    origin = np.tile(win[:2], 2)
-    scale = np.tile(win[2:] - win[:2], 2)
-    expected = (b[kept] - origin) / scale
-    if clip:
-        expected = np.clip(expected, 0, 1)
-    np.testing.assert_allclose(o[fields.BOXES].reshape(-1, 4), expected, atol=1e-4)
-    np.testing.assert_array_equal(o[fields.CLASSES], f[fields.CLASSES][kept])
-    for position, index in enumerate(kept):
-        np.testing.assert_array_equal(
-            o[fields.MASKS][position], cut(f[fields.MASKS][index], *window, 0)
-        )
-    keypoints = (f[fields.KEYPOINTS][kept] - win[:2]) / (win[2:] - win[:2])
-    inside = ((keypoints >= 0) & (keypoints <= 1)).all(-1)
-    clear = (np.minimum(np.abs(keypoints), np.abs(keypoints - 1)) > EPS).all(-1)
-    got = o[fields.KEYPOINTS]
-    np.testing.assert_array_equal(np.isnan(got).all(-1)[clear], ~inside[clear])
-    np.testing.assert_allclose(got[clear & inside], keypoints[clear & inside], atol=1e-4)
-    np.testing.assert_array_equal(
-        o[fields.KEYPOINT_VISIBILITIES][clear],
-        inside[clear] & f[fields.KEYPOINT_VISIBILITIES][kept][clear],
-    )
-
-
-def _spec(value):
-    return tf.TensorSpec([None] * value.shape.rank, value.dtype)
-
-
-def in_graph(op, features, **kwargs):
-    """``op`` as a tf.function of (features, seed) whose inputs have unknown dimensions."""
-    spec = {k: _spec(v) for k, v in features.items()}
-    seed_spec = tf.TensorSpec([2], tf.int32)
-    return tf.function(lambda f, s: op(f, seed=s, **kwargs), input_signature=[spec, seed_spec])
-
-
-# Boxes with some area, partly outside [0, 1] at times (crops must cope with both).
-_box = st.tuples(
-    st.floats(-0.1, 0.95), st.floats(-0.1, 0.95), st.floats(0.02, 0.8), st.floats(0.02, 0.8)
-).map(lambda t: [t[0], t[1], t[0] + t[2], t[1] + t[3]])
-_examples = st.builds(
-    make_features, st.integers(4, 20), st.integers(4, 20), st.lists(_box, max_size=4)
-)
-_seeds = st.integers(0, 2**31 - 1)
+_examples = coord_examples(4, 20)
 
 
 # --- crop_to_window ------------------------------------------------------------------------
 
 
 def test_crop_to_window_exact():
-    features = make_features(4, 4, [[0.0, 0.0, 0.5, 0.5], [0.5, 0.5, 1.0, 1.0]])
+    features = coord_features(4, 4, [[0.0, 0.0, 0.5, 0.5], [0.5, 0.5, 1.0, 1.0]])
     # Window rows 1-2, columns 1-3: normalized [0.25, 0.25, 0.75, 1.0].
     out = crop_to_window(features, 1, 1, 2, 3, overlap_thresh=0.2, clip_boxes=True)
     np.testing.assert_array_equal(out[fields.IMAGE][..., 0], [[2, 2, 2], [3, 3, 3]])
@@ -175,7 +64,7 @@ def test_crop_to_window_exact():
 
 
 def test_crop_to_window_beyond_the_image_fills():
-    features = make_features(2, 2, [[0.0, 0.0, 1.0, 1.0]], dtype=np.uint8)
+    features = coord_features(2, 2, [[0.0, 0.0, 1.0, 1.0]], dtype=np.uint8)
     fill = tf.constant([7, 8, 9], tf.uint8)
     out = crop_to_window(features, -1, 1, 4, 2, fill=fill, clip_boxes=False)
     image = out[fields.IMAGE].numpy()
@@ -197,45 +86,36 @@ def test_crop_to_window_beyond_the_image_fills():
 
 @given(
     _examples,
-    _seeds,
+    seeds,
     st.sampled_from([0.0, 0.5, 1.0]),
     st.floats(0.0, 1.0),
     st.booleans(),
 )
 def test_random_crop_image_properties(features, seed, covered, thresh, clip):
-    out = random_crop_image(
-        features,
-        seed=seed,
+    params = dict(
         min_object_covered=covered,
         aspect_ratio_range=(0.5, 2.0),
         area_range=(0.1, 1.0),
         overlap_thresh=thresh,
         clip_boxes=clip,
     )
+    out = random_crop_image(features, seed=seed, **params)
     window = infer_window(out[fields.IMAGE])
     height, width = features[fields.IMAGE].shape[:2]
     top, left, win_h, win_w = window
     assert top >= 0 and top + win_h <= height and left >= 0 and left + win_w <= width
-    check_window(features, out, window, thresh=thresh, clip=clip)
+    check_placed(features, out, window=window, thresh=thresh, clip=clip)
     if clip:
         got = out[fields.BOXES].numpy()
         assert ((got >= 0) & (got <= 1)).all()
-    again = random_crop_image(
-        features,
-        seed=seed,
-        min_object_covered=covered,
-        aspect_ratio_range=(0.5, 2.0),
-        area_range=(0.1, 1.0),
-        overlap_thresh=thresh,
-        clip_boxes=clip,
-    )
+    again = random_crop_image(features, seed=seed, **params)
     np.testing.assert_array_equal(again[fields.IMAGE], out[fields.IMAGE])
 
 
 @pytest.mark.parametrize("seed", range(8))
 def test_random_crop_image_covers_the_box_when_asked(seed):
     # One box on pixels 2..5 of an 8 × 8 image; min_object_covered=1 keeps it whole.
-    features = make_features(8, 8, [[0.25, 0.25, 0.75, 0.75]])
+    features = coord_features(8, 8, [[0.25, 0.25, 0.75, 0.75]])
     out = random_crop_image(
         features, seed=seed, min_object_covered=1.0, area_range=(0.1, 0.6), overlap_thresh=1.0
     )
@@ -262,21 +142,16 @@ def test_random_crop_image_without_boxes_keeps_the_whole_image(with_field):
 
 
 def test_random_crop_image_random_coef_rate():
-    features = make_features(16, 16, [[0.2, 0.2, 0.6, 0.6]])
+    features = coord_features(16, 16, [[0.2, 0.2, 0.6, 0.6]])
     image = features[fields.IMAGE]
 
-    @tf.function
-    def unchanged(seeds):
-        def one(seed):
-            out = random_crop_image(
-                features, seed=seed, min_object_covered=0.0, area_range=(0.1, 0.5), random_coef=0.3
-            )
-            return tf.reduce_all(tf.shape(out[fields.IMAGE]) == tf.shape(image))
+    def unchanged(seed):
+        out = random_crop_image(
+            features, seed=seed, min_object_covered=0.0, area_range=(0.1, 0.5), random_coef=0.3
+        )
+        return tf.reduce_all(tf.shape(out[fields.IMAGE]) == tf.shape(image))
 
-        return tf.map_fn(one, seeds, fn_output_signature=tf.bool)
-
-    seeds = tf.stack([tf.range(400), tf.fill([400], 17)], 1)
-    rate = unchanged(seeds).numpy().mean()
+    rate = over_seeds(unchanged, salt=17).numpy().mean()
     assert abs(rate - 0.3) < 0.09  # 4 binomial standard deviations at n = 400
     # random_coef = 1 returns the input itself, every field included.
     out = random_crop_image(features, seed=3, random_coef=1.0, min_object_covered=0.0)
@@ -286,9 +161,9 @@ def test_random_crop_image_random_coef_rate():
 
 
 def test_random_crop_image_in_graph_and_dataset():
-    features = make_features(12, 10, [[0.1, 0.1, 0.5, 0.5], [0.4, 0.3, 0.9, 1.0]])
+    features = coord_features(12, 10, [[0.1, 0.1, 0.5, 0.5], [0.4, 0.3, 0.9, 1.0]])
     params = dict(min_object_covered=0.0, area_range=(0.2, 0.8), random_coef=0.5)
-    graph_op = in_graph(random_crop_image, features, **params)
+    graph_op = seeded_graph(random_crop_image, features, **params)
     for seed in ([0, 1], [5, 9], [7, 3], [2, 2]):
         expected = random_crop_image(features, seed=seed, **params)
         got = graph_op(features, tf.constant(seed))
@@ -298,7 +173,7 @@ def test_random_crop_image_in_graph_and_dataset():
         lambda f: random_crop_image(f, seed=tf.constant([1, 2]), **params)
     )
     out = next(iter(dataset))
-    check_window(features, out, infer_window(out[fields.IMAGE]), thresh=0.3, clip=True)
+    check_placed(features, out, window=infer_window(out[fields.IMAGE]), thresh=0.3, clip=True)
 
 
 # --- random_crop_to_aspect_ratio -----------------------------------------------------------
@@ -315,14 +190,14 @@ def test_random_crop_image_in_graph_and_dataset():
     ],
 )
 def test_random_crop_to_aspect_ratio_size_and_center(shape, ratio, size):
-    features = make_features(*shape, [[0.0, 0.0, 1.0, 1.0]])
+    features = coord_features(*shape, [[0.0, 0.0, 1.0, 1.0]])
     out = random_crop_to_aspect_ratio(features, aspect_ratio=ratio, center_crop=True)
     top, left, height, width = infer_window(out[fields.IMAGE])
     assert (height, width) == size
     assert (top, left) == ((shape[0] - height) // 2, (shape[1] - width) // 2)
 
 
-@given(_examples, _seeds, st.floats(0.3, 3.0), st.floats(0.0, 1.0), st.booleans())
+@given(_examples, seeds, st.floats(0.3, 3.0), st.floats(0.0, 1.0), st.booleans())
 def test_random_crop_to_aspect_ratio_properties(features, seed, ratio, thresh, clip):
     out = random_crop_to_aspect_ratio(
         features, seed=seed, aspect_ratio=ratio, overlap_thresh=thresh, clip_boxes=clip
@@ -333,7 +208,7 @@ def test_random_crop_to_aspect_ratio_properties(features, seed, ratio, thresh, c
     assert win_h == height or win_w == width  # the largest window: one side whole
     assert abs(win_w / win_h - ratio) <= max(1.0, ratio) / min(win_h, win_w) + 1e-6
     assert 0 <= top <= height - win_h and 0 <= left <= width - win_w
-    check_window(features, out, window, thresh=thresh, clip=clip)
+    check_placed(features, out, window=window, thresh=thresh, clip=clip)
 
 
 def test_random_crop_to_aspect_ratio_offsets_cover_the_range():
@@ -350,7 +225,7 @@ def test_random_crop_to_aspect_ratio_offsets_cover_the_range():
 
 @given(
     _examples,
-    _seeds,
+    seeds,
     st.integers(0, 12),
     st.floats(0.3, 1.0),
     st.floats(1.0, 1.6),
@@ -373,14 +248,14 @@ def test_random_square_crop_by_scale_properties(features, seed, border, low, hig
     centre_y = top + side // 2
     assert 0 <= centre_y <= height and 0 <= left + side // 2 <= width
     # Clipped, and boxes left without area are dropped: the crop rule with threshold 0.
-    check_window(features, out, window, thresh=0.0, clip=True)
+    check_placed(features, out, window=window, thresh=0.0, clip=True)
     got = out[fields.BOXES].numpy()
     assert (got[:, 2] > got[:, 0]).all() and (got[:, 3] > got[:, 1]).all()
 
 
 def test_random_square_crop_by_scale_exact():
     # Border 2 on a 10 × 10 image, scale 0.4: a 4 × 4 square centred in rows/columns [2, 8].
-    features = make_features(10, 10, [[0.0, 0.0, 0.2, 0.2], [0.4, 0.4, 0.6, 0.6]])
+    features = coord_features(10, 10, [[0.0, 0.0, 0.2, 0.2], [0.4, 0.4, 0.6, 0.6]])
     centres = set()
     for seed in range(40):
         out = random_square_crop_by_scale(
@@ -391,7 +266,7 @@ def test_random_square_crop_by_scale_exact():
         centres.add((top + 2, left + 2))
     assert {c for pair in centres for c in pair} == set(range(2, 9))
     # A border larger than half the image is halved until it fits (12 → 6 → 3 on 8 pixels).
-    small = make_features(8, 8, [])
+    small = coord_features(8, 8, [])
     tops = {
         infer_window(
             random_square_crop_by_scale(small, seed=s, max_border=12, scale_min=0.5, scale_max=0.5)[
@@ -408,7 +283,7 @@ def test_random_square_crop_by_scale_exact():
 
 
 def test_random_scale_crop_and_pad_to_square_exact():
-    features = make_features(20, 10, [[0.0, 0.0, 1.0, 1.0], [0.5, 0.5, 1.0, 1.0]])
+    features = coord_features(20, 10, [[0.0, 0.0, 1.0, 1.0], [0.5, 0.5, 1.0, 1.0]])
     # Scale 1: the longer side becomes 10, so the image is 10 × 5 and the right half is zero.
     out = random_scale_crop_and_pad_to_square(
         features, seed=1, output_size=10, scale_min=1.0, scale_max=1.0
@@ -423,7 +298,7 @@ def test_random_scale_crop_and_pad_to_square_exact():
     assert out[fields.MASKS].numpy()[0, :, :5].all()
 
 
-@given(_examples, _seeds)
+@given(_examples, seeds)
 def test_random_scale_crop_and_pad_to_square_unit_scale_is_a_window(features, seed):
     # With the longer side resized to exactly output_size · 2 = its own length (no resampling),
     # the op is a crop-and-pad window of the original, checked against the reference.
@@ -434,12 +309,12 @@ def test_random_scale_crop_and_pad_to_square_unit_scale_is_a_window(features, se
     )
     window = infer_window(out[fields.IMAGE])
     assert window[2:] == (longest // 2, longest // 2)
-    check_window(features, out, window, thresh=0.0, clip=True)
+    check_placed(features, out, window=window, thresh=0.0, clip=True)
 
 
 def test_random_scale_crop_and_pad_to_square_static_shape_in_graph():
-    features = make_features(12, 7, [[0.1, 0.1, 0.9, 0.9]])
-    fn = in_graph(random_scale_crop_and_pad_to_square, features, output_size=8)
+    features = coord_features(12, 7, [[0.1, 0.1, 0.9, 0.9]])
+    fn = seeded_graph(random_scale_crop_and_pad_to_square, features, output_size=8)
     out = fn(features, tf.constant([4, 0]))
     assert fn.get_concrete_function().structured_outputs[fields.IMAGE].shape == [8, 8, None]
     assert out[fields.IMAGE].shape == [8, 8, 3]
@@ -498,4 +373,4 @@ def test_defaults_match_the_spec():
         "center_crop": False,
     }
     with pytest.raises(ValueError, match="scale_min"):
-        random_square_crop_by_scale(make_features(4, 4, []), scale_min=2.0, scale_max=1.0)
+        random_square_crop_by_scale(coord_features(4, 4, []), scale_min=2.0, scale_max=1.0)

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 import tensorflow as tf
+from helpers import as_numpy, assert_masks_match_boxes, over_seeds, pixel_examples, run_in_graph
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -17,24 +18,6 @@ from object_input.ops import (
     random_vertical_flip,
     rotate90,
 )
-
-
-def _spec(name, value):
-    # Every dimension unknown except the coordinate axis of boxes and keypoints, as decoded.
-    dims = [None] * value.shape.rank
-    if name in (fields.BOXES, fields.KEYPOINTS):
-        dims[-1] = value.shape[-1]
-    return tf.TensorSpec(dims, value.dtype)
-
-
-def _graph(op, features, **kwargs):
-    """Run ``op`` inside a tf.function whose inputs have unknown dimensions."""
-    spec = {k: _spec(k, v) for k, v in features.items()}
-    return tf.function(lambda f: op(f, **kwargs), input_signature=[spec])(features)
-
-
-def _np(features):
-    return {k: v.numpy() for k, v in features.items()}
 
 
 def _example():
@@ -53,7 +36,7 @@ def _example():
 
 def test_horizontal_flip_exact():
     features = _example()
-    out = _np(
+    out = as_numpy(
         random_horizontal_flip(features, seed=0, probability=1.0, keypoint_flip_permutation=[1, 0])
     )
     np.testing.assert_array_equal(out[fields.IMAGE], features[fields.IMAGE].numpy()[:, ::-1])
@@ -67,7 +50,7 @@ def test_horizontal_flip_exact():
 
 def test_vertical_flip_exact():
     features = _example()
-    out = _np(
+    out = as_numpy(
         random_vertical_flip(features, seed=0, probability=1.0, keypoint_flip_permutation=[0, 1])
     )
     np.testing.assert_array_equal(out[fields.IMAGE], features[fields.IMAGE].numpy()[::-1])
@@ -79,7 +62,9 @@ def test_vertical_flip_exact():
 
 def test_rotation90_exact():
     features = _example()
-    out = _np(random_rotation90(features, seed=0, probability=1.0, keypoint_rot_permutation=[0, 1]))
+    out = as_numpy(
+        random_rotation90(features, seed=0, probability=1.0, keypoint_rot_permutation=[0, 1])
+    )
     np.testing.assert_array_equal(out[fields.IMAGE], np.rot90(features[fields.IMAGE].numpy()))
     np.testing.assert_array_equal(out[fields.IMAGE_SHAPE], [3, 2])
     np.testing.assert_array_equal(out[fields.MASKS], [[[0, 0], [1, 0], [1, 0]]])
@@ -89,13 +74,13 @@ def test_rotation90_exact():
 
 def test_probability_zero_is_identity_and_input_untouched():
     features = _example()
-    before = _np(features)
+    before = as_numpy(features)
     for op, perm in (
         (random_horizontal_flip, "keypoint_flip_permutation"),
         (random_vertical_flip, "keypoint_flip_permutation"),
         (random_rotation90, "keypoint_rot_permutation"),
     ):
-        out = _np(op(features, seed=3, probability=0.0, **{perm: [1, 0]}))
+        out = as_numpy(op(features, seed=3, probability=0.0, **{perm: [1, 0]}))
         for key, value in before.items():
             np.testing.assert_array_equal(out[key], value)
         # Applying with probability 1 must not write into the caller's dict either.
@@ -109,8 +94,8 @@ def test_graph_mode_unknown_shapes(probability):
     features = _example()
     del features[fields.KEYPOINTS], features[fields.KEYPOINT_VISIBILITIES]
     for op in (random_horizontal_flip, random_vertical_flip, random_rotation90):
-        out = _np(_graph(op, features, seed=[4, 2], probability=probability))
-        eager = _np(op(features, seed=[4, 2], probability=probability))
+        out = as_numpy(run_in_graph(op, features, seed=[4, 2], probability=probability))
+        eager = as_numpy(op(features, seed=[4, 2], probability=probability))
         assert out.keys() == eager.keys()
         for key in eager:
             np.testing.assert_array_equal(out[key], eager[key])
@@ -134,33 +119,15 @@ def test_parameter_validation():
             get_step(name).resolve({"probability": 1.5})
 
 
-@st.composite
-def _pixel_examples(draw):
-    """Image with boxes on whole pixels, masks filling exactly the boxes, corner keypoints."""
-    height = draw(st.integers(1, 7))
-    width = draw(st.integers(1, 7))
-    count = draw(st.integers(0, 3))
-    boxes, masks, keypoints = [], [], []
-    for _ in range(count):
-        y0 = draw(st.integers(0, height - 1))
-        y1 = draw(st.integers(y0 + 1, height))
-        x0 = draw(st.integers(0, width - 1))
-        x1 = draw(st.integers(x0 + 1, width))
-        boxes.append([y0 / height, x0 / width, y1 / height, x1 / width])
-        mask = np.zeros([height, width], np.uint8)
-        mask[y0:y1, x0:x1] = 1
-        masks.append(mask)
-        keypoints.append([[y0 / height, x0 / width], [np.nan, np.nan]])
-    image = draw(st.integers(0, 2**31)) % 251
-    pixels = (np.arange(height * width * 3).reshape(height, width, 3) * 7 + image) % 256
-    return {
-        fields.IMAGE: tf.constant(pixels.astype(np.uint8)),
-        fields.BOXES: tf.constant(np.reshape(boxes, [count, 4]), tf.float32),
-        fields.MASKS: tf.constant(np.reshape(masks, [count, height, width]), tf.uint8),
-        fields.KEYPOINTS: tf.constant(np.reshape(keypoints, [count, 2, 2]), tf.float32),
-        fields.KEYPOINT_VISIBILITIES: tf.constant(np.ones([count, 2], bool)),
-        "box_id": tf.range(count),
-    }
+def _assert_consistent(out):
+    """Masks match boxes; each box has one labelled keypoint, on one of its corners."""
+    assert_masks_match_boxes(out)
+    for box, keypoints in zip(out[fields.BOXES], out[fields.KEYPOINTS], strict=True):
+        labelled = keypoints[~np.isnan(keypoints).any(axis=1)]
+        assert len(labelled) == 1
+        y, x = labelled[0]
+        assert np.isclose(y, box[[0, 2]], atol=1e-6).any()
+        assert np.isclose(x, box[[1, 3]], atol=1e-6).any()
 
 
 def _assert_same(a, b):
@@ -169,56 +136,25 @@ def _assert_same(a, b):
         np.testing.assert_allclose(np.asarray(a[key], float), np.asarray(b[key], float), atol=1e-6)
 
 
-def _assert_masks_match_boxes(out):
-    """Each mask's foreground rectangle equals its box; the labelled keypoint is on a corner."""
-    height, width = out[fields.IMAGE].shape[:2]
-    np.testing.assert_array_equal(out[fields.IMAGE_SHAPE], [height, width])
-    for box, mask, keypoints in zip(
-        out[fields.BOXES], out[fields.MASKS], out[fields.KEYPOINTS], strict=True
-    ):
-        rows = np.flatnonzero(mask.any(axis=1))
-        cols = np.flatnonzero(mask.any(axis=0))
-        expected = [
-            rows[0] / height,
-            cols[0] / width,
-            (rows[-1] + 1) / height,
-            (cols[-1] + 1) / width,
-        ]
-        np.testing.assert_allclose(box, expected, atol=1e-6)
-        labelled = keypoints[~np.isnan(keypoints).any(axis=1)]
-        assert len(labelled) == 1
-        y, x = labelled[0]
-        assert np.isclose(y, box[[0, 2]], atol=1e-6).any()
-        assert np.isclose(x, box[[1, 3]], atol=1e-6).any()
-
-
-@pytest.fixture(scope="module")
-def box_id():
-    """A user per-box field of unique ids, registered for this module's property tests."""
-    fields.register_per_box_field("box_id")
-    yield
-    fields.unregister_per_box_field("box_id")
-
-
-@given(_pixel_examples())
+@given(pixel_examples())
 def test_flip_twice_is_identity_and_consistent(box_id, features):
     features[fields.IMAGE_SHAPE] = tf.shape(features[fields.IMAGE])[:2]
-    original = _np(features)
+    original = as_numpy(features)
     for flip in (flip_left_right, flip_up_down):
         once = flip(features, [0, 1])
-        _assert_masks_match_boxes(_np(once))
+        _assert_consistent(as_numpy(once))
         np.testing.assert_array_equal(once["box_id"], original["box_id"])
-        _assert_same(_np(flip(once, [0, 1])), original)
+        _assert_same(as_numpy(flip(once, [0, 1])), original)
 
 
-@given(_pixel_examples(), st.sampled_from([[0, 1], [1, 0]]))
+@given(pixel_examples(), st.sampled_from([[0, 1], [1, 0]]))
 def test_rotation90_four_times_is_identity(box_id, features, permutation):
-    original = _np(features)
+    original = as_numpy(features)
     out = features
     for _ in range(4):
         out = rotate90(out, permutation)
-        _assert_masks_match_boxes(_np(out))
-    out = _np(out)
+        _assert_consistent(as_numpy(out))
+    out = as_numpy(out)
     del out[fields.IMAGE_SHAPE]
     _assert_same(out, original)
 
@@ -233,10 +169,9 @@ def test_same_seed_same_output_and_rate():
         np.testing.assert_array_equal(first[fields.BOXES], second[fields.BOXES])
 
         def changed(seed, op=op):
-            out = op(features, seed=tf.stack([seed, tf.constant(11, tf.int64)]), probability=0.3)
+            out = op(features, seed=seed, probability=0.3)
             return tf.reduce_any(tf.not_equal(out[fields.BOXES], original))
 
-        seeds = tf.data.Dataset.range(400)
-        hits = sum(int(b) for b in seeds.map(changed).batch(400).get_single_element())
+        hits = sum(int(b) for b in over_seeds(changed, salt=11))
         # Binomial(400, 0.3): mean 120, sd 9.2; 4.5 sd either way.
         assert 79 <= hits <= 161, hits

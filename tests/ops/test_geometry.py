@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 import tensorflow as tf
+from helpers import as_numpy, assert_masks_match_boxes, over_seeds, pixel_examples, run_in_graph
 from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -16,33 +17,6 @@ from object_input.ops import (
     scale_boxes_to_pixel_coordinates,
 )
 from object_input.ops.geometry import JITTER_MODES
-
-
-def _np(features):
-    return {k: v.numpy() for k, v in features.items()}
-
-
-def _spec(name, value):
-    # Every dimension unknown except the coordinate axis of boxes and keypoints, as decoded.
-    dims = [None] * value.shape.rank
-    if name in (fields.BOXES, fields.KEYPOINTS):
-        dims[-1] = value.shape[-1]
-    return tf.TensorSpec(dims, value.dtype)
-
-
-def _graph(op, features, **kwargs):
-    """Run ``op`` inside a tf.function whose inputs have unknown dimensions."""
-    spec = {k: _spec(k, v) for k, v in features.items()}
-    return tf.function(lambda f: op(f, **kwargs), input_signature=[spec])(features)
-
-
-@pytest.fixture(scope="module")
-def box_id():
-    """A user per-box field of unique ids, registered for this module's tests."""
-    fields.register_per_box_field("box_id")
-    yield
-    fields.unregister_per_box_field("box_id")
-
 
 # --- random_jitter_boxes ---------------------------------------------------------------------
 
@@ -136,7 +110,9 @@ def test_jitter_exact_and_edge_cases():
     assert random_jitter_boxes({fields.IMAGE: tf.zeros([2, 2, 3])}, seed=1).keys() == {fields.IMAGE}
     empty = random_jitter_boxes({fields.BOXES: tf.zeros([0, 4])}, seed=1)
     assert empty[fields.BOXES].shape == (0, 4)
-    graph = _graph(random_jitter_boxes, {fields.BOXES: boxes}, seed=[1, 2], jitter_mode="shrink")
+    graph = run_in_graph(
+        random_jitter_boxes, {fields.BOXES: boxes}, seed=[1, 2], jitter_mode="shrink"
+    )
     eager = random_jitter_boxes({fields.BOXES: boxes}, seed=[1, 2], jitter_mode="shrink")
     np.testing.assert_array_equal(graph[fields.BOXES], eager[fields.BOXES])
 
@@ -152,7 +128,7 @@ def test_scale_boxes_to_pixel_coordinates_exact():
     }
     for out in (
         scale_boxes_to_pixel_coordinates(features),
-        _graph(scale_boxes_to_pixel_coordinates, features, seed=None),
+        run_in_graph(scale_boxes_to_pixel_coordinates, features, seed=None),
     ):
         np.testing.assert_allclose(out[fields.BOXES], [[1.0, 3.0, 3.0, 6.0]])
         np.testing.assert_allclose(out[fields.KEYPOINTS], [[[2.0, 3.0], [np.nan, np.nan]]])
@@ -163,58 +139,16 @@ def test_scale_boxes_to_pixel_coordinates_exact():
 # --- random_self_concat_image -----------------------------------------------------------------
 
 
-@st.composite
-def _pixel_examples(draw):
-    """Image with boxes on whole pixels, masks filling exactly the boxes, corner keypoints."""
-    height = draw(st.integers(1, 6))
-    width = draw(st.integers(1, 6))
-    count = draw(st.integers(0, 3))
-    boxes, masks, keypoints = [], [], []
-    for _ in range(count):
-        y0 = draw(st.integers(0, height - 1))
-        y1 = draw(st.integers(y0 + 1, height))
-        x0 = draw(st.integers(0, width - 1))
-        x1 = draw(st.integers(x0 + 1, width))
-        boxes.append([y0 / height, x0 / width, y1 / height, x1 / width])
-        mask = np.zeros([height, width], np.uint8)
-        mask[y0:y1, x0:x1] = 1
-        masks.append(mask)
-        keypoints.append([[y0 / height, x0 / width], [np.nan, np.nan]])
-    pixels = np.arange(height * width * 2).reshape(height, width, 2) % 256
-    return {
-        fields.IMAGE: tf.constant(pixels.astype(np.uint8)),
-        fields.BOXES: tf.constant(np.reshape(boxes, [count, 4]), tf.float32),
-        fields.MASKS: tf.constant(np.reshape(masks, [count, height, width]), tf.uint8),
-        fields.KEYPOINTS: tf.constant(np.reshape(keypoints, [count, 2, 2]), tf.float32),
-        fields.KEYPOINT_VISIBILITIES: tf.constant(np.tile([[True, False]], [count, 1])),
-        fields.CLASSES: tf.range(1, count + 1),
-        "box_id": tf.range(count),
-    }
+def _assert_consistent(out):
+    """Masks match boxes; keypoint 0 is the box's top-left corner, keypoint 1 unlabeled."""
+    assert_masks_match_boxes(out)
+    np.testing.assert_allclose(out[fields.KEYPOINTS][:, 0], out[fields.BOXES][:, :2], atol=1e-6)
+    assert np.isnan(out[fields.KEYPOINTS][:, 1]).all()
 
 
-def _assert_masks_match_boxes(out):
-    """Each mask's foreground rectangle equals its box; keypoint 0 is the box's top-left corner."""
-    height, width = out[fields.IMAGE].shape[:2]
-    np.testing.assert_array_equal(out[fields.IMAGE_SHAPE], [height, width])
-    for box, mask, keypoints in zip(
-        out[fields.BOXES], out[fields.MASKS], out[fields.KEYPOINTS], strict=True
-    ):
-        rows = np.flatnonzero(mask.any(axis=1))
-        cols = np.flatnonzero(mask.any(axis=0))
-        expected = [
-            rows[0] / height,
-            cols[0] / width,
-            (rows[-1] + 1) / height,
-            (cols[-1] + 1) / width,
-        ]
-        np.testing.assert_allclose(box, expected, atol=1e-6)
-        np.testing.assert_allclose(keypoints[0], box[:2], atol=1e-6)
-        assert np.isnan(keypoints[1]).all()
-
-
-@given(_pixel_examples(), st.booleans(), st.booleans())
+@given(pixel_examples(), st.booleans(), st.booleans())
 def test_self_concat_properties(box_id, features, vertical, horizontal):
-    out = _np(
+    out = as_numpy(
         random_self_concat_image(
             features,
             seed=3,
@@ -233,7 +167,7 @@ def test_self_concat_properties(box_id, features, vertical, horizontal):
     np.testing.assert_array_equal(out["box_id"], np.tile(ids, copies))
     np.testing.assert_array_equal(out[fields.CLASSES], np.tile(ids + 1, copies))
     np.testing.assert_array_equal(out[fields.KEYPOINT_VISIBILITIES][:, 0], True)
-    _assert_masks_match_boxes(out)
+    _assert_consistent(out)
     # Copies are distinct boxes: together they tile every original box `copies` times.
     assert len({tuple(b) for b in out[fields.BOXES].round(5)}) == copies * len(
         {tuple(b) for b in features[fields.BOXES].numpy().round(5)}
@@ -246,7 +180,7 @@ def test_self_concat_exact():
         fields.BOXES: tf.constant([[0.0, 0.0, 1.0, 0.5]]),
         fields.WEIGHTS: tf.constant([0.5]),
     }
-    out = _np(
+    out = as_numpy(
         random_self_concat_image(
             features, seed=0, concat_vertical_probability=1.0, concat_horizontal_probability=0.0
         )
@@ -254,7 +188,7 @@ def test_self_concat_exact():
     np.testing.assert_array_equal(out[fields.IMAGE][..., 0], [[1, 2], [1, 2]])
     np.testing.assert_allclose(out[fields.BOXES], [[0.0, 0.0, 0.5, 0.5], [0.5, 0.0, 1.0, 0.5]])
     np.testing.assert_array_equal(out[fields.WEIGHTS], [0.5, 0.5])
-    out = _np(
+    out = as_numpy(
         random_self_concat_image(
             features, seed=0, concat_vertical_probability=0.0, concat_horizontal_probability=1.0
         )
@@ -273,20 +207,22 @@ def test_self_concat_rates_and_graph_mode():
     def sizes(seed):
         out = random_self_concat_image(
             features,
-            seed=tf.stack([seed, tf.constant(1, tf.int64)]),
+            seed=seed,
             concat_vertical_probability=0.3,
             concat_horizontal_probability=0.6,
         )
         return out[fields.IMAGE_SHAPE], tf.shape(out[fields.BOXES])[0]
 
-    shapes, counts = tf.data.Dataset.range(400).map(sizes).batch(400).get_single_element()
+    shapes, counts = over_seeds(sizes, salt=1)
     shapes, counts = shapes.numpy(), counts.numpy()
     vertical, horizontal = shapes[:, 0] == 4, shapes[:, 1] == 6
     # Binomial(400, 0.3): mean 120, sd 9.2; Binomial(400, 0.6): mean 240, sd 9.8.
     assert 79 <= vertical.sum() <= 161
     assert 196 <= horizontal.sum() <= 284
     np.testing.assert_array_equal(counts, 2 ** (vertical.astype(int) + horizontal))
-    graph = _graph(random_self_concat_image, features, seed=[1, 1], concat_vertical_probability=0.5)
+    graph = run_in_graph(
+        random_self_concat_image, features, seed=[1, 1], concat_vertical_probability=0.5
+    )
     eager = random_self_concat_image(features, seed=[1, 1], concat_vertical_probability=0.5)
     for key in eager:
         np.testing.assert_array_equal(graph[key], eager[key])

@@ -4,6 +4,7 @@ one_hot_encoding."""
 import numpy as np
 import pytest
 import tensorflow as tf
+from helpers import run_in_graph
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -17,25 +18,6 @@ from object_input.ops import (
     one_hot_encoding,
     remap_labels,
 )
-
-
-def _graph(op, features, **kwargs):
-    """Run ``op`` inside a tf.function whose inputs have unknown dimensions (boxes keep 4)."""
-    spec = {
-        k: tf.TensorSpec(
-            [None] * (v.shape.rank - 1) + [v.shape[-1] if k == fields.BOXES else None], v.dtype
-        )
-        for k, v in features.items()
-    }
-    return tf.function(lambda f: op(f, **kwargs), input_signature=[spec])(features)
-
-
-@pytest.fixture(scope="module")
-def box_id():
-    """A user per-box field of unique ids, registered for this module's tests."""
-    fields.register_per_box_field("box_id")
-    yield
-    fields.unregister_per_box_field("box_id")
 
 
 def _boxes(classes):
@@ -97,7 +79,7 @@ def test_drop_label_properties(box_id, classes, seed, probability):
 
 def test_drop_label_rate_and_graph_mode():
     features = {fields.CLASSES: tf.fill([400], 5), fields.BOXES: tf.zeros([400, 4])}
-    out = _graph(
+    out = run_in_graph(
         drop_label_probabilistically, features, seed=[2, 3], dropped_label=5, drop_probability=0.3
     )
     dropped = 400 - int(tf.shape(out[fields.CLASSES])[0])
@@ -126,7 +108,7 @@ def test_remap_labels():
     out = remap_labels(features, original_labels=[2, 4], new_label=9)
     np.testing.assert_array_equal(out[fields.CLASSES], [1, 9, 3, 9, 9])
     np.testing.assert_array_equal(out[fields.BOXES], features[fields.BOXES])
-    graph = _graph(remap_labels, features, seed=None, original_labels=[3], new_label=1)
+    graph = run_in_graph(remap_labels, features, seed=None, original_labels=[3], new_label=1)
     np.testing.assert_array_equal(graph[fields.CLASSES], [1, 2, 1, 4, 2])
     assert remap_labels(_boxes([]), original_labels=[1], new_label=2)[fields.CLASSES].shape == (0,)
     np.testing.assert_array_equal(
@@ -148,7 +130,7 @@ def test_convert_class_logits_to_softmax():
     expected = np.exp(logits / 2) / np.exp(logits / 2).sum(axis=1, keepdims=True)
     np.testing.assert_allclose(hot, expected, atol=1e-6)
     np.testing.assert_array_equal(out[fields.CLASSES], [1, 2])
-    graph = _graph(convert_class_logits_to_softmax, features, seed=None, temperature=2.0)
+    graph = run_in_graph(convert_class_logits_to_softmax, features, seed=None, temperature=2.0)
     np.testing.assert_allclose(graph[fields.MULTICLASS_SCORES], expected, atol=1e-6)
     empty = convert_class_logits_to_softmax({fields.MULTICLASS_SCORES: tf.zeros([0, 5])})
     assert empty[fields.MULTICLASS_SCORES].shape == (0, 5)
@@ -168,7 +150,7 @@ def test_one_hot_encoding():
     np.testing.assert_array_equal(out[fields.IMAGE_CLASSES], [1, 4, 4])
     none = one_hot_encoding({fields.IMAGE_CLASSES: tf.zeros([0], tf.int32)}, num_classes=3)
     np.testing.assert_array_equal(none[IMAGE_CLASSES_MULTI_HOT], [0, 0, 0])
-    graph = _graph(one_hot_encoding, features, seed=None, num_classes=4)
+    graph = run_in_graph(one_hot_encoding, features, seed=None, num_classes=4)
     np.testing.assert_array_equal(graph[IMAGE_CLASSES_MULTI_HOT], [1, 0, 0, 1])
     assert one_hot_encoding({fields.CLASSES: tf.constant([1])}, num_classes=3).keys() == {
         fields.CLASSES

@@ -7,6 +7,7 @@ and pads use a black fill, so the canvas an op built can be read back from its o
 import numpy as np
 import pytest
 import tensorflow as tf
+from helpers import check_placed, coord_examples, coord_features, over_seeds, seeds, unknown_spec
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -25,118 +26,17 @@ from object_input.ops.pad import fill_color
 NAN = float("nan")
 BLACK = (0.0, 0.0, 0.0)
 
+# Surviving boxes must keep their ids, for every test here.
+pytestmark = pytest.mark.usefixtures("box_id")
 
-@pytest.fixture(scope="module", autouse=True)
-def box_id():
-    """A user per-box field of unique ids: survivors must keep their ids."""
-    fields.register_per_box_field("box_id")
-    yield
-    fields.unregister_per_box_field("box_id")
-
-
-def make_features(height, width, boxes, dtype=np.float32):
-    """Coordinate image; masks are the rasterized boxes, keypoints their centre and corner."""
-    boxes = np.asarray(boxes, np.float32).reshape(-1, 4)
-    n = len(boxes)
-    rows, cols = np.meshgrid(np.arange(height), np.arange(width), indexing="ij")
-    image = np.stack([rows + 1, cols + 1, np.ones_like(rows)], -1)
-    ys = (np.arange(height) + 0.5) / height
-    xs = (np.arange(width) + 0.5) / width
-    in_y = (ys[None] >= boxes[:, :1]) & (ys[None] <= boxes[:, 2:3])
-    in_x = (xs[None] >= boxes[:, 1:2]) & (xs[None] <= boxes[:, 3:4])
-    return {
-        fields.IMAGE: tf.constant(image.astype(dtype)),
-        fields.BOXES: tf.constant(boxes),
-        fields.CLASSES: tf.constant(np.arange(n, dtype=np.int32) + 1),
-        "box_id": tf.constant(np.arange(n, dtype=np.int32) + 100),
-        fields.MASKS: tf.constant((in_y[:, :, None] & in_x[:, None, :]).astype(np.uint8)),
-        fields.KEYPOINTS: tf.constant(
-            np.stack([(boxes[:, :2] + boxes[:, 2:]) / 2, boxes[:, :2]], 1)
-        ),
-        fields.KEYPOINT_VISIBILITIES: tf.ones([n, 2], tf.bool),
-    }
-
-
-def check_canvas(features, out, *, thresh=None, clip=False):
-    """Check ``out`` is a region of ``features`` (the content) placed on a black canvas.
-
-    ``thresh`` None: a pure pad, no box may be dropped and keypoints are lost only off the canvas.
-    Otherwise the content was cropped first: a box survives iff it overlaps the content region
-    with ≥ ``thresh`` of its area, and keypoints outside that region are lost. Returns the
-    content region ``(top, left, height, width)`` in source pixels and its canvas offset.
-    """
-    f = {k: np.asarray(v) for k, v in features.items()}
-    o = {k: np.asarray(v) for k, v in out.items()}
-    height, width = f[fields.IMAGE].shape[:2]
-    canvas_h, canvas_w = o[fields.IMAGE].shape[:2]
-    np.testing.assert_array_equal(o[fields.IMAGE_SHAPE], [canvas_h, canvas_w])
-    content = np.argwhere(o[fields.IMAGE][..., 2] == 1)
-    (i0, j0), (i1, j1) = content.min(0), content.max(0) + 1
-    top, left = (int(v) - 1 for v in o[fields.IMAGE][i0, j0, :2])
-    crop_h, crop_w = i1 - i0, j1 - j0
-    expected_image = np.zeros_like(o[fields.IMAGE])
-    expected_image[i0:i1, j0:j1] = f[fields.IMAGE][top : top + crop_h, left : left + crop_w]
-    np.testing.assert_array_equal(o[fields.IMAGE], expected_image)
-
-    region = np.array(
-        [top / height, left / width, (top + crop_h) / height, (left + crop_w) / width]
-    )
-    b = f[fields.BOXES].astype(np.float64)
-    if thresh is None:
-        must = may = np.ones(len(b), bool)
-    else:
-        extent = np.minimum(b[:, 2:], region[2:]) - np.maximum(b[:, :2], region[:2])
-        fraction = np.prod(np.maximum(extent, 0), 1) / np.prod(b[:, 2:] - b[:, :2], 1)
-        must = (extent > 1e-5).all(1) & (fraction >= thresh + 1e-5)
-        may = (extent > -1e-5).all(1) & (fraction >= thresh - 1e-5)
-    kept = [list(f["box_id"]).index(i) for i in o["box_id"]]
-    assert kept == sorted(kept)
-    assert set(np.flatnonzero(must)) <= set(kept) <= set(np.flatnonzero(may))
-    np.testing.assert_array_equal(o[fields.CLASSES], f[fields.CLASSES][kept])
-
-    def to_content(points, pairs):
-        """Source-normalized (y, x) pairs → content-normalized."""
-        return (points - np.tile(region[:2], pairs)) / np.tile(region[2:] - region[:2], pairs)
-
-    def to_canvas(points, pairs):
-        """Content-normalized (y, x) pairs → canvas-normalized."""
-        pixels = points * np.tile([crop_h, crop_w], pairs) + np.tile([i0, j0], pairs)
-        return pixels / np.tile([canvas_h, canvas_w], pairs)
-
-    inner = to_content(b[kept], 2)
-    if clip:
-        inner = np.clip(inner, 0, 1)
-    np.testing.assert_allclose(o[fields.BOXES].reshape(-1, 4), to_canvas(inner, 2), atol=1e-4)
-    for position, index in enumerate(kept):
-        mask = np.zeros((canvas_h, canvas_w), np.uint8)
-        mask[i0:i1, j0:j1] = f[fields.MASKS][index][top : top + crop_h, left : left + crop_w]
-        np.testing.assert_array_equal(o[fields.MASKS][position], mask)
-    inner = to_content(f[fields.KEYPOINTS][kept], 1)
-    moved = to_canvas(inner, 1)
-    cut_at = moved if thresh is None else inner
-    inside = ((cut_at >= 0) & (cut_at <= 1)).all(-1)
-    clear = (np.minimum(np.abs(cut_at), np.abs(cut_at - 1)) > 1e-5).all(-1)
-    got = o[fields.KEYPOINTS]
-    np.testing.assert_array_equal(np.isnan(got).all(-1)[clear], ~inside[clear])
-    np.testing.assert_allclose(got[clear & inside], moved[clear & inside], atol=1e-4)
-    np.testing.assert_array_equal(o[fields.KEYPOINT_VISIBILITIES][clear], inside[clear])
-    return (top, left, crop_h, crop_w), (int(i0), int(j0))
-
-
-_box = st.tuples(
-    st.floats(-0.1, 0.95), st.floats(-0.1, 0.95), st.floats(0.02, 0.8), st.floats(0.02, 0.8)
-).map(lambda t: [t[0], t[1], t[0] + t[2], t[1] + t[3]])
-_examples = st.builds(
-    make_features, st.integers(3, 16), st.integers(3, 16), st.lists(_box, max_size=4)
-)
-_seeds = st.integers(0, 2**31 - 1)
+_examples = coord_examples(3, 16)
 
 
 # --- pad_to_window and fill colours --------------------------------------------------------
 
 
 def test_pad_to_window_exact():
-    features = make_features(2, 3, [[0.0, 0.0, 0.5, 1.0]], dtype=np.uint8)
+    features = coord_features(2, 3, [[0.0, 0.0, 0.5, 1.0]], dtype=np.uint8)
     out = pad_to_window(features, 1, 2, 4, 6, pad_color=(10, 20, 30))
     image = out[fields.IMAGE].numpy()
     assert image.dtype == np.uint8 and image.shape == (4, 6, 3)
@@ -153,7 +53,7 @@ def test_pad_to_window_exact():
 
 
 def test_pad_to_window_keeps_boxes_outside_the_image_unclipped():
-    features = make_features(4, 4, [[-0.5, 0.5, 0.25, 1.5]])
+    features = coord_features(4, 4, [[-0.5, 0.5, 0.25, 1.5]])
     out = pad_to_window(features, 0, 0, 8, 8, pad_color=BLACK)
     np.testing.assert_allclose(out[fields.BOXES], [[-0.25, 0.25, 0.125, 0.75]])
     np.testing.assert_array_equal(out["box_id"], [100])
@@ -185,14 +85,14 @@ def test_fill_color_rejects_wrong_length():
 # --- random_pad_image / random_absolute_pad_image ------------------------------------------
 
 
-@given(_examples, _seeds, st.booleans())
+@given(_examples, seeds, st.booleans())
 def test_random_pad_image_properties(features, seed, center):
     height, width = features[fields.IMAGE].shape[:2]
     out = random_pad_image(features, seed=seed, pad_color=BLACK, center_pad=center)
     canvas_h, canvas_w = out[fields.IMAGE].shape[:2]
     assert height <= canvas_h < 2 * height
     assert width <= canvas_w < 2 * width
-    region, (i0, j0) = check_canvas(features, out)
+    region, (i0, j0) = check_placed(features, out, cropped=False)
     assert region == (0, 0, height, width)
     if center:
         assert (i0, j0) == ((canvas_h - height) // 2, (canvas_w - width) // 2)
@@ -201,14 +101,14 @@ def test_random_pad_image_properties(features, seed, center):
 
 
 def test_random_pad_image_explicit_sizes_and_offsets():
-    features = make_features(4, 5, [[0.0, 0.0, 1.0, 1.0]])
+    features = coord_features(4, 5, [[0.0, 0.0, 1.0, 1.0]])
     sizes, offsets = set(), set()
     for seed in range(80):
         out = random_pad_image(
             features, seed=seed, min_image_size=(6, 5), max_image_size=(8, 5), pad_color=BLACK
         )
         sizes.add(tuple(out[fields.IMAGE].shape[:2]))
-        offsets.add(check_canvas(features, out)[1])
+        offsets.add(check_placed(features, out, cropped=False)[1])
     assert sizes == {(6, 5), (7, 5)}  # [min, max) per dimension
     assert offsets == {(i, 0) for i in range(4)}  # every offset up to flush with the bottom
     # A minimum below the image size never crops.
@@ -219,29 +119,25 @@ def test_random_pad_image_explicit_sizes_and_offsets():
 
 
 def test_random_absolute_pad_image_padding_range():
-    features = make_features(6, 4, [[0.1, 0.1, 0.9, 0.9]])
+    features = coord_features(6, 4, [[0.1, 0.1, 0.9, 0.9]])
 
-    @tf.function
-    def padding(seeds):
-        def one(seed):
-            out = random_absolute_pad_image(
-                features, seed=seed, max_height_padding=3, max_width_padding=1
-            )
-            return tf.shape(out[fields.IMAGE])[:2] - [6, 4]
+    def padding(seed):
+        out = random_absolute_pad_image(
+            features, seed=seed, max_height_padding=3, max_width_padding=1
+        )
+        return tf.shape(out[fields.IMAGE])[:2] - [6, 4]
 
-        return tf.map_fn(one, seeds)
-
-    pads = padding(tf.stack([tf.range(300), tf.fill([300], 5)], 1)).numpy()
+    pads = over_seeds(padding, salt=5, num=300).numpy()
     assert set(pads[:, 0]) == {0, 1, 2} and set(pads[:, 1]) == {0}
     counts = np.bincount(pads[:, 0]) / 300
     assert np.abs(counts - 1 / 3).max() < 0.11  # 4 binomial standard deviations
     out = random_absolute_pad_image(
         features, seed=2, max_height_padding=3, max_width_padding=3, pad_color=BLACK
     )
-    check_canvas(features, out)
+    check_placed(features, out, cropped=False)
 
 
-@given(_examples, _seeds, st.integers(0, 6), st.integers(0, 6))
+@given(_examples, seeds, st.integers(0, 6), st.integers(0, 6))
 def test_random_absolute_pad_image_properties(features, seed, max_rows, max_cols):
     height, width = features[fields.IMAGE].shape[:2]
     out = random_absolute_pad_image(
@@ -253,7 +149,7 @@ def test_random_absolute_pad_image_properties(features, seed, max_rows, max_cols
     )
     canvas_h, canvas_w = out[fields.IMAGE].shape[:2]
     assert canvas_h - height < max(max_rows, 1) and canvas_w - width < max(max_cols, 1)
-    region, _ = check_canvas(features, out)
+    region, _ = check_placed(features, out, cropped=False)
     assert region == (0, 0, height, width)
 
 
@@ -262,7 +158,7 @@ def test_random_absolute_pad_image_properties(features, seed, max_rows, max_cols
 
 def test_random_crop_pad_image_forced():
     # A whole-image crop (area 1, the image's own aspect), then a pad to exactly 1.5× the size.
-    features = make_features(8, 10, [[0.0, 0.0, 0.5, 0.5], [0.5, 0.5, 1.0, 1.0]])
+    features = coord_features(8, 10, [[0.0, 0.0, 0.5, 0.5], [0.5, 0.5, 1.0, 1.0]])
     out = random_crop_pad_image(
         features,
         seed=4,
@@ -274,7 +170,7 @@ def test_random_crop_pad_image_forced():
         pad_color=BLACK,
     )
     assert out[fields.IMAGE].shape == [12, 15, 3]
-    region, _ = check_canvas(features, out)
+    region, _ = check_placed(features, out, cropped=False)
     assert region == (0, 0, 8, 10)
     heights = {
         random_crop_pad_image(
@@ -290,7 +186,7 @@ def test_random_crop_pad_image_forced():
     assert heights == {8, 9, 10, 11}  # [1, 1.5) × the original height
 
 
-@given(_examples, _seeds, st.floats(0.0, 1.0), st.booleans())
+@given(_examples, seeds, st.floats(0.0, 1.0), st.booleans())
 def test_random_crop_pad_image_properties(features, seed, thresh, clip):
     height, width = features[fields.IMAGE].shape[:2]
     out = random_crop_pad_image(
@@ -304,7 +200,7 @@ def test_random_crop_pad_image_properties(features, seed, thresh, clip):
         max_padded_size_ratio=(2.0, 1.5),
         pad_color=BLACK,
     )
-    (_, _, crop_h, crop_w), _ = check_canvas(features, out, thresh=thresh, clip=clip)
+    (_, _, crop_h, crop_w), _ = check_placed(features, out, thresh=thresh, clip=clip)
     canvas_h, canvas_w = out[fields.IMAGE].shape[:2]
     assert max(crop_h, int(0.5 * height)) <= canvas_h <= max(crop_h, 2 * height)
     assert max(crop_w, width) <= canvas_w <= max(crop_w, int(1.5 * width))
@@ -323,16 +219,16 @@ def test_random_crop_pad_image_properties(features, seed, thresh, clip):
     ],
 )
 def test_random_pad_to_aspect_ratio_minimal(shape, ratio, expected):
-    features = make_features(*shape, [[0.2, 0.2, 0.6, 0.6]])
+    features = coord_features(*shape, [[0.2, 0.2, 0.6, 0.6]])
     out = random_pad_to_aspect_ratio(
         features, seed=1, aspect_ratio=ratio, max_padded_size_ratio=(1.0, 1.0)
     )
     assert tuple(out[fields.IMAGE].shape[:2]) == expected
-    region, offset = check_canvas(features, out)  # zero fill is black here
+    region, offset = check_placed(features, out, cropped=False)  # zero fill is black here
     assert region == (0, 0, *shape) and offset == (0, 0)
 
 
-@given(_examples, _seeds, st.floats(0.25, 4.0))
+@given(_examples, seeds, st.floats(0.25, 4.0))
 def test_random_pad_to_aspect_ratio_properties(features, seed, ratio):
     height, width = features[fields.IMAGE].shape[:2]
     out = random_pad_to_aspect_ratio(features, seed=seed, aspect_ratio=ratio)
@@ -343,7 +239,7 @@ def test_random_pad_to_aspect_ratio_properties(features, seed, ratio):
     base_h, base_w = max(height, width / ratio), max(width, height * ratio)
     scale = min(max(2 * height, base_h) / base_h, max(2 * width, base_w) / base_w)
     assert canvas_h <= round(scale * base_h) + 1 and canvas_w <= round(scale * base_w) + 1
-    region, offset = check_canvas(features, out)
+    region, offset = check_placed(features, out, cropped=False)
     assert region == (0, 0, height, width) and offset == (0, 0)
 
 
@@ -351,8 +247,7 @@ def test_random_pad_to_aspect_ratio_properties(features, seed, ratio):
 
 
 def test_pad_ops_in_dataset_with_unknown_shapes():
-    features = make_features(6, 9, [[0.1, 0.2, 0.7, 0.9]], dtype=np.uint8)
-    spec = {k: tf.TensorSpec([None] * v.shape.rank, v.dtype) for k, v in features.items()}
+    features = coord_features(6, 9, [[0.1, 0.2, 0.7, 0.9]], dtype=np.uint8)
 
     def augment(f):
         seed = tf.constant([3, 4])
@@ -360,7 +255,7 @@ def test_pad_ops_in_dataset_with_unknown_shapes():
         f = random_absolute_pad_image(f, seed=seed + 1, max_height_padding=4, max_width_padding=4)
         return random_pad_to_aspect_ratio(f, seed=seed + 2, aspect_ratio=1.5)
 
-    graph = tf.function(augment, input_signature=[spec])
+    graph = tf.function(augment, input_signature=[unknown_spec(features)])
     dataset = tf.data.Dataset.from_tensors(features).map(augment)
     out = next(iter(dataset))
     assert out[fields.IMAGE].dtype == tf.uint8

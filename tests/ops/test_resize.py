@@ -4,6 +4,7 @@ random_resize_method, random_image_scale and random_downscale_to_target_pixels."
 import numpy as np
 import pytest
 import tensorflow as tf
+from helpers import as_numpy, over_seeds, run_in_graph
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -19,24 +20,6 @@ from object_input.ops import (
     resize_to_range,
 )
 from object_input.ops.resize import METHODS, resize_features
-
-
-def _np(features):
-    return {k: v.numpy() for k, v in features.items()}
-
-
-def _spec(name, value):
-    # Every dimension unknown except the coordinate axis of boxes and keypoints, as decoded.
-    dims = [None] * value.shape.rank
-    if name in (fields.BOXES, fields.KEYPOINTS):
-        dims[-1] = value.shape[-1]
-    return tf.TensorSpec(dims, value.dtype)
-
-
-def _graph(op, features, **kwargs):
-    """Run ``op`` inside a tf.function whose inputs have unknown dimensions."""
-    spec = {k: _spec(k, v) for k, v in features.items()}
-    return tf.function(lambda f: op(f, **kwargs), input_signature=[spec])(features)
 
 
 def _example(height=4, width=6, channels=3, dtype=tf.uint8):
@@ -67,14 +50,14 @@ def _assert_shapes(out, height, width):
 
 def test_resize_image_exact():
     features = _example(2, 2, 1)
-    out = _np(resize_image(features, new_height=4, new_width=6, method="NEAREST_NEIGHBOR"))
+    out = as_numpy(resize_image(features, new_height=4, new_width=6, method="NEAREST_NEIGHBOR"))
     pixels = features[fields.IMAGE].numpy()
     np.testing.assert_array_equal(out[fields.IMAGE], pixels.repeat(2, axis=0).repeat(3, axis=1))
     assert out[fields.IMAGE].dtype == np.uint8
     np.testing.assert_array_equal(out[fields.MASKS][0], [[1, 1, 1, 0, 0, 0]] * 2 + [[0] * 6] * 2)
     _assert_shapes(out, 4, 6)
-    _assert_annotations_unchanged(_np(features), out)
-    bilinear = _np(resize_image(features, new_height=3, new_width=5))
+    _assert_annotations_unchanged(as_numpy(features), out)
+    bilinear = as_numpy(resize_image(features, new_height=3, new_width=5))
     assert bilinear[fields.IMAGE].dtype == np.float32
     _assert_shapes(bilinear, 3, 5)
 
@@ -91,14 +74,16 @@ def test_resize_image_exact():
 )
 def test_resize_to_range_sizes(size, min_dimension, max_dimension, expected):
     features = _example(*size)
-    out = _np(resize_to_range(features, min_dimension=min_dimension, max_dimension=max_dimension))
+    out = as_numpy(
+        resize_to_range(features, min_dimension=min_dimension, max_dimension=max_dimension)
+    )
     _assert_shapes(out, *expected)
-    _assert_annotations_unchanged(_np(features), out)
+    _assert_annotations_unchanged(as_numpy(features), out)
 
 
 def test_resize_to_range_pad_to_max_dimension_exact():
     features = _example(10, 40)
-    out = _np(
+    out = as_numpy(
         resize_to_range(
             features,
             min_dimension=5,
@@ -128,7 +113,7 @@ def test_resize_to_range_pad_to_max_dimension_exact():
 def test_resize_to_range_properties(height, width, min_dimension, extra, pad):
     max_dimension = min_dimension + extra
     features = _example(height, width)
-    out = _np(
+    out = as_numpy(
         resize_to_range(
             features,
             min_dimension=min_dimension,
@@ -151,7 +136,7 @@ def test_resize_to_range_properties(height, width, min_dimension, extra, pad):
     else:
         new_height, new_width = out[fields.IMAGE].shape[:2]
         _assert_shapes(out, new_height, new_width)
-        _assert_annotations_unchanged(_np(features), out)
+        _assert_annotations_unchanged(as_numpy(features), out)
     short, long = sorted((new_height, new_width))
     assert long <= max_dimension
     assert short == min_dimension or long == max_dimension
@@ -162,10 +147,10 @@ def test_resize_to_range_properties(height, width, min_dimension, extra, pad):
 
 def test_resize_to_min_dimension():
     features = _example(10, 20)
-    out = _np(resize_to_min_dimension(features, min_dimension=15))
+    out = as_numpy(resize_to_min_dimension(features, min_dimension=15))
     _assert_shapes(out, 15, 30)
-    _assert_annotations_unchanged(_np(features), out)
-    large = _np(resize_to_min_dimension(features, min_dimension=8))
+    _assert_annotations_unchanged(as_numpy(features), out)
+    large = as_numpy(resize_to_min_dimension(features, min_dimension=8))
     _assert_shapes(large, 10, 20)
     np.testing.assert_array_equal(large[fields.IMAGE], features[fields.IMAGE].numpy())
     np.testing.assert_array_equal(large[fields.MASKS], features[fields.MASKS].numpy())
@@ -174,17 +159,19 @@ def test_resize_to_min_dimension():
 
 def test_random_image_scale_forced_ratio():
     features = _example(3, 5)
-    out = _np(random_image_scale(features, seed=1, min_scale_ratio=2.0, max_scale_ratio=2.0))
+    out = as_numpy(random_image_scale(features, seed=1, min_scale_ratio=2.0, max_scale_ratio=2.0))
     _assert_shapes(out, 6, 10)
     mask = features[fields.MASKS].numpy()
     np.testing.assert_array_equal(out[fields.MASKS], mask.repeat(2, axis=1).repeat(2, axis=2))
-    _assert_annotations_unchanged(_np(features), out)
+    _assert_annotations_unchanged(as_numpy(features), out)
 
 
 @given(st.integers(0, 2**31 - 1), st.integers(2, 30), st.integers(2, 30))
 def test_random_image_scale_range(seed, height, width):
     features = _example(height, width)
-    out = _np(random_image_scale(features, seed=seed, min_scale_ratio=0.5, max_scale_ratio=1.5))
+    out = as_numpy(
+        random_image_scale(features, seed=seed, min_scale_ratio=0.5, max_scale_ratio=1.5)
+    )
     new_height, new_width = out[fields.IMAGE].shape[:2]
     _assert_shapes(out, new_height, new_width)
     assert round(height * 0.5) <= new_height <= round(height * 1.5)
@@ -210,13 +197,13 @@ def test_random_resize_method_uses_all_methods_uniformly():
     def resized(seed):
         out = random_resize_method(
             features,
-            seed=tf.stack([seed, tf.constant(5, tf.int64)]),
+            seed=seed,
             target_height=5,
             target_width=7,
         )
         return out[fields.IMAGE], out[fields.MASKS]
 
-    images, masks = tf.data.Dataset.range(400).map(resized).batch(400).get_single_element()
+    images, masks = over_seeds(resized, salt=5)
     assert images.dtype == tf.float32
     counts = np.zeros(4, int)
     for image in images.numpy():
@@ -232,15 +219,15 @@ def test_random_resize_method_uses_all_methods_uniformly():
 
 def test_random_downscale_to_target_pixels_exact():
     features = _example(100, 100)
-    out = _np(
+    out = as_numpy(
         random_downscale_to_target_pixels(
             features, seed=2, min_target_pixels=2500, max_target_pixels=2500
         )
     )
     _assert_shapes(out, 50, 50)
-    _assert_annotations_unchanged(_np(features), out)
+    _assert_annotations_unchanged(as_numpy(features), out)
     # Already small enough: the pixels stay, as float32.
-    small = _np(
+    small = as_numpy(
         random_downscale_to_target_pixels(
             features, seed=2, min_target_pixels=20000, max_target_pixels=30000
         )
@@ -253,7 +240,7 @@ def test_random_downscale_to_target_pixels_exact():
 @given(st.integers(0, 2**31 - 1))
 def test_random_downscale_to_target_pixels_range(seed):
     features = _example(60, 90)
-    out = _np(
+    out = as_numpy(
         random_downscale_to_target_pixels(
             features, seed=seed, min_target_pixels=1000, max_target_pixels=3000
         )
@@ -270,14 +257,14 @@ def test_random_downscale_random_coef_rate():
     def kept(seed):
         out = random_downscale_to_target_pixels(
             features,
-            seed=tf.stack([seed, tf.constant(9, tf.int64)]),
+            seed=seed,
             min_target_pixels=400,
             max_target_pixels=400,
             random_coef=0.3,
         )
         return tf.shape(out[fields.IMAGE])[0] == 40
 
-    hits = sum(tf.data.Dataset.range(400).map(kept).batch(400).get_single_element().numpy())
+    hits = sum(over_seeds(kept, salt=9).numpy())
     # Binomial(400, 0.3): mean 120, sd 9.2.
     assert 79 <= hits <= 161, hits
 
@@ -295,8 +282,8 @@ def test_random_downscale_random_coef_rate():
 )
 def test_graph_mode_matches_eager(op, params):
     features = _example(4, 6)
-    eager = _np(op(features, seed=[3, 4], **params))
-    graph = _np(_graph(op, features, seed=tf.constant([3, 4]), **params))
+    eager = as_numpy(op(features, seed=[3, 4], **params))
+    graph = as_numpy(run_in_graph(op, features, seed=tf.constant([3, 4]), **params))
     assert eager.keys() == graph.keys()
     for key in eager:
         np.testing.assert_allclose(graph[key], eager[key], atol=1e-4)

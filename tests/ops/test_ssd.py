@@ -9,6 +9,7 @@ import functools
 import numpy as np
 import pytest
 import tensorflow as tf
+from helpers import check_placed, coord_examples, coord_features, over_seeds, seeds, unknown_spec
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -29,86 +30,17 @@ from object_input.ops.ssd import (
 
 BLACK = {"pad_color_r": 0.0, "pad_color_g": 0.0, "pad_color_b": 0.0}
 
+# Surviving boxes must keep their ids, for every test here.
+pytestmark = pytest.mark.usefixtures("box_id")
 
-@pytest.fixture(scope="module", autouse=True)
-def box_id():
-    """A user per-box field of unique ids: survivors must keep their ids."""
-    fields.register_per_box_field("box_id")
-    yield
-    fields.unregister_per_box_field("box_id")
+# uint8 coordinate images, as decoded.
+make_features = functools.partial(coord_features, dtype=np.uint8)
 
-
-def make_features(height, width, boxes):
-    """Coordinate image; masks are the rasterized boxes, keypoints their centre and corner."""
-    boxes = np.asarray(boxes, np.float32).reshape(-1, 4)
-    n = len(boxes)
-    rows, cols = np.meshgrid(np.arange(height), np.arange(width), indexing="ij")
-    ys = (np.arange(height) + 0.5) / height
-    xs = (np.arange(width) + 0.5) / width
-    in_y = (ys[None] >= boxes[:, :1]) & (ys[None] <= boxes[:, 2:3])
-    in_x = (xs[None] >= boxes[:, 1:2]) & (xs[None] <= boxes[:, 3:4])
-    centre = (boxes[:, :2] + boxes[:, 2:]) / 2
-    return {
-        fields.IMAGE: tf.constant(np.stack([rows + 1, cols + 1, np.ones_like(rows)], -1), tf.uint8),
-        fields.BOXES: tf.constant(boxes),
-        fields.CLASSES: tf.constant(np.arange(n, dtype=np.int32) + 1),
-        "box_id": tf.constant(np.arange(n, dtype=np.int32) + 100),
-        fields.MASKS: tf.constant((in_y[:, :, None] & in_x[:, None, :]).astype(np.uint8)),
-        fields.KEYPOINTS: tf.constant(np.stack([centre, boxes[:, :2]], 1)),
-        fields.KEYPOINT_VISIBILITIES: tf.ones([n, 2], tf.bool),
-    }
-
-
-def check_moved(features, out, *, clip):
-    """Check ``out`` shows a source region (the content) translated onto a black canvas, with
-    every surviving box, mask and keypoint translated alike (boxes clipped to the content when
-    ``clip``; keypoints outside the content lost). Returns the content's source region."""
-    f = {k: np.asarray(v) for k, v in features.items()}
-    o = {k: np.asarray(v) for k, v in out.items()}
-    height, width = f[fields.IMAGE].shape[:2]
-    canvas = np.array(o[fields.IMAGE].shape[:2])
-    np.testing.assert_array_equal(o[fields.IMAGE_SHAPE], canvas)
-    content = np.argwhere(o[fields.IMAGE][..., 2] == 1)
-    start, stop = content.min(0), content.max(0) + 1
-    source = o[fields.IMAGE][start[0], start[1], :2].astype(int) - 1
-    size = stop - start
-    expected = np.zeros_like(o[fields.IMAGE])
-    region = f[fields.IMAGE][source[0] : source[0] + size[0], source[1] : source[1] + size[1]]
-    expected[start[0] : stop[0], start[1] : stop[1]] = region
-    np.testing.assert_array_equal(o[fields.IMAGE], expected)
-
-    kept = [list(f["box_id"]).index(i) for i in o["box_id"]]
-    assert kept == sorted(kept)
-    np.testing.assert_array_equal(o[fields.CLASSES], f[fields.CLASSES][kept])
-    shift = start - source  # canvas pixel = source pixel + shift
-    pixels = f[fields.BOXES][kept] * np.tile([height, width], 2) + np.tile(shift, 2)
-    if clip:
-        pixels = np.clip(pixels, np.tile(start, 2), np.tile(stop, 2))
-    got = o[fields.BOXES].reshape(-1, 4) * np.tile(canvas, 2)
-    np.testing.assert_allclose(got, pixels, atol=1e-3)
-    for position, index in enumerate(kept):
-        mask = np.zeros(canvas, np.uint8)
-        mask[start[0] : stop[0], start[1] : stop[1]] = f[fields.MASKS][index][
-            source[0] : source[0] + size[0], source[1] : source[1] + size[1]
-        ]
-        np.testing.assert_array_equal(o[fields.MASKS][position], mask)
-    points = f[fields.KEYPOINTS][kept] * [height, width] + shift
-    inside = ((points >= start) & (points <= stop)).all(-1)
-    clear = (np.minimum(np.abs(points - start), np.abs(points - stop)) > 1e-3).all(-1)
-    keypoints = o[fields.KEYPOINTS] * canvas
-    np.testing.assert_array_equal(np.isnan(keypoints).all(-1)[clear], ~inside[clear])
-    np.testing.assert_allclose(keypoints[clear & inside], points[clear & inside], atol=1e-3)
-    np.testing.assert_array_equal(o[fields.KEYPOINT_VISIBILITIES][clear], inside[clear])
-    return (*source, *size)
-
-
+# Boxes inside the image.
 _box = st.tuples(
     st.floats(0.0, 0.9), st.floats(0.0, 0.9), st.floats(0.05, 0.6), st.floats(0.05, 0.6)
 ).map(lambda t: [t[0], t[1], min(t[0] + t[2], 1.0), min(t[1] + t[3], 1.0)])
-_examples = st.builds(
-    make_features, st.integers(4, 16), st.integers(4, 16), st.lists(_box, max_size=4)
-)
-_seeds = st.integers(0, 2**31 - 1)
+_examples = coord_examples(4, 16, boxes=_box, dtype=np.uint8)
 
 
 def _with(operations, **extra):
@@ -118,12 +50,12 @@ def _with(operations, **extra):
 # --- properties ----------------------------------------------------------------------------
 
 
-@given(_examples, _seeds, st.booleans())
+@given(_examples, seeds, st.booleans())
 def test_ssd_random_crop_properties(features, seed, clip):
     out = ssd_random_crop(
         features, seed=seed, operations=_with(SSD_CROP_OPERATIONS, clip_boxes=clip)
     )
-    *_, height, width = check_moved(features, out, clip=clip)
+    (*_, height, width), _ = check_placed(features, out, clip=clip)
     assert (height, width) == tuple(out[fields.IMAGE].shape[:2])  # a pure crop
     again = ssd_random_crop(
         features, seed=seed, operations=_with(SSD_CROP_OPERATIONS, clip_boxes=clip)
@@ -131,28 +63,28 @@ def test_ssd_random_crop_properties(features, seed, clip):
     np.testing.assert_array_equal(again[fields.IMAGE], out[fields.IMAGE])
 
 
-@given(_examples, _seeds, st.booleans())
+@given(_examples, seeds, st.booleans())
 def test_ssd_random_crop_pad_properties(features, seed, clip):
     operations = _with(SSD_CROP_PAD_OPERATIONS, clip_boxes=clip, **BLACK)
     out = ssd_random_crop_pad(features, seed=seed, operations=operations)
-    check_moved(features, out, clip=clip)
+    check_placed(features, out, clip=clip)
     height, width = features[fields.IMAGE].shape[:2]
     canvas_h, canvas_w = out[fields.IMAGE].shape[:2]
     assert height <= canvas_h < 2 * height and width <= canvas_w < 2 * width
 
 
-@given(_examples, _seeds, st.sampled_from([0.5, 1.0, 1.5]))
+@given(_examples, seeds, st.sampled_from([0.5, 1.0, 1.5]))
 def test_ssd_random_crop_fixed_aspect_ratio_properties(features, seed, ratio):
     out = ssd_random_crop_fixed_aspect_ratio(features, seed=seed, aspect_ratio=ratio)
-    check_moved(features, out, clip=True)
+    check_placed(features, out, clip=True)
     height, width = out[fields.IMAGE].shape[:2]
     assert abs(width / height - ratio) <= max(1.0, ratio) / min(height, width) + 1e-6
 
 
-@given(_examples, _seeds, st.sampled_from([0.5, 1.0, 2.0]))
+@given(_examples, seeds, st.sampled_from([0.5, 1.0, 2.0]))
 def test_ssd_random_crop_pad_fixed_aspect_ratio_properties(features, seed, ratio):
     out = ssd_random_crop_pad_fixed_aspect_ratio(features, seed=seed, aspect_ratio=ratio)
-    *_, height, width = check_moved(features, out, clip=True)
+    (*_, height, width), _ = check_placed(features, out, clip=True)
     canvas_h, canvas_w = out[fields.IMAGE].shape[:2]
     assert abs(canvas_w / canvas_h - ratio) <= max(1.0, ratio) / min(canvas_h, canvas_w) + 1e-6
     # Zero padding at the bottom/right only: the crop sits at the top-left corner.
@@ -172,15 +104,11 @@ def test_operations_are_chosen_uniformly():
         {"min_aspect_ratio": 2.0, "max_aspect_ratio": 2.0, "min_area": 0.2, "max_area": 0.3},
     ]
 
-    @tf.function
-    def outcome(seeds):
-        def one(seed):
-            shape = tf.shape(ssd_random_crop(features, seed=seed, operations=operations)["image"])
-            return tf.sign(shape[0] - shape[1]) + tf.where(shape[0] == 16, 3, 0)
+    def outcome(seed):
+        shape = tf.shape(ssd_random_crop(features, seed=seed, operations=operations)["image"])
+        return tf.sign(shape[0] - shape[1]) + tf.where(shape[0] == 16, 3, 0)
 
-        return tf.map_fn(one, seeds)
-
-    results = outcome(tf.stack([tf.range(300), tf.fill([300], 9)], 1)).numpy()
+    results = over_seeds(outcome, salt=9, num=300).numpy()
     assert set(results) == {3, 1, -1}  # unchanged, tall, wide: nothing else
     rates = np.array([(results == v).mean() for v in (3, 1, -1)])
     assert np.abs(rates - 1 / 3).max() < 0.11  # 4 binomial standard deviations at n = 300
@@ -216,7 +144,6 @@ def test_single_operation_forced():
 def test_in_graph_with_unknown_shapes():
     # Two operations per step keep tracing short while still going through tf.switch_case.
     features = make_features(12, 9, [[0.1, 0.1, 0.6, 0.7], [0.5, 0.2, 0.9, 0.9]])
-    spec = {k: tf.TensorSpec([None] * v.shape.rank, v.dtype) for k, v in features.items()}
     steps = (
         functools.partial(ssd_random_crop, operations=SSD_CROP_OPERATIONS[2:4]),
         functools.partial(
@@ -233,13 +160,15 @@ def test_in_graph_with_unknown_shapes():
     def augment(f, seed):
         return tuple(step(f, seed=seed + i) for i, step in enumerate(steps))
 
-    graph = tf.function(augment, input_signature=[spec, tf.TensorSpec([2], tf.int32)])
+    graph = tf.function(
+        augment, input_signature=[unknown_spec(features), tf.TensorSpec([2], tf.int32)]
+    )
     for seed in ([4, 4], [1, 7]):
         eager = augment(features, tf.constant(seed))
         for got, expected in zip(graph(features, tf.constant(seed)), eager, strict=True):
             for name in expected:
                 np.testing.assert_array_equal(got[name], expected[name])
-            check_moved(features, got, clip=True)
+            check_placed(features, got, clip=True)
 
 
 def test_in_dataset_map():
@@ -249,7 +178,7 @@ def test_in_dataset_map():
         lambda f: ssd_random_crop_pad(f, seed=tf.constant([2, 3]), operations=operations)
     )
     out = next(iter(dataset))
-    check_moved(features, out, clip=True)
+    check_placed(features, out, clip=True)
     eager = ssd_random_crop_pad(features, seed=[2, 3], operations=operations)
     np.testing.assert_array_equal(out[fields.IMAGE], eager[fields.IMAGE])
 
