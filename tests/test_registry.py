@@ -1,0 +1,119 @@
+"""User-registered steps and per-box fields: validation, and alignment through a pipeline."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import object_input as oi
+from object_input import fields
+from object_input.ops import ConfigError, get_step, register_step, registered_steps
+from object_input.ops.registry import in_range
+from object_input.writers import build_example, write_tfrecords
+
+
+@register_step(kind="color", checks={"amount": in_range(0.0, 255.0)})
+def user_add_constant(features, *, seed=None, amount: float = 10.0):
+    """Add ``amount`` to every pixel (a user step for these tests)."""
+    del seed
+    out = dict(features)
+    out[fields.IMAGE] = tf.cast(features[fields.IMAGE], tf.float32) + amount
+    return out
+
+
+def test_user_step_is_registered_with_its_defaults():
+    spec = get_step("user_add_constant")
+    assert "user_add_constant" in registered_steps()
+    assert spec.defaults == {"amount": 10.0}
+    assert spec.kind == "color"
+    assert spec.resolve({"amount": 3}) == {"amount": 3.0}  # ints are accepted for floats
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"amount": "x"}, r"'amount' must be a number"),
+        ({"amount": 300.0}, r"'amount' must be in \[0.0, 255.0\]"),
+        ({"amont": 1.0}, r"unknown parameter 'amont'"),
+    ],
+)
+def test_user_step_parameters_are_validated(params, message):
+    with pytest.raises(ConfigError, match=message):
+        get_step("user_add_constant").resolve(params)
+
+
+def test_bad_step_definitions_are_refused():
+    with pytest.raises(TypeError, match="keyword-only"):
+
+        @register_step()
+        def positional(features, amount, *, seed=None):
+            return features
+
+    with pytest.raises(TypeError, match="unknown parameters"):
+
+        @register_step(checks={"nope": in_range(0, 1)})
+        def checked(features, *, seed=None, amount: float = 1.0):
+            return features
+
+    with pytest.raises(ValueError, match="kind must be"):
+        register_step(kind="colour")
+
+
+def test_user_step_runs_in_make_dataset(tmp_path):
+    image = np.full((4, 4, 3), 100, np.uint8)
+    write_tfrecords([build_example(image)], tmp_path / "one")
+    batch = next(
+        iter(oi.make_dataset(tmp_path, batch_size=1, augment=[("user_add_constant", {})]))
+    )
+    np.testing.assert_array_equal(batch[fields.IMAGE].numpy(), np.full((1, 4, 4, 3), 110.0))
+
+
+@pytest.fixture
+def score_field():
+    fields.register_per_box_field("image/object/score")
+    yield "image/object/score"
+    fields.unregister_per_box_field("image/object/score")
+
+
+def test_user_per_box_field_stays_aligned_through_crop_flip_and_padding(tmp_path, score_field):
+    rng = np.random.default_rng(3)
+    examples = []
+    for index in range(6):
+        count = 6
+        corner = rng.uniform(0, 0.6, (count, 2))
+        size = rng.uniform(0.1, 0.4, (count, 2))
+        boxes = np.concatenate([corner, corner + size], axis=1)[:, [0, 1, 2, 3]]
+        ids = np.arange(count) + 100 * index
+        example = build_example(
+            rng.integers(0, 256, (40, 50, 3), dtype=np.uint8),
+            boxes=boxes,
+            classes=(ids % 7 + 1).tolist(),
+            source_id=str(index),
+        )
+        example.features.feature[score_field].float_list.value.extend(ids.astype(float))
+        examples.append(example)
+    write_tfrecords(examples, tmp_path / "scored")
+    ds = oi.make_dataset(
+        tmp_path,
+        batch_size=3,
+        seed=8,
+        num_epochs=3,
+        extra_features={score_field: tf.io.VarLenFeature(tf.float32)},
+        augment=[
+            "random_horizontal_flip",
+            ("random_crop_image", {"min_object_covered": 0.0, "area_range": (0.2, 0.5)}),
+        ],
+    )
+    dropped = 0
+    for batch in ds:
+        for example in oi.unpad_batch(batch):
+            ids = example[score_field].astype(int)
+            assert len(ids) == len(example[fields.BOXES]) == len(example[fields.CLASSES])
+            np.testing.assert_array_equal(example[fields.CLASSES], ids % 7 + 1)
+            assert set(ids // 100) <= {int(example[fields.SOURCE_ID])}
+            dropped += 6 - len(ids)
+    assert dropped > 0  # the crops really dropped boxes, so the gathering was exercised
+
+
+def test_builtin_per_box_fields_cannot_be_unregistered():
+    with pytest.raises(ValueError, match="built-in"):
+        fields.unregister_per_box_field(fields.BOXES)
