@@ -161,11 +161,6 @@ def non_negative(v: Any) -> str | None:
     return None if v >= 0 else "must be >= 0"
 
 
-def ordered_pair(v: Any) -> str | None:
-    """Check that a pair is (low, high) with low <= high."""
-    return None if v[0] <= v[1] else "must be (low, high) with low <= high"
-
-
 def require_ordered(step: str, low_name: str, low: Any, high_name: str, high: Any) -> None:
     """Raise ConfigError unless ``low <= high``, two parameters of ``step`` that form a range.
 
