@@ -6,18 +6,33 @@ import tensorflow as tf
 
 import object_input as oi
 from object_input import fields
-from object_input.ops import ConfigError, get_step, register_step, registered_steps
+from object_input.ops import ConfigError, get_step, register_step, registered_steps, unregister_step
 from object_input.ops.registry import in_range
 from object_input.writers import build_example, write_tfrecords
 
 
-@register_step(kind="color", checks={"amount": in_range(0.0, 255.0)})
 def user_add_constant(features, *, seed=None, amount: float = 10.0):
     """Add ``amount`` to every pixel (a user step for these tests)."""
     del seed
     out = dict(features)
     out[fields.IMAGE] = tf.cast(features[fields.IMAGE], tf.float32) + amount
     return out
+
+
+@pytest.fixture(autouse=True, scope="module")
+def user_step():
+    register_step(kind="color", checks={"amount": in_range(0.0, 255.0)})(user_add_constant)
+    yield "user_add_constant"
+    unregister_step("user_add_constant")
+
+
+def test_unregistered_step_is_gone():
+    register_step("user_temporary")(user_add_constant)
+    assert "user_temporary" in registered_steps()
+    unregister_step("user_temporary")
+    assert "user_temporary" not in registered_steps()
+    with pytest.raises(ConfigError, match="unknown augmentation step"):
+        unregister_step("user_temporary")
 
 
 def test_user_step_is_registered_with_its_defaults():
@@ -61,9 +76,7 @@ def test_bad_step_definitions_are_refused():
 def test_user_step_runs_in_make_dataset(tmp_path):
     image = np.full((4, 4, 3), 100, np.uint8)
     write_tfrecords([build_example(image)], tmp_path / "one")
-    batch = next(
-        iter(oi.make_dataset(tmp_path, batch_size=1, augment=[("user_add_constant", {})]))
-    )
+    batch = next(iter(oi.make_dataset(tmp_path, batch_size=1, augment=[("user_add_constant", {})])))
     np.testing.assert_array_equal(batch[fields.IMAGE].numpy(), np.full((1, 4, 4, 3), 110.0))
 
 

@@ -65,6 +65,7 @@ from object_input.ops.registry import (
     get_step,
     register_step,
     registered_steps,
+    unregister_step,
 )
 from object_input.ops.resize import (
     random_downscale_to_target_pixels,
@@ -140,4 +141,5 @@ __all__ = [
     "ssd_random_crop_pad",
     "ssd_random_crop_pad_fixed_aspect_ratio",
     "subtract_channel_mean",
+    "unregister_step",
 ]

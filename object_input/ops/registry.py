@@ -140,6 +140,12 @@ def get_step(name: str) -> StepSpec:
         raise ConfigError(f"unknown augmentation step {name!r}{hint}") from None
 
 
+def unregister_step(name: str) -> None:
+    """Remove a registered step (for steps registered temporarily, e.g. in tests)."""
+    get_step(name)
+    del _STEPS[name]
+
+
 def registered_steps() -> tuple[str, ...]:
     """Names of all registered steps, sorted."""
     return tuple(sorted(_STEPS))
