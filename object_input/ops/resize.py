@@ -31,8 +31,8 @@ def resize_features(
     resized = tf.image.resize(image, size, method=resize_method)
     if resize_method == tf.image.ResizeMethod.NEAREST_NEIGHBOR:
         resized = tf.cast(resized, image.dtype)
-    elif image.dtype.is_integer:
-        # Bicubic can overshoot the input range: keep values on the [0, 255] scale.
+    elif image.dtype.is_integer and resize_method == tf.image.ResizeMethod.BICUBIC:
+        # Bicubic can overshoot the input range (bilinear and area cannot): keep [0, 255].
         resized = tf.clip_by_value(resized, 0.0, 255.0)
     out = core.set_image(features, resized)
     if fields.MASKS in out:
