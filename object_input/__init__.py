@@ -1,6 +1,6 @@
 """object_input: fast, correct tf.data input pipelines for object detection and image models."""
 
-from object_input import fields, ops, writers
+from object_input import boxes, fields, ops, writers
 from object_input.batching import unpad_batch
 from object_input.config import PipelineConfig, load_pipeline_config
 from object_input.decoders import ExampleDecoder, decode_example
@@ -13,6 +13,7 @@ __all__ = [
     "DatasetOptions",
     "ExampleDecoder",
     "PipelineConfig",
+    "boxes",
     "dataset_fn",
     "decode_example",
     "fields",
