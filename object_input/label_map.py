@@ -19,7 +19,13 @@ from collections.abc import Mapping
 
 from object_input import textproto
 
-__all__ = ["LabelMapError", "label_map_to_names", "load_label_map"]
+__all__ = [
+    "LabelMapError",
+    "format_label_map",
+    "label_map_to_names",
+    "load_label_map",
+    "write_label_map",
+]
 
 LabelMapSource = str | os.PathLike | Mapping[str, int]
 
@@ -102,6 +108,27 @@ def label_map_to_names(
             raise LabelMapError(f"{item.where}: item with id {item.id} has no name")
         names[item.id] = label
     return dict(sorted(names.items()))
+
+
+def format_label_map(label_map: Mapping[str, int]) -> str:
+    """The text label map of a ``{name: id}`` mapping (validated), one item per id in id order."""
+    checked = _check_mapping(label_map)
+    items = []
+    for name, id_ in sorted(checked.items(), key=lambda kv: kv[1]):
+        quoted = name.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+        items.append(f'item {{\n  id: {id_}\n  name: "{quoted}"\n}}\n')
+    return "".join(items)
+
+
+def write_label_map(path: str | os.PathLike, label_map: Mapping[str, int]) -> str:
+    """Write ``{name: id}`` as a text label map that :func:`load_label_map` reads back exactly."""
+    path = os.fspath(path)
+    parent = os.path.dirname(path)
+    if parent:
+        os.makedirs(parent, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as file:
+        file.write(format_label_map(label_map))
+    return path
 
 
 def _read_items(path: str | os.PathLike) -> list[_Item]:

@@ -1,5 +1,6 @@
 """Writers: build detection ``tf.train.Example`` records from numpy and write TFRecord shards."""
 
+from object_input.writers.parallel import write_parallel
 from object_input.writers.tf_example import (
     ShardedWriter,
     build_example,
@@ -8,4 +9,11 @@ from object_input.writers.tf_example import (
     write_tfrecords,
 )
 
-__all__ = ["ShardedWriter", "build_example", "encode_image", "shard_paths", "write_tfrecords"]
+__all__ = [
+    "ShardedWriter",
+    "build_example",
+    "encode_image",
+    "shard_paths",
+    "write_parallel",
+    "write_tfrecords",
+]

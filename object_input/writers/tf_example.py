@@ -59,6 +59,8 @@ def build_example(
     area: Sequence[float] | None = None,
     is_crowd: Sequence[int] | None = None,
     difficult: Sequence[int] | None = None,
+    truncated: Sequence[int] | None = None,
+    views: Sequence[str] | None = None,
     group_of: Sequence[int] | None = None,
     track_ids: Sequence[int] | None = None,
     masks: np.ndarray | None = None,
@@ -76,7 +78,10 @@ def build_example(
     (then ``image_format`` names their format and ``height``/``width`` must be given). Boxes are
     normalized ``[ymin, xmin, ymax, xmax]``; masks ``[N, H, W]`` (> 0 is foreground) written as one
     PNG per box or, with ``mask_format="numerical"``, as N·H·W floats; keypoints ``[N, K, 2]``
-    normalized (y, x), NaN for unlabeled.
+    normalized (y, x), NaN for unlabeled, with COCO visibilities (0 unlabeled, 1 occluded,
+    2 visible). ``truncated`` and ``views`` (Pascal VOC's flag and pose) are written as
+    ``image/object/truncated`` and ``image/object/view``, which the decoder reads through
+    ``extra_features``.
     """
     if isinstance(image, bytes):
         if height is None or width is None:
@@ -95,6 +100,8 @@ def build_example(
         "area": area,
         "is_crowd": is_crowd,
         "difficult": difficult,
+        "truncated": truncated,
+        "views": views,
         "group_of": group_of,
         "track_ids": track_ids,
     }
@@ -121,12 +128,15 @@ def build_example(
     optional_ints = {
         "image/object/is_crowd": is_crowd,
         "image/object/difficult": difficult,
+        "image/object/truncated": truncated,
         "image/object/group_of": group_of,
         "image/object/track/label": track_ids,
         "image/class/label": image_classes,
     }
     feature.update({k: _floats(v) for k, v in optional_floats.items() if v is not None})
     feature.update({k: _ints(v) for k, v in optional_ints.items() if v is not None})
+    if views is not None:
+        feature["image/object/view"] = _bytes(v.encode() for v in views)
     if image_class_texts is not None:
         feature["image/class/text"] = _bytes(t.encode() for t in image_class_texts)
     if masks is not None:

@@ -1,0 +1,197 @@
+"""What every converter shares: image files, label maps, box normalization and the writing run."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import struct
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from object_input.label_map import LabelMapSource, format_label_map, load_label_map
+from object_input.writers import write_parallel
+
+LABEL_MAP_NAME = "label_map.pbtxt"
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif")
+
+
+class ConversionError(ValueError):
+    """An annotation or image cannot be converted; the message names the file and field."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ImageFile:
+    """An image file's bytes, ready for ``image/encoded``: JPEG or PNG (others become PNG)."""
+
+    encoded: bytes
+    format: str
+    height: int
+    width: int
+
+
+@dataclasses.dataclass
+class ConversionResult:
+    """What a conversion wrote."""
+
+    paths: list[str]
+    label_map_path: str
+    label_map: dict[str, int]
+    num_examples: int
+    num_boxes: int
+    skipped: list[str] = dataclasses.field(default_factory=list)
+
+    def summary(self) -> str:
+        """One line for people: counts and where the shards and label map are."""
+        pattern = _shard_pattern(self.paths)
+        text = (
+            f"wrote {self.num_examples} examples with {self.num_boxes} boxes to "
+            f"{len(self.paths)} shards {pattern}; label map {self.label_map_path} "
+            f"({len(self.label_map)} classes)"
+        )
+        if self.skipped:
+            text += f"; skipped {len(self.skipped)} annotations (first: {self.skipped[0]})"
+        return text
+
+
+def _shard_pattern(paths: Sequence[str]) -> str:
+    first = paths[0]
+    if len(paths) == 1:
+        return first
+    stem, _, rest = first.rpartition("-00000-of-")
+    return f"{stem}-*{rest[5:]}"
+
+
+def read_image(path: str | os.PathLike) -> ImageFile:
+    """Read an image file; JPEG and PNG bytes are kept as they are, BMP and GIF become PNG."""
+    path = os.fspath(path)
+    try:
+        with open(path, "rb") as file:
+            data = file.read()
+    except OSError as err:
+        raise ConversionError(f"cannot read image {path!r}: {err.strerror}") from err
+    if data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) >= 24:
+        width, height = struct.unpack(">II", data[16:24])
+        return ImageFile(data, "png", height, width)
+    try:
+        if data.startswith(b"\xff\xd8\xff"):
+            height, width = tf.io.extract_jpeg_shape(data).numpy()[:2]
+            return ImageFile(data, "jpeg", int(height), int(width))
+        if data.startswith((b"GIF8", b"BM")):
+            pixels = tf.io.decode_image(data, channels=3, expand_animations=False)
+            height, width = pixels.shape[:2]
+            return ImageFile(tf.io.encode_png(pixels).numpy(), "png", height, width)
+    except tf.errors.OpError as err:
+        raise ConversionError(f"image {path!r} is corrupt: {err.message}") from err
+    raise ConversionError(f"{path!r} is not a JPEG, PNG, BMP or GIF image")
+
+
+def check_size(image: ImageFile, height: int, width: int, where: str, path: str) -> None:
+    """Fail when an annotation's image size disagrees with the image file's own."""
+    if (height, width) != (image.height, image.width):
+        raise ConversionError(
+            f"{where}: image size {width}x{height} (width x height) in the annotation, but "
+            f"{path!r} is {image.width}x{image.height}"
+        )
+
+
+def pixel_boxes_to_normalized(boxes: np.ndarray, height: int, width: int) -> np.ndarray:
+    """``[N, 4]`` pixel ``(xmin, ymin, xmax, ymax)`` to normalized ``[ymin, xmin, ymax, xmax]``."""
+    boxes = np.asarray(boxes, np.float64).reshape(-1, 4)
+    scale = np.array([height, width, height, width], np.float64)
+    return (boxes[:, [1, 0, 3, 2]] / scale).astype(np.float32)
+
+
+def label_map_for(
+    names: Iterable[str], label_map: LabelMapSource | None, where: str
+) -> dict[str, int]:
+    """``{name: id}``: ``label_map`` (which must name every class), or sorted names → 1..N."""
+    names = set(names)
+    if label_map is None:
+        return {name: i for i, name in enumerate(sorted(names), start=1)}
+    mapping = load_label_map(label_map)
+    missing = sorted(names - set(mapping))
+    if missing:
+        raise ConversionError(f"{where}: classes {missing} are not in the label map {label_map!r}")
+    return mapping
+
+
+def default_label_map_path(output: str | os.PathLike) -> str:
+    """``label_map.pbtxt`` next to the shards of ``output`` (a path prefix)."""
+    return os.path.join(os.path.dirname(os.fspath(output)), LABEL_MAP_NAME)
+
+
+def save_label_map(path: str, label_map: Mapping[str, int], source: LabelMapSource | None) -> None:
+    """Write the label map; never silently replace a different one (its ids would change).
+
+    ``source`` is the label map the user gave (None when the classes were collected).
+    """
+    text = format_label_map(label_map)
+    if os.path.exists(path):
+        if isinstance(source, (str, os.PathLike)) and os.path.samefile(source, path):
+            return
+        with open(path, encoding="utf-8") as file:
+            if load_label_map(path) == dict(label_map) or file.read() == text:
+                return
+        if source is None:
+            raise ConversionError(
+                f"{path} exists with other classes or ids; pass it as the label map to keep its "
+                "ids (e.g. convert the validation split with the training split's label map), "
+                "or choose another label map output"
+            )
+    parent = os.path.dirname(path)
+    if parent:
+        os.makedirs(parent, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as file:
+        file.write(text)
+
+
+def order(items: list, shuffle: bool, seed: int) -> list:
+    """``items`` in a seeded random order (the same for the same seed), or as they are."""
+    if not shuffle:
+        return items
+    permutation = np.random.default_rng(seed).permutation(len(items))
+    return [items[i] for i in permutation]
+
+
+def run(
+    items: list,
+    build: Callable[[Any], tf.train.Example],
+    output: str | os.PathLike,
+    label_map: Mapping[str, int],
+    *,
+    label_map_source: LabelMapSource | None,
+    label_map_output: str | os.PathLike | None,
+    num_shards: int,
+    compression: str | None,
+    num_workers: int | None,
+    progress: bool,
+    description: str,
+    count_boxes: Callable[[Any], int],
+    skipped: list[str] | None = None,
+) -> ConversionResult:
+    """Write the label map, then ``build(item)`` for every item, to shards of ``output``."""
+    if num_shards < 1:
+        raise ValueError(f"num_shards must be >= 1, got {num_shards}")
+    label_map_path = os.fspath(label_map_output or default_label_map_path(output))
+    save_label_map(label_map_path, label_map, label_map_source)
+    paths, count = write_parallel(
+        items,
+        build,
+        output,
+        num_shards,
+        compression,
+        num_workers=num_workers,
+        progress=progress,
+        description=description,
+    )
+    return ConversionResult(
+        paths=paths,
+        label_map_path=label_map_path,
+        label_map=dict(label_map),
+        num_examples=count,
+        num_boxes=sum(count_boxes(item) for item in items),
+        skipped=list(skipped or ()),
+    )

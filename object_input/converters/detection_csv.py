@@ -1,0 +1,164 @@
+"""Detection CSV (one row per box) to detection TFRecords.
+
+The header names the columns ``filename,width,height,class,xmin,ymin,xmax,ymax`` (in any order,
+other columns ignored); coordinates are pixels. An image's rows may be anywhere in the file: they
+are grouped by ``filename``, in order of first appearance. A row with an empty ``class`` and empty
+coordinates stands for an image without boxes.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import os
+
+import numpy as np
+
+from object_input.converters.common import (
+    ConversionError,
+    ConversionResult,
+    check_size,
+    label_map_for,
+    order,
+    pixel_boxes_to_normalized,
+    read_image,
+    run,
+)
+from object_input.label_map import LabelMapSource
+from object_input.writers import build_example
+
+COLUMNS = ("filename", "width", "height", "class", "xmin", "ymin", "xmax", "ymax")
+_COORDINATES = ("xmin", "ymin", "xmax", "ymax")
+
+
+@dataclasses.dataclass
+class CsvImage:
+    """The rows of one image."""
+
+    filename: str
+    width: int
+    height: int
+    where: str  # file:line of its first row
+    classes: list[str] = dataclasses.field(default_factory=list)
+    boxes: list[tuple[float, float, float, float]] = dataclasses.field(default_factory=list)
+
+
+def read_detection_csv(path: str | os.PathLike) -> list[CsvImage]:
+    """Rows of a detection CSV grouped by image; errors name the file, line and column."""
+    path = os.fspath(path)
+    images: dict[str, CsvImage] = {}
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as file:
+            reader = csv.DictReader(file)
+            missing = [c for c in COLUMNS if c not in (reader.fieldnames or ())]
+            if missing:
+                raise ConversionError(
+                    f"{path}: the header lacks columns {missing}; expected {','.join(COLUMNS)}"
+                )
+            for row in reader:
+                where = f"{path}:{reader.line_num}"
+                _add_row(images, row, where)
+    except OSError as err:
+        raise ConversionError(f"cannot read {path!r}: {err.strerror}") from err
+    if not images:
+        raise ConversionError(f"{path}: no rows")
+    return list(images.values())
+
+
+def _add_row(images: dict[str, CsvImage], row: dict, where: str) -> None:
+    filename = (row["filename"] or "").strip()
+    if not filename:
+        raise ConversionError(f"{where}: column filename is empty")
+    width, height = (_parse(row, c, where, int) for c in ("width", "height"))
+    image = images.setdefault(filename, CsvImage(filename, width, height, where))
+    if (image.width, image.height) != (width, height):
+        raise ConversionError(
+            f"{where}: {filename!r} is {width}x{height} here but {image.width}x{image.height} "
+            f"at {image.where}"
+        )
+    name = (row["class"] or "").strip()
+    if not name and not any((row[c] or "").strip() for c in _COORDINATES):
+        return  # an image without boxes
+    if not name:
+        raise ConversionError(f"{where}: column class is empty")
+    box = tuple(_parse(row, c, where, float) for c in _COORDINATES)
+    xmin, ymin, xmax, ymax = box
+    if xmax < xmin or ymax < ymin:
+        raise ConversionError(f"{where}: box has xmax < xmin or ymax < ymin: {box}")
+    image.classes.append(name)
+    image.boxes.append(box)
+
+
+def _parse(row: dict, column: str, where: str, kind: type):
+    text = (row[column] or "").strip()
+    try:
+        return kind(text)
+    except ValueError:
+        wanted = "an integer" if kind is int else "a number"
+        raise ConversionError(f"{where}: column {column} is {text!r}, not {wanted}") from None
+
+
+def convert_csv(
+    csv_path: str | os.PathLike,
+    images: str | os.PathLike,
+    output: str | os.PathLike,
+    *,
+    num_shards: int = 1,
+    label_map: LabelMapSource | None = None,
+    label_map_output: str | os.PathLike | None = None,
+    shuffle: bool = True,
+    seed: int = 0,
+    compression: str | None = None,
+    num_workers: int | None = None,
+    progress: bool = True,
+) -> ConversionResult:
+    """Convert a detection CSV and its image folder to sharded TFRecords and a label map.
+
+    Args:
+      csv_path: the CSV, with a ``filename,width,height,class,xmin,ymin,xmax,ymax`` header.
+      images: folder the ``filename`` column is relative to.
+      output: path prefix of the shards: ``out/train`` → ``out/train-00000-of-00004.tfrecord``.
+      num_shards: number of TFRecord files.
+      label_map: ``{name: id}`` or a label map file; by default the class names found, sorted,
+        get ids 1..N.
+      label_map_output: where to write the label map (default ``label_map.pbtxt`` beside the
+        shards).
+      shuffle, seed: write the images in a seeded random order (else in order of appearance).
+      compression: None or ``"GZIP"``.
+      num_workers: threads building records (default: the CPUs available).
+      progress: show a progress bar on stderr.
+    """
+    rows = read_detection_csv(csv_path)
+    mapping = label_map_for((n for image in rows for n in image.classes), label_map, str(csv_path))
+    images_dir = os.fspath(images)
+
+    def build(image: CsvImage) -> bytes:
+        path = os.path.join(images_dir, image.filename)
+        file = read_image(path)
+        check_size(file, image.height, image.width, image.where, path)
+        return build_example(
+            file.encoded,
+            image_format=file.format,
+            height=image.height,
+            width=image.width,
+            filename=image.filename,
+            source_id=image.filename,
+            boxes=pixel_boxes_to_normalized(np.array(image.boxes), image.height, image.width),
+            classes=[mapping[name] for name in image.classes],
+            class_texts=image.classes,
+        ).SerializeToString()
+
+    return run(
+        order(rows, shuffle, seed),
+        build,
+        output,
+        mapping,
+        label_map_source=label_map,
+        label_map_output=label_map_output,
+        num_shards=num_shards,
+        compression=compression,
+        num_workers=num_workers,
+        progress=progress,
+        description=f"CSV {os.path.basename(os.fspath(csv_path))}",
+        count_boxes=lambda image: len(image.boxes),
+    )

@@ -1,0 +1,236 @@
+"""Pascal VOC XML annotations to detection TFRecords.
+
+Each XML file describes one image: its ``filename`` and ``size``, and objects with a ``name``,
+a ``bndbox`` in pixels and the ``difficult``, ``truncated`` and ``pose`` tags. Boxes are
+normalized as the Object Detection API's VOC converter does (``xmin / width`` …). ``truncated``
+and ``pose`` are written as ``image/object/truncated`` and ``image/object/view``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import xml.etree.ElementTree as ElementTree
+
+import numpy as np
+
+from object_input.converters.common import (
+    ConversionError,
+    ConversionResult,
+    check_size,
+    label_map_for,
+    order,
+    pixel_boxes_to_normalized,
+    read_image,
+    run,
+)
+from object_input.label_map import LabelMapSource
+from object_input.writers import build_example
+
+
+@dataclasses.dataclass(frozen=True)
+class VocObject:
+    """One ``<object>`` of a VOC annotation."""
+
+    name: str
+    box: tuple[float, float, float, float]  # pixel xmin, ymin, xmax, ymax
+    difficult: bool
+    truncated: bool
+    pose: str
+
+
+@dataclasses.dataclass(frozen=True)
+class VocAnnotation:
+    """One VOC XML file."""
+
+    path: str
+    filename: str
+    height: int
+    width: int
+    objects: tuple[VocObject, ...]
+
+
+def parse_voc_xml(path: str | os.PathLike) -> VocAnnotation:
+    """Parse one VOC annotation file; errors name the file and the missing or bad tag."""
+    path = os.fspath(path)
+    try:
+        root = ElementTree.parse(path).getroot()
+    except ElementTree.ParseError as err:
+        raise ConversionError(f"{path}: not valid XML: {err}") from err
+    except OSError as err:
+        raise ConversionError(f"cannot read {path!r}: {err.strerror}") from err
+    objects = []
+    for index, node in enumerate(root.findall("object")):
+        where = f"{path}: object {index}"
+        box_node = node.find("bndbox")
+        if box_node is None:
+            raise ConversionError(f"{where}: no <bndbox>")
+        box = tuple(
+            _number(box_node, tag, where, float) for tag in ("xmin", "ymin", "xmax", "ymax")
+        )
+        if box[2] < box[0] or box[3] < box[1]:
+            raise ConversionError(f"{where}: bndbox has xmax < xmin or ymax < ymin: {box}")
+        objects.append(
+            VocObject(
+                name=_text(node, "name", where),
+                box=box,
+                difficult=bool(_number(node, "difficult", where, int, 0)),
+                truncated=bool(_number(node, "truncated", where, int, 0)),
+                pose=_text(node, "pose", where, "Unspecified"),
+            )
+        )
+    size = root.find("size")
+    if size is None:
+        raise ConversionError(f"{path}: no <size>")
+    return VocAnnotation(
+        path=path,
+        filename=_text(root, "filename", path),
+        height=_number(size, "height", f"{path}: size", int),
+        width=_number(size, "width", f"{path}: size", int),
+        objects=tuple(objects),
+    )
+
+
+def _text(node: ElementTree.Element, tag: str, where: str, default: str | None = None) -> str:
+    child = node.find(tag)
+    if child is None or not (child.text or "").strip():
+        if default is not None:
+            return default
+        raise ConversionError(f"{where}: no <{tag}>")
+    return child.text.strip()
+
+
+def _number(node: ElementTree.Element, tag: str, where: str, kind: type, default=None):
+    text = _text(node, tag, where, None if default is None else str(default))
+    try:
+        return kind(float(text)) if kind is int else kind(text)
+    except ValueError:
+        raise ConversionError(f"{where}: <{tag}> is {text!r}, not a number") from None
+
+
+def voc_files(
+    annotations: str | os.PathLike, image_set: str | os.PathLike | None = None
+) -> list[str]:
+    """The XML files of a VOC folder (or its ``Annotations`` subfolder), or those an image set
+    list names (``ImageSets/Main/train.txt``: one id per line), in order."""
+    directory = os.fspath(annotations)
+    if os.path.isdir(os.path.join(directory, "Annotations")):
+        directory = os.path.join(directory, "Annotations")
+    if not os.path.isdir(directory):
+        raise ConversionError(f"{directory!r} is not a folder of VOC XML files")
+    if image_set is None:
+        names = sorted(n for n in os.listdir(directory) if n.lower().endswith(".xml"))
+        if not names:
+            raise ConversionError(f"no .xml files in {directory!r}")
+        return [os.path.join(directory, n) for n in names]
+    with open(image_set, encoding="utf-8") as file:
+        ids = [line.split()[0] for line in file if line.strip()]
+    paths = [os.path.join(directory, f"{id_}.xml") for id_ in ids]
+    missing = [p for p in paths if not os.path.isfile(p)]
+    if missing:
+        raise ConversionError(
+            f"{os.fspath(image_set)} names {len(missing)} ids without XML, first {missing[0]!r}"
+        )
+    return paths
+
+
+def _images_folder(annotations: str, images: str | os.PathLike | None) -> str:
+    if images is not None:
+        return os.fspath(images)
+    for candidate in (
+        os.path.join(annotations, "JPEGImages"),
+        os.path.join(os.path.dirname(os.path.normpath(annotations)), "JPEGImages"),
+    ):
+        if os.path.isdir(candidate):
+            return candidate
+    return annotations
+
+
+def convert_voc(
+    annotations: str | os.PathLike,
+    output: str | os.PathLike,
+    *,
+    images: str | os.PathLike | None = None,
+    image_set: str | os.PathLike | None = None,
+    num_shards: int = 1,
+    label_map: LabelMapSource | None = None,
+    label_map_output: str | os.PathLike | None = None,
+    include_difficult: bool = True,
+    shuffle: bool = True,
+    seed: int = 0,
+    compression: str | None = None,
+    num_workers: int | None = None,
+    progress: bool = True,
+) -> ConversionResult:
+    """Convert a folder of Pascal VOC XML files and their images to sharded TFRecords.
+
+    Args:
+      annotations: the folder of XML files, or a VOC root holding ``Annotations/``.
+      output: path prefix of the shards: ``out/train`` → ``out/train-00000-of-00004.tfrecord``.
+      images: folder of the images (default: ``JPEGImages`` inside or beside ``annotations``,
+        else ``annotations`` itself).
+      image_set: a list of image ids to convert (``ImageSets/Main/trainval.txt``).
+      num_shards: number of TFRecord files.
+      label_map: ``{name: id}`` or a label map file; by default the class names found, sorted,
+        get ids 1..N.
+      label_map_output: where to write the label map (default ``label_map.pbtxt`` beside the
+        shards).
+      include_difficult: keep ``difficult`` objects (flagged); False leaves them out.
+      shuffle, seed: write the images in a seeded random order (else in file order).
+      compression: None or ``"GZIP"``.
+      num_workers: threads building records (default: the CPUs available).
+      progress: show a progress bar on stderr.
+    """
+    files = voc_files(annotations, image_set)
+    images_dir = _images_folder(os.fspath(annotations), images)
+    parsed = [parse_voc_xml(path) for path in files]
+    if not include_difficult:
+        parsed = [
+            dataclasses.replace(a, objects=tuple(o for o in a.objects if not o.difficult))
+            for a in parsed
+        ]
+    mapping = label_map_for(
+        (o.name for a in parsed for o in a.objects), label_map, os.fspath(annotations)
+    )
+
+    def build(annotation: VocAnnotation) -> bytes:
+        return _build(annotation, images_dir, mapping).SerializeToString()
+
+    return run(
+        order(parsed, shuffle, seed),
+        build,
+        output,
+        mapping,
+        label_map_source=label_map,
+        label_map_output=label_map_output,
+        num_shards=num_shards,
+        compression=compression,
+        num_workers=num_workers,
+        progress=progress,
+        description="VOC",
+        count_boxes=lambda annotation: len(annotation.objects),
+    )
+
+
+def _build(annotation: VocAnnotation, images_dir: str, mapping: dict[str, int]):
+    path = os.path.join(images_dir, annotation.filename)
+    file = read_image(path)
+    height, width = annotation.height, annotation.width
+    if height == 0 and width == 0:  # some tools write an empty <size>; trust the image
+        height, width = file.height, file.width
+    check_size(file, height, width, annotation.path, path)
+    objects = annotation.objects
+    return build_example(
+        file.encoded,
+        image_format=file.format,
+        height=height,
+        width=width,
+        filename=annotation.filename,
+        source_id=os.path.splitext(os.path.basename(annotation.path))[0],
+        boxes=pixel_boxes_to_normalized(np.array([o.box for o in objects]), height, width),
+        classes=[mapping[o.name] for o in objects],
+        class_texts=[o.name for o in objects],
+        difficult=[int(o.difficult) for o in objects],
+        truncated=[int(o.truncated) for o in objects],
+        views=[o.pose for o in objects],
+    )
