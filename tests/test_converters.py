@@ -1,0 +1,458 @@
+"""Converters: small generated COCO, VOC, CSV and folder datasets, converted and read back through
+``decode_example``, every field compared with the source annotations."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from object_input import decode_example, fields
+from object_input.converters import (
+    ConversionError,
+    convert_coco,
+    convert_csv,
+    convert_folders,
+    convert_voc,
+)
+from object_input.label_map import load_label_map, write_label_map
+
+mask_utils = pytest.importorskip("pycocotools.mask")
+
+QUIET = {"progress": False}
+
+
+def _image(rng, height, width):
+    return rng.integers(0, 256, size=(height, width, 3), dtype=np.uint8)
+
+
+def _save(path, image):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix == ".png":
+        path.write_bytes(tf.io.encode_png(image).numpy())
+    else:
+        path.write_bytes(tf.io.encode_jpeg(image, quality=90).numpy())
+    return path
+
+
+def _pixels(path):
+    return tf.io.decode_image(path.read_bytes(), channels=3).numpy()
+
+
+def _read(paths, **options):
+    """``{source_id: (decoded numpy dict, tf.train.Example)}`` of every record in ``paths``."""
+    records = {}
+    for path in paths:
+        for serialized in tf.data.TFRecordDataset(path):
+            decoded = decode_example(serialized, **options)
+            example = tf.train.Example.FromString(serialized.numpy())
+            source_id = decoded[fields.SOURCE_ID].numpy().decode()
+            assert source_id not in records
+            records[source_id] = ({k: v.numpy() for k, v in decoded.items()}, example)
+    return records
+
+
+def _feature(example, key):
+    feature = example.features.feature[key]
+    kind = feature.WhichOneof("kind")
+    return list(getattr(feature, kind).value) if kind else []
+
+
+# COCO ------------------------------------------------------------------------------------------
+
+
+def _polygon_box(polygon):
+    xs, ys = polygon[0::2], polygon[1::2]
+    return [min(xs), min(ys), max(xs) - min(xs), max(ys) - min(ys)]
+
+
+@pytest.fixture
+def coco(tmp_path, rng):
+    images_dir = tmp_path / "images"
+    sizes = {1: (20, 30), 2: (16, 24), 3: (12, 12)}
+    files = {1: "a.png", 2: "sub/b.jpg", 3: "c.png"}
+    for image_id, (h, w) in sizes.items():
+        _save(images_dir / files[image_id], _image(rng, h, w))
+    polygon = [3.0, 2.0, 20.5, 4.0, 12.0, 15.5, 4.0, 12.0]
+    raw_rle = mask_utils.encode(np.asfortranarray((rng.random((20, 30)) > 0.7).astype(np.uint8)))
+    uncompressed = {"size": [20, 30], "counts": [5, 40, 10, 60, 485]}
+    compressed = {"size": [20, 30], "counts": raw_rle["counts"].decode()}
+    annotations = [
+        {
+            "id": 10,
+            "image_id": 1,
+            "category_id": 1,
+            "bbox": _polygon_box(polygon),
+            "area": 123.5,
+            "iscrowd": 0,
+            "segmentation": [polygon],
+            "keypoints": [5, 6, 2, 0, 0, 0, 7.5, 8.5, 1],
+        },
+        {
+            "id": 11,
+            "image_id": 1,
+            "category_id": 3,
+            "bbox": [0, 0, 30, 20],
+            "area": 300.0,
+            "iscrowd": 1,
+            "segmentation": uncompressed,
+        },
+        {
+            "id": 12,
+            "image_id": 1,
+            "category_id": 3,
+            "bbox": [10, 5, 8, 6],
+            "area": 40.0,
+            "iscrowd": 0,
+            "segmentation": compressed,
+        },
+        # Overshoots the 24x16 image: clipped to it.
+        {
+            "id": 13,
+            "image_id": 2,
+            "category_id": 3,
+            "bbox": [20, 10, 8, 9],
+            "area": 72.0,
+            "iscrowd": 0,
+            "segmentation": [[20, 10, 24, 10, 24, 16, 20, 16]],
+        },
+        # Zero width: skipped and reported.
+        {
+            "id": 14,
+            "image_id": 2,
+            "category_id": 1,
+            "bbox": [4, 4, 0, 3],
+            "area": 0.0,
+            "iscrowd": 0,
+            "segmentation": [],
+        },
+    ]
+    data = {
+        "images": [
+            {"id": i, "file_name": files[i], "height": h, "width": w} for i, (h, w) in sizes.items()
+        ],
+        "categories": [
+            {"id": 1, "name": "person", "keypoints": ["nose", "eye", "ear"]},
+            {"id": 3, "name": "car"},
+        ],
+        "annotations": annotations,
+    }
+    path = tmp_path / "instances.json"
+    path.write_text(json.dumps(data))
+    return path, images_dir, data
+
+
+def _expected_mask(segmentation, h, w):
+    if isinstance(segmentation, list):
+        return mask_utils.decode(mask_utils.merge(mask_utils.frPyObjects(segmentation, h, w)))
+    if isinstance(segmentation["counts"], list):
+        return mask_utils.decode(mask_utils.frPyObjects(segmentation, h, w))
+    return mask_utils.decode({**segmentation, "counts": segmentation["counts"].encode()})
+
+
+def test_coco_every_field_round_trips(coco, tmp_path):
+    path, images_dir, data = coco
+    result = convert_coco(path, images_dir, tmp_path / "out" / "train", num_shards=2, **QUIET)
+    assert [p.rsplit("/", 1)[1] for p in result.paths] == [
+        "train-00000-of-00002.tfrecord",
+        "train-00001-of-00002.tfrecord",
+    ]
+    assert result.label_map_path == str(tmp_path / "out" / "label_map.pbtxt")
+    assert load_label_map(result.label_map_path) == {"person": 1, "car": 3}
+    assert (result.num_examples, result.num_boxes) == (3, 4)
+    assert len(result.skipped) == 1 and "annotations[4]" in result.skipped[0]
+
+    records = _read(result.paths, masks="png", num_keypoints=3, label_map=result.label_map_path)
+    assert sorted(records) == ["1", "2", "3"]
+    names = {c["id"]: c["name"] for c in data["categories"]}
+    for image in data["images"]:
+        decoded, example = records[str(image["id"])]
+        h, w = image["height"], image["width"]
+        np.testing.assert_array_equal(
+            decoded[fields.IMAGE], _pixels(images_dir / image["file_name"])
+        )
+        assert decoded[fields.FILENAME].decode() == image["file_name"]
+        anns = [a for a in data["annotations"] if a["image_id"] == image["id"] and a["id"] != 14]
+        expected_boxes = [
+            [max(y, 0) / h, max(x, 0) / w, min(y + bh, h) / h, min(x + bw, w) / w]
+            for x, y, bw, bh in (a["bbox"] for a in anns)
+        ]
+        np.testing.assert_array_equal(
+            decoded[fields.BOXES], np.array(expected_boxes, np.float32).reshape(-1, 4)
+        )
+        np.testing.assert_array_equal(decoded[fields.CLASSES], [a["category_id"] for a in anns])
+        assert [t.decode() for t in _feature(example, "image/object/class/text")] == [
+            names[a["category_id"]] for a in anns
+        ]
+        np.testing.assert_array_equal(decoded[fields.AREA], [a["area"] for a in anns])
+        np.testing.assert_array_equal(decoded[fields.IS_CROWD], [a["iscrowd"] == 1 for a in anns])
+        assert decoded[fields.MASKS].shape == (len(anns), h, w)
+        for mask, ann in zip(decoded[fields.MASKS], anns, strict=True):
+            np.testing.assert_array_equal(mask, _expected_mask(ann["segmentation"], h, w))
+        for points, visible, ann in zip(
+            decoded[fields.KEYPOINTS], decoded[fields.KEYPOINT_VISIBILITIES], anns, strict=True
+        ):
+            raw = np.reshape(ann.get("keypoints", [0] * 9), (3, 3))
+            np.testing.assert_array_equal(visible, raw[:, 2] > 0)
+            expected = np.where(raw[:, 2:] > 0, np.float32(raw[:, [1, 0]] / [h, w]), np.nan).astype(
+                np.float32
+            )
+            np.testing.assert_array_equal(points, expected)
+        assert _feature(example, "image/object/keypoint/visibility") == [
+            v for a in anns for v in np.reshape(a.get("keypoints", [0] * 9), (3, 3))[:, 2]
+        ]
+    # The polygon mask is not empty: the comparison above compares real pixels.
+    assert records["1"][0][fields.MASKS][0].sum() > 20
+
+
+def test_coco_output_is_the_same_for_any_worker_count(coco, tmp_path):
+    path, images_dir, _ = coco
+    one = convert_coco(path, images_dir, tmp_path / "a" / "x", num_shards=2, num_workers=1, **QUIET)
+    four = convert_coco(
+        path, images_dir, tmp_path / "b" / "x", num_shards=2, num_workers=4, **QUIET
+    )
+    assert len(one.paths) == len(four.paths) == 2
+    for a, b in zip(one.paths, four.paths, strict=True):
+        assert Path(a).read_bytes() == Path(b).read_bytes()
+
+
+def test_coco_label_map_renumbers_by_name_and_crowd_can_be_left_out(coco, tmp_path):
+    path, images_dir, _ = coco
+    result = convert_coco(
+        path,
+        images_dir,
+        tmp_path / "out" / "train",
+        label_map={"car": 1, "person": 2},
+        include_crowd=False,
+        masks=False,
+        keypoints=False,
+        **QUIET,
+    )
+    assert load_label_map(result.label_map_path) == {"car": 1, "person": 2}
+    decoded, example = _read(result.paths)["1"]
+    np.testing.assert_array_equal(decoded[fields.CLASSES], [2, 1])  # the crowd car is gone
+    assert "image/object/mask" not in example.features.feature
+    assert "image/object/keypoint/x" not in example.features.feature
+
+
+def test_coco_errors_name_the_file_and_entry(coco, tmp_path):
+    path, images_dir, data = coco
+    data["annotations"][2]["category_id"] = 7
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data))
+    with pytest.raises(ConversionError, match=r"bad.json: annotations\[2\]: category_id 7"):
+        convert_coco(bad, images_dir, tmp_path / "o" / "x", **QUIET)
+    (images_dir / "c.png").unlink()
+    with pytest.raises(ConversionError, match=r"cannot read image .*c\.png"):
+        convert_coco(path, images_dir, tmp_path / "o" / "x", **QUIET)
+
+
+# Pascal VOC ------------------------------------------------------------------------------------
+
+
+def _voc_xml(filename, width, height, objects):
+    parts = [f"<annotation><filename>{filename}</filename>"]
+    parts.append(f"<size><width>{width}</width><height>{height}</height><depth>3</depth></size>")
+    for name, box, difficult, truncated, pose in objects:
+        xmin, ymin, xmax, ymax = box
+        parts.append(
+            f"<object><name>{name}</name><pose>{pose}</pose><truncated>{truncated}</truncated>"
+            f"<difficult>{difficult}</difficult><bndbox><xmin>{xmin}</xmin><ymin>{ymin}</ymin>"
+            f"<xmax>{xmax}</xmax><ymax>{ymax}</ymax></bndbox></object>"
+        )
+    return "".join(parts) + "</annotation>"
+
+
+VOC = {
+    "000001": (
+        "000001.jpg",
+        32,
+        24,
+        [
+            ("dog", (3, 4, 20, 22), 0, 1, "Left"),
+            ("cat", (10, 1, 31, 12), 1, 0, "Frontal"),
+        ],
+    ),
+    "000002": ("000002.png", 16, 20, [("person", (1, 2, 15, 19), 0, 0, "Unspecified")]),
+    "000003": ("000003.png", 10, 10, []),
+}
+VOC_EXTRA = {
+    "image/object/truncated": tf.io.VarLenFeature(tf.int64),
+    "image/object/view": tf.io.VarLenFeature(tf.string),
+}
+
+
+@pytest.fixture
+def voc(tmp_path, rng):
+    root = tmp_path / "VOC2012"
+    for stem, (filename, width, height, objects) in VOC.items():
+        _save(root / "JPEGImages" / filename, _image(rng, height, width))
+        (root / "Annotations").mkdir(parents=True, exist_ok=True)
+        (root / "Annotations" / f"{stem}.xml").write_text(
+            _voc_xml(filename, width, height, objects)
+        )
+    return root
+
+
+def test_voc_every_field_round_trips(voc, tmp_path):
+    result = convert_voc(voc, tmp_path / "out" / "voc", num_shards=3, **QUIET)
+    mapping = {"cat": 1, "dog": 2, "person": 3}
+    assert load_label_map(result.label_map_path) == mapping
+    assert (result.num_examples, result.num_boxes) == (3, 3)
+    records = _read(result.paths, extra_features=VOC_EXTRA)
+    assert sorted(records) == sorted(VOC)
+    for stem, (filename, width, height, objects) in VOC.items():
+        decoded, example = records[stem]
+        np.testing.assert_array_equal(decoded[fields.IMAGE], _pixels(voc / "JPEGImages" / filename))
+        expected = [
+            [ymin / height, xmin / width, ymax / height, xmax / width]
+            for _, (xmin, ymin, xmax, ymax), *_ in objects
+        ]
+        np.testing.assert_array_equal(
+            decoded[fields.BOXES], np.array(expected, np.float32).reshape(-1, 4)
+        )
+        np.testing.assert_array_equal(decoded[fields.CLASSES], [mapping[o[0]] for o in objects])
+        np.testing.assert_array_equal(decoded[fields.DIFFICULT], [o[2] == 1 for o in objects])
+        np.testing.assert_array_equal(decoded["image/object/truncated"], [o[3] for o in objects])
+        assert [v.decode() for v in decoded["image/object/view"]] == [o[4] for o in objects]
+        assert [t.decode() for t in _feature(example, "image/object/class/text")] == [
+            o[0] for o in objects
+        ]
+
+
+def test_voc_image_set_label_map_and_difficult(voc, tmp_path):
+    image_set = tmp_path / "train.txt"
+    image_set.write_text("000001\n")
+    label_map = write_label_map(tmp_path / "given.pbtxt", {"person": 1, "dog": 2, "cat": 5})
+    result = convert_voc(
+        voc / "Annotations",
+        tmp_path / "out" / "voc",
+        images=voc / "JPEGImages",
+        image_set=image_set,
+        label_map=label_map,
+        include_difficult=False,
+        **QUIET,
+    )
+    records = _read(result.paths)
+    assert list(records) == ["000001"]
+    np.testing.assert_array_equal(records["000001"][0][fields.CLASSES], [2])  # the cat is difficult
+
+
+def test_voc_errors(voc, tmp_path):
+    (voc / "Annotations" / "000002.xml").write_text(
+        _voc_xml("000002.png", 17, 20, [("person", (1, 2, 15, 19), 0, 0, "Left")])
+    )
+    with pytest.raises(ConversionError, match=r"000002.xml: image size 17x20 .* is 16x20"):
+        convert_voc(voc, tmp_path / "out" / "voc", **QUIET)
+    (voc / "Annotations" / "000002.xml").write_text("<annotation><filename>x</filename>")
+    with pytest.raises(ConversionError, match=r"000002\.xml: not valid XML"):
+        convert_voc(voc, tmp_path / "out" / "voc", **QUIET)
+    with pytest.raises(ConversionError, match=r"classes \['cat'\] are not in the label map"):
+        convert_voc(
+            voc / "Annotations",
+            tmp_path / "o2" / "voc",
+            image_set=_write(tmp_path / "s.txt", "000001\n"),
+            label_map={"dog": 1},
+            **QUIET,
+        )
+
+
+def _write(path, text):
+    path.write_text(text)
+    return path
+
+
+# CSV -------------------------------------------------------------------------------------------
+
+
+def test_csv_groups_rows_by_image_wherever_they_are(tmp_path, rng):
+    images = tmp_path / "img"
+    _save(images / "a.png", _image(rng, 20, 40))
+    _save(images / "b.jpg", _image(rng, 30, 10))
+    _save(images / "empty.png", _image(rng, 8, 8))
+    rows = [
+        "filename,width,height,class,xmin,ymin,xmax,ymax",
+        "a.png,40,20,cat,1,2,30,18",
+        "b.jpg,10,30,dog,0,0,10,30",
+        "empty.png,8,8,,,,,",
+        "a.png,40,20,dog,5.5,6.25,7.5,9",
+    ]
+    csv_path = _write(tmp_path / "boxes.csv", "\n".join(rows) + "\n")
+    result = convert_csv(csv_path, images, tmp_path / "out" / "train", num_shards=2, **QUIET)
+    assert load_label_map(result.label_map_path) == {"cat": 1, "dog": 2}
+    assert (result.num_examples, result.num_boxes) == (3, 3)
+    records = _read(result.paths)
+    a = records["a.png"][0]
+    np.testing.assert_array_equal(
+        a[fields.BOXES],
+        np.array(
+            [[2 / 20, 1 / 40, 18 / 20, 30 / 40], [6.25 / 20, 5.5 / 40, 9 / 20, 7.5 / 40]],
+            np.float32,
+        ),
+    )
+    np.testing.assert_array_equal(a[fields.CLASSES], [1, 2])
+    np.testing.assert_array_equal(a[fields.IMAGE], _pixels(images / "a.png"))
+    b = records["b.jpg"][0]
+    np.testing.assert_array_equal(b[fields.BOXES], np.array([[0, 0, 1, 1]], np.float32))
+    np.testing.assert_array_equal(b[fields.CLASSES], [2])
+    np.testing.assert_array_equal(b[fields.IMAGE], _pixels(images / "b.jpg"))
+    assert records["empty.png"][0][fields.BOXES].shape == (0, 4)
+
+
+def test_csv_errors_name_line_and_column(tmp_path, rng):
+    images = tmp_path / "img"
+    _save(images / "a.png", _image(rng, 20, 40))
+    header = "filename,width,height,class,xmin,ymin,xmax,ymax\n"
+    bad = _write(
+        tmp_path / "bad.csv", header + "a.png,40,20,cat,1,2,30,18\na.png,40,20,cat,x,2,3,4\n"
+    )
+    with pytest.raises(ConversionError, match=r"bad.csv:3: column xmin is 'x', not a number"):
+        convert_csv(bad, images, tmp_path / "o" / "t", **QUIET)
+    sizes = _write(
+        tmp_path / "sz.csv", header + "a.png,40,20,cat,1,2,3,4\na.png,41,20,cat,1,2,3,4\n"
+    )
+    with pytest.raises(ConversionError, match=r"sz.csv:3: 'a.png' is 41x20 here but 40x20 at"):
+        convert_csv(sizes, images, tmp_path / "o" / "t", **QUIET)
+    columns = _write(tmp_path / "col.csv", "filename,class\na.png,cat\n")
+    with pytest.raises(ConversionError, match=r"col.csv: the header lacks columns \['width'"):
+        convert_csv(columns, images, tmp_path / "o" / "t", **QUIET)
+
+
+# Class folders ---------------------------------------------------------------------------------
+
+
+def test_folders_image_level_classes(tmp_path, rng):
+    root = tmp_path / "flowers"
+    _save(root / "tulip" / "1.png", _image(rng, 9, 7))
+    _save(root / "daisy" / "2.jpg", _image(rng, 5, 6))
+    _save(root / "daisy" / "more" / "3.png", _image(rng, 4, 4))
+    (root / "daisy" / "notes.txt").write_text("not an image")
+    result = convert_folders(root, tmp_path / "out" / "flowers", num_shards=2, **QUIET)
+    assert load_label_map(result.label_map_path) == {"daisy": 1, "tulip": 2}
+    records = _read(result.paths)
+    assert sorted(records) == ["daisy/2.jpg", "daisy/more/3.png", "tulip/1.png"]
+    for source_id, (decoded, example) in records.items():
+        name = source_id.split("/")[0]
+        np.testing.assert_array_equal(
+            decoded[fields.IMAGE_CLASSES], [{"daisy": 1, "tulip": 2}[name]]
+        )
+        assert _feature(example, "image/class/text") == [name.encode()]
+        assert decoded[fields.BOXES].shape == (0, 4)
+        np.testing.assert_array_equal(decoded[fields.IMAGE], _pixels(root / source_id))
+
+
+def test_a_different_label_map_is_never_overwritten(tmp_path, rng):
+    for split, classes in (("train", ("a", "b")), ("val", ("b",))):
+        for name in classes:
+            _save(tmp_path / split / name / "x.png", _image(rng, 4, 4))
+    convert_folders(tmp_path / "train", tmp_path / "out" / "train", **QUIET)
+    with pytest.raises(ConversionError, match=r"label_map\.pbtxt exists with other classes"):
+        convert_folders(tmp_path / "val", tmp_path / "out" / "val", **QUIET)
+    result = convert_folders(
+        tmp_path / "val",
+        tmp_path / "out" / "val",
+        label_map=tmp_path / "out" / "label_map.pbtxt",
+        **QUIET,
+    )
+    np.testing.assert_array_equal(_read(result.paths)["b/x.png"][0][fields.IMAGE_CLASSES], [2])
