@@ -20,6 +20,7 @@ from object_input.converters.common import (
     ConversionResult,
     check_size,
     order,
+    pixel_boxes_to_normalized,
     read_image,
     run,
 )
@@ -196,7 +197,8 @@ def _require(entry: Any, keys: tuple[str, ...], where: str) -> None:
 
 
 def _clipped_box(bbox: Any, image: _Image, where: str) -> list[float] | None:
-    """Normalized ``[ymin, xmin, ymax, xmax]`` of a COCO ``[x, y, w, h]`` box, or None if empty."""
+    """Pixel ``[xmin, ymin, xmax, ymax]`` of a COCO ``[x, y, w, h]`` box clipped to the image, or
+    None if that is empty."""
     try:
         x, y, w, h = (float(v) for v in bbox)
     except (TypeError, ValueError):
@@ -207,12 +209,12 @@ def _clipped_box(bbox: Any, image: _Image, where: str) -> list[float] | None:
     ymax, xmax = min(y + h, image.height), min(x + w, image.width)
     if ymax <= ymin or xmax <= xmin:
         return None
-    return [ymin / image.height, xmin / image.width, ymax / image.height, xmax / image.width]
+    return [xmin, ymin, xmax, ymax]
 
 
 def _box_area(box: list[float], image: _Image) -> float:
-    ymin, xmin, ymax, xmax = box
-    return (ymax - ymin) * image.height * (xmax - xmin) * image.width
+    xmin, ymin, xmax, ymax = box
+    return (ymax - ymin) * (xmax - xmin)
 
 
 def _build(
@@ -255,7 +257,7 @@ def _build(
         width=file.width,
         filename=image.file_name,
         source_id=str(image.id),
-        boxes=np.array([a["_box"] for a in anns], np.float32).reshape(-1, 4),
+        boxes=pixel_boxes_to_normalized([a["_box"] for a in anns], image.height, image.width),
         classes=[mapping[name] for name in names],
         class_texts=names,
         area=[float(a["area"]) if "area" in a else _box_area(a["_box"], image) for a in anns],

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from object_input.boxes import convert
 from object_input.label_map import LabelMapSource, format_label_map, load_label_map
 from object_input.writers import write_parallel
 
@@ -97,11 +98,10 @@ def check_size(image: ImageFile, height: int, width: int, where: str, path: str)
         )
 
 
-def pixel_boxes_to_normalized(boxes: np.ndarray, height: int, width: int) -> np.ndarray:
+def pixel_boxes_to_normalized(boxes: Any, height: int, width: int) -> np.ndarray:
     """``[N, 4]`` pixel ``(xmin, ymin, xmax, ymax)`` to normalized ``[ymin, xmin, ymax, xmax]``."""
-    boxes = np.asarray(boxes, np.float64).reshape(-1, 4)
-    scale = np.array([height, width, height, width], np.float64)
-    return (boxes[:, [1, 0, 3, 2]] / scale).astype(np.float32)
+    pixels = np.asarray(boxes, np.float64).reshape(-1, 4)
+    return convert(pixels, "xyxy", "rel_yxyx", (height, width)).numpy().astype(np.float32)
 
 
 def label_map_for(
