@@ -1,0 +1,200 @@
+"""The fused colour stage: brightness, contrast, hue and saturation as one XLA-compiled function.
+
+A run of those steps at the end of an augmentation can leave the per-example map and run on the
+static-shape batch after the resize, as one ``tf.function(jit_compile=True)``: XLA fuses the
+steps into one pass over the pixels. The stage is exact for the steps it runs: the same values as
+the steps of :mod:`object_input.ops.color` (TensorFlow's ``AdjustContrastv2``, ``AdjustHue`` and
+``AdjustSaturation`` kernels on one image) up to float rounding, with every step clipping to
+[0, 255]. Only its place differs: after the resize, colour is computed on interpolated pixels
+(see docs/performance.md for how much that changes).
+
+Randomness: :meth:`FusedColor.draw` draws one image's parameters from its example seed exactly as
+:class:`object_input.ops.Augmentation` would for the same steps (step ``i`` from
+``fold_in(seed, i)``), so a pipeline draws per example and applies per batch, in the pipeline or
+on the training device (:class:`object_input.layers.FusedColorLayer`).
+
+Hue and saturation work on (hue sextant, value, chroma) in closed form, without branches: with
+V = max, C = max - min and the hue h in sextants, RGB channel n is ``V - C * clip(min(k, 4 - k),
+0, 1)`` with ``k = (h + n) mod 6``, n = 5, 3, 1 for R, G, B. A hue rotation adds to h; a
+saturation factor f scales the chroma to ``min(C * f, V)`` (saturation capped at 1). Adjacent hue
+and saturation steps share one conversion.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import tensorflow as tf
+
+from object_input.ops import core
+from object_input.ops.color import COLOR_STEPS
+from object_input.ops.compose import Augmentation
+
+# The steps the stage fuses; each draws exactly one scalar parameter per image.
+FUSABLE_STEPS = (
+    "random_adjust_brightness",
+    "random_adjust_contrast",
+    "random_adjust_hue",
+    "random_adjust_saturation",
+)
+_PARAMETER = {
+    "random_adjust_brightness": "delta",
+    "random_adjust_contrast": "factor",
+    "random_adjust_hue": "delta",
+    "random_adjust_saturation": "factor",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class FusedColor:
+    """A run of fusable colour steps: ``(position in the augmentation, name, params)`` each."""
+
+    steps: tuple[tuple[int, str, Mapping[str, Any]], ...]
+
+    @classmethod
+    def split(cls, augment: Augmentation | Sequence[Any]) -> tuple[int, FusedColor | None]:
+        """``(start, stage)``: the trailing run of fusable steps of ``augment`` from ``start``.
+
+        ``stage`` is None (and ``start`` the number of steps) when the augmentation does not end
+        with a fusable colour step.
+        """
+        if not isinstance(augment, Augmentation):
+            augment = Augmentation(augment)
+        start = len(augment)
+        while start > 0 and augment.steps[start - 1][0].name in FUSABLE_STEPS:
+            start -= 1
+        steps = tuple(
+            (index, spec.name, dict(params))
+            for index, (spec, params) in enumerate(augment.steps)
+            if index >= start
+        )
+        return start, (cls(steps) if steps else None)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The step names, in order."""
+        return tuple(name for _, name, _ in self.steps)
+
+    @property
+    def num_parameters(self) -> int:
+        """Length of the per-image parameter vector."""
+        return len(self.steps)
+
+    def draw(self, seed: Any) -> tf.Tensor:
+        """Float32 ``[P]``: one image's parameters, from its example seed (as Augmentation draws).
+
+        ``seed`` None gives non-reproducible draws, like the steps themselves.
+        """
+        values = []
+        for index, name, params in self.steps:
+            step_seed = None if seed is None else core.fold_seed(seed, index)
+            drawn = COLOR_STEPS[name].sample(step_seed, params)
+            values.append(tf.cast(drawn[_PARAMETER[name]], tf.float32))
+        return tf.stack(values)
+
+    def __call__(self, images: tf.Tensor, parameters: tf.Tensor) -> tf.Tensor:
+        """Apply to RGB ``[B, H, W, 3]`` images (any real dtype) with ``[B, P]`` parameters.
+
+        Returns float32 on the [0, 255] scale. Compiled once per step list, shape and dtype.
+        """
+        if images.shape.rank != 4 or images.shape[-1] != 3:
+            raise ValueError(
+                f"the fused colour stage takes RGB batches [B, H, W, 3], got shape {images.shape}"
+            )
+        return _compiled(self.names)(images, tf.cast(parameters, tf.float32))
+
+
+@functools.cache
+def _compiled(names: tuple[str, ...]) -> tf.types.experimental.PolymorphicFunction:
+    """One XLA-compiled function per step list, shared by every pipeline that uses it."""
+
+    def fused(images: tf.Tensor, parameters: tf.Tensor) -> tf.Tensor:
+        image = tf.cast(images, tf.float32)
+        rgb = (image[..., 0], image[..., 1], image[..., 2])
+        state: _State = _Rgb(rgb)
+        for column, name in enumerate(names):
+            state = _APPLY[name](state, parameters[:, column, tf.newaxis, tf.newaxis])
+        return tf.stack(state.rgb(), axis=-1)
+
+    return tf.function(fused, jit_compile=True, reduce_retracing=True)
+
+
+def _clip(value: tf.Tensor) -> tf.Tensor:
+    return tf.clip_by_value(value, 0.0, 255.0)
+
+
+class _Rgb:
+    """Planar channels ``(r, g, b)``, each ``[B, H, W]``."""
+
+    def __init__(self, channels: tuple[tf.Tensor, tf.Tensor, tf.Tensor]):
+        self.channels = channels
+
+    def rgb(self) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        return self.channels
+
+    def hsv(self) -> _Hsv:
+        red, green, blue = self.channels
+        value = tf.maximum(tf.maximum(red, green), blue)
+        chroma = value - tf.minimum(tf.minimum(red, green), blue)
+        # AdjustHue's choice among tied maxima: red, then green, then blue.
+        is_red, is_green = value == red, value == green
+        numerator = tf.where(is_red, green - blue, tf.where(is_green, blue - red, red - green))
+        offset = tf.where(is_red, 0.0, tf.where(is_green, 2.0, 4.0))
+        hue = numerator / tf.where(chroma > 0, chroma, 1.0) + offset
+        return _Hsv(hue, value, chroma)
+
+
+class _Hsv:
+    """Hue in sextants (any real; taken mod 6), value and chroma, each ``[B, H, W]``."""
+
+    def __init__(self, hue: tf.Tensor, value: tf.Tensor, chroma: tf.Tensor):
+        self.hue, self.value, self.chroma = hue, value, chroma
+
+    def hsv(self) -> _Hsv:
+        return self
+
+    def rgb(self) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        def channel(n: float) -> tf.Tensor:
+            k = self.hue + n
+            k = k - 6.0 * tf.floor(k * (1.0 / 6.0))
+            return self.value - self.chroma * tf.clip_by_value(tf.minimum(k, 4.0 - k), 0.0, 1.0)
+
+        return channel(5.0), channel(3.0), channel(1.0)
+
+
+_State = _Rgb | _Hsv
+
+
+def _brightness(state: _State, delta: tf.Tensor) -> _State:
+    return _Rgb(tuple(_clip(c + 255.0 * delta) for c in state.rgb()))
+
+
+def _contrast(state: _State, factor: tf.Tensor) -> _State:
+    def adjust(channel: tf.Tensor) -> tf.Tensor:
+        mean = tf.reduce_mean(channel, axis=[-2, -1], keepdims=True)
+        return _clip((channel - mean) * factor + mean)
+
+    return _Rgb(tuple(adjust(c) for c in state.rgb()))
+
+
+def _hue(state: _State, delta: tf.Tensor) -> _State:
+    # The rotated colour keeps V and C inside [0, 255]: the step's clip is a no-op here.
+    hsv = state.hsv()
+    return _Hsv(hsv.hue + 6.0 * delta, hsv.value, hsv.chroma)
+
+
+def _saturation(state: _State, factor: tf.Tensor) -> _State:
+    hsv = state.hsv()
+    chroma = tf.minimum(hsv.chroma * tf.maximum(factor, 0.0), hsv.value)
+    return _Hsv(hsv.hue, hsv.value, chroma)
+
+
+_APPLY = {
+    "random_adjust_brightness": _brightness,
+    "random_adjust_contrast": _contrast,
+    "random_adjust_hue": _hue,
+    "random_adjust_saturation": _saturation,
+}
