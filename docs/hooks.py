@@ -1,0 +1,106 @@
+"""MkDocs hook: option tables generated from signatures and docstrings, so they cannot go stale.
+
+A page line ``<!-- options: object_input.pipeline.make_dataset -->`` becomes a table of that
+function's keyword parameters (or a dataclass's fields) with their defaults and the text of their
+``Args:`` (or ``Attributes:``) docstring entry.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import inspect
+import re
+from typing import Any
+
+MARKER = re.compile(r"^<!-- options: ([\w.]+) -->$", re.M)
+SECTIONS = ("Args:", "Attributes:")
+
+
+def resolve(path: str) -> Any:
+    """The object at a dotted path such as ``object_input.options.ReadOptions``."""
+    module, _, name = path.rpartition(".")
+    return getattr(importlib.import_module(module), name)
+
+
+def docstring_entries(obj: Any) -> dict[str, str]:
+    """``{name: text}`` from the ``Args:``/``Attributes:`` section of a Google-style docstring.
+
+    An entry ``a, b: text`` documents both names; continuation lines are joined.
+    """
+    doc = inspect.getdoc(obj) or ""
+    entries: dict[str, str] = {}
+    names: list[str] = []
+    inside = False
+    indent = None
+    for line in doc.splitlines():
+        stripped = line.strip()
+        if stripped in SECTIONS:
+            inside, indent, names = True, None, []
+            continue
+        if not inside:
+            continue
+        if not stripped:
+            continue
+        depth = len(line) - len(line.lstrip())
+        if depth == 0:
+            inside = False
+            continue
+        if indent is None:
+            indent = depth
+        match = re.match(r"([\w, ]+):\s*(.*)", stripped)
+        if depth == indent and match:
+            names = [n.strip() for n in match.group(1).split(",")]
+            for name in names:
+                entries[name] = match.group(2)
+        elif names:
+            for name in names:
+                entries[name] = f"{entries[name]} {stripped}".strip()
+    return entries
+
+
+def defaults(obj: Any) -> dict[str, Any]:
+    """``{name: default}`` of a dataclass's fields or a function's keyword parameters.
+
+    A default wrapped in an object with a ``value`` attribute (a "not given" marker) is unwrapped.
+    """
+    if dataclasses.is_dataclass(obj):
+        out = {}
+        for field in dataclasses.fields(obj):
+            if field.default is not dataclasses.MISSING:
+                out[field.name] = field.default
+            elif field.default_factory is not dataclasses.MISSING:
+                out[field.name] = field.default_factory()
+            else:
+                out[field.name] = inspect.Parameter.empty
+        return out
+    out = {}
+    for name, param in inspect.signature(obj).parameters.items():
+        if param.kind in (param.VAR_KEYWORD, param.VAR_POSITIONAL):
+            continue
+        out[name] = getattr(param.default, "value", param.default)
+    return out
+
+
+def _show(value: Any) -> str:
+    if value is inspect.Parameter.empty:
+        return "required"
+    if isinstance(value, int) and not isinstance(value, bool) and value == -1:
+        return "`AUTOTUNE`"
+    return f"`{value!r}`"
+
+
+def options_table(path: str) -> str:
+    """A Markdown table: option, default, meaning."""
+    obj = resolve(path)
+    texts = docstring_entries(obj)
+    rows = ["| option | default | meaning |", "|---|---|---|"]
+    for name, default in defaults(obj).items():
+        text = texts.get(name, "").replace("|", "\\|")
+        rows.append(f"| `{name}` | {_show(default)} | {text} |")
+    return "\n".join(rows)
+
+
+def on_page_markdown(markdown: str, **kwargs: Any) -> str:
+    """MkDocs event: expand every options marker of the page."""
+    return MARKER.sub(lambda match: options_table(match.group(1)), markdown)

@@ -1,0 +1,199 @@
+"""The docs site builds in strict mode, lists every page, and its Python samples run.
+
+Samples run page by page, in order, in one namespace per page, inside a folder laid out as the docs
+assume: ``data/train-*.tfrecord`` and ``data/val-*.tfrecord`` (small synthetic shapes with masks),
+``data/label_map.pbtxt`` (also as ``label_map.pbtxt``) and an Object Detection API
+``pipeline.config`` that reads them. A sample that cannot run here (it needs a cluster, a bucket,
+TF1) is marked on the line before its fence with ``<!-- not run: the reason -->``.
+"""
+
+import importlib.util
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import types
+
+import pytest
+import yaml
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+FENCE = re.compile(r"^```python[^\n]*\n(.*?)^```", re.M | re.S)
+NOT_RUN = re.compile(r"<!-- not run: (\S.*?) -->\s*$")
+
+LABEL_MAP = "".join(
+    f'item {{\n  id: {i}\n  name: "{name}"\n}}\n'
+    for i, name in enumerate(("rectangle", "ellipse", "triangle"), start=1)
+)
+PIPELINE_CONFIG = """\
+train_config {
+  batch_size: 4
+  data_augmentation_options { random_horizontal_flip { } }
+  data_augmentation_options { random_adjust_brightness { max_delta: 0.2 } }
+}
+train_input_reader {
+  label_map_path: "data/label_map.pbtxt"
+  tf_record_input_reader { input_path: "data/train-*.tfrecord" }
+  max_number_of_boxes: 8
+}
+"""
+
+
+def python_samples(page: pathlib.Path) -> list[tuple[int, str, str | None]]:
+    """``(line, code, reason not run or None)`` of every fenced Python block of ``page``."""
+    text = page.read_text()
+    samples = []
+    for match in FENCE.finditer(text):
+        before = text[: match.start()].rstrip("\n").rsplit("\n", 1)[-1]
+        reason = NOT_RUN.search(before)
+        line = text.count("\n", 0, match.start()) + 2
+        samples.append((line, match.group(1), reason.group(1) if reason else None))
+    return samples
+
+
+PAGES = sorted(p for p in DOCS.rglob("*.md") if python_samples(p))
+
+
+@pytest.fixture(scope="module")
+def docs_workspace(tmp_path_factory):
+    from object_input.synthetic import synthetic_examples
+    from object_input.writers import write_tfrecords
+
+    root = tmp_path_factory.mktemp("docs_workspace")
+    write_tfrecords(synthetic_examples(16, seed=1, max_objects=4), str(root / "data/train"), 2)
+    write_tfrecords(synthetic_examples(8, seed=2, max_objects=4), str(root / "data/val"), 1)
+    (root / "data/label_map.pbtxt").write_text(LABEL_MAP)
+    (root / "label_map.pbtxt").write_text(LABEL_MAP)
+    (root / "pipeline.config").write_text(PIPELINE_CONFIG)
+    return root
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(DOCS)))
+def test_python_samples_run(page, docs_workspace, monkeypatch):
+    monkeypatch.chdir(docs_workspace)
+    namespace: dict = {"__name__": f"docs_{page.stem}"}
+    for line, code, reason in python_samples(page):
+        if reason is not None:
+            continue
+        try:
+            exec(compile(code, f"{page.relative_to(ROOT)}:{line}", "exec"), namespace)
+        except Exception as error:
+            raise AssertionError(
+                f"the sample at {page.relative_to(ROOT)}:{line} failed ({error!r}); fix it or mark "
+                "it <!-- not run: reason --> on the line before its fence"
+            ) from error
+
+
+def test_most_samples_run():
+    samples = [s for page in DOCS.rglob("*.md") for s in python_samples(page)]
+    skipped = sum(1 for *_, reason in samples if reason is not None)
+    assert samples and skipped <= len(samples) // 3, f"{skipped} of {len(samples)} not run"
+
+
+def test_the_sample_finder_sees_markers(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text(
+        "text\n\n```python\nx = 1\n```\n\n<!-- not run: needs a cluster -->\n"
+        "```python\nserver.join()\n```\n```sh\nls\n```\n"
+    )
+    assert python_samples(page) == [(4, "x = 1\n", None), (9, "server.join()\n", "needs a cluster")]
+
+
+def _nav_pages(items) -> set[str]:
+    pages = set()
+    for item in items:
+        value = next(iter(item.values())) if isinstance(item, dict) else item
+        pages |= _nav_pages(value) if isinstance(value, list) else {value}
+    return pages
+
+
+def test_every_page_is_in_the_nav():
+    config = yaml.load((ROOT / "mkdocs.yml").read_text(), Loader=yaml.BaseLoader)
+    listed = _nav_pages(config["nav"])
+    pages = {str(p.relative_to(DOCS)) for p in DOCS.rglob("*.md")}
+    assert not pages - listed, f"add these pages to the nav in mkdocs.yml: {sorted(pages - listed)}"
+    assert not listed - pages, f"the nav of mkdocs.yml lists missing pages: {listed - pages}"
+
+
+def _load_hooks():
+    spec = importlib.util.spec_from_file_location("docs_hooks", DOCS / "hooks.py")
+    hooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hooks)
+    return hooks
+
+
+def test_option_tables_cover_every_make_dataset_parameter():
+    hooks = _load_hooks()
+    from object_input.pipeline import make_dataset
+
+    undocumented = set(hooks.defaults(make_dataset)) - set(hooks.docstring_entries(make_dataset))
+    assert not undocumented, f"make_dataset parameters missing from its Args: {undocumented}"
+    table = hooks.options_table("object_input.pipeline.make_dataset")
+    assert table.count("\n| `") == len(hooks.defaults(make_dataset))
+    assert "| `source` | `None` |" in table
+
+
+def test_site_builds_in_strict_mode(tmp_path):
+    for module in ("mkdocs", "material", "mkdocstrings", "mkdocstrings_handlers.python"):
+        if importlib.util.find_spec(module.split(".")[0]) is None:
+            pytest.skip(f"{module} is not installed (pip install '.[test]' brings it)")
+    env = dict(os.environ, NO_MKDOCS_2_WARNING="1", TF_CPP_MIN_LOG_LEVEL="2")
+    result = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    options_page = (tmp_path / "site/options/index.html").read_text()
+    assert "shuffle_buffer_size" in options_page and "<table>" in options_page
+
+
+class _NotGiven:
+    """A default marker with a ``value``, as make_dataset uses to tell given from default."""
+
+    def __init__(self, value):
+        self.value = value
+
+
+_GIVEN_ONE = _NotGiven(1)
+
+
+def test_the_hook_reads_grouped_and_continued_docstring_entries(monkeypatch):
+    hooks = _load_hooks()
+
+    def function(source, *, low=_GIVEN_ONE, high=2, step: int = -1):
+        """Summary.
+
+        Args:
+          source: where from.
+          low, high: the range,
+            both ends included.
+          step: how far.
+
+        Returns:
+          nothing.
+        """
+
+    monkeypatch.setitem(sys.modules, "docs_hooks_sample", types.SimpleNamespace(function=function))
+    assert hooks.docstring_entries(function) == {
+        "source": "where from.",
+        "low": "the range, both ends included.",
+        "high": "the range, both ends included.",
+        "step": "how far.",
+    }
+    assert hooks.defaults(function) == {
+        "source": hooks.inspect.Parameter.empty,
+        "low": 1,
+        "high": 2,
+        "step": -1,
+    }
+    assert hooks.on_page_markdown("x\n<!-- options: docs_hooks_sample.function -->\n") == "x\n" + (
+        "| option | default | meaning |\n|---|---|---|\n| `source` | required | where from. |\n"
+        "| `low` | `1` | the range, both ends included. |\n"
+        "| `high` | `2` | the range, both ends included. |\n| `step` | `AUTOTUNE` | how far. |\n"
+    )
