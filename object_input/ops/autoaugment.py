@@ -19,7 +19,7 @@ import tensorflow as tf
 
 from object_input import fields
 from object_input.ops import autoaugment_ops as ops
-from object_input.ops import core
+from object_input.ops import core, transform
 from object_input.ops.registry import ConfigError, register_step
 
 SubPolicy = Sequence[tuple[str, float, int]]
@@ -188,61 +188,16 @@ def _move_keypoints(
     return out
 
 
-def _warp_masks(masks: tf.Tensor, matrix: tf.Tensor) -> tf.Tensor:
-    """Warp ``[N, H, W]`` masks with nearest neighbour; uncovered pixels become background."""
-    warped = ops.warp(tf.transpose(masks, [1, 2, 0]), matrix, 0.0)
-    return tf.transpose(warped, [2, 0, 1])
-
-
-def _move_boxes(features: core.Features, matrix: tf.Tensor, height, width) -> core.Features:
-    """Replace each box by the clipped axis-aligned hull of its moved corners.
-
-    A box left with no area inside the image is dropped with all its per-box fields; a box that
-    had no area to begin with is kept (clipped).
-    """
-    if fields.BOXES not in features:
-        return features
-    scale = tf.cast(tf.stack([height, width, height, width]), tf.float32)
-    boxes = features[fields.BOXES]
-    ymin, xmin, ymax, xmax = tf.unstack(boxes * scale, axis=1)
-    xs = tf.stack([xmin, xmax, xmin, xmax], axis=1)
-    ys = tf.stack([ymin, ymin, ymax, ymax], axis=1)
-    new_x, new_y = ops.transform_points(xs, ys, matrix)
-    hull = tf.stack(
-        [
-            tf.reduce_min(new_y, axis=1),
-            tf.reduce_min(new_x, axis=1),
-            tf.reduce_max(new_y, axis=1),
-            tf.reduce_max(new_x, axis=1),
-        ],
-        axis=1,
-    )
-    clipped = tf.clip_by_value(hull / scale, 0.0, 1.0)
-
-    def area(b):
-        return (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
-
-    keep = (area(clipped) > 0.0) | ~(area(boxes) > 0.0)
-    out = dict(features)
-    out[fields.BOXES] = clipped
-    return core.mask_boxes(out, keep)
-
-
 def warp_features(features: core.Features, matrix: tf.Tensor) -> core.Features:
     """Move image, masks, keypoints and boxes by one forward ``matrix`` (pixel coordinates).
 
     The image is resampled with nearest neighbour and uncovered pixels set to 128 (all
     channels); masks uncovered become background; keypoints leaving the image become NaN and
-    invisible; each box becomes the clipped hull of its moved corners (see ``_move_boxes``).
+    invisible; each box becomes the clipped hull of its moved corners (see
+    :class:`transform.Affine`).
     """
-    image = features[fields.IMAGE]
-    height, width = core.image_size(image)
-    out = dict(features)
-    out[fields.IMAGE] = ops.warp(image, matrix, FILL_VALUE)
-    if fields.MASKS in out:
-        out[fields.MASKS] = _warp_masks(out[fields.MASKS], matrix)
-    out = _move_keypoints(out, matrix, (0, height, 0, width), height, width)
-    return _move_boxes(out, matrix, height, width)
+    size = core.image_size(features[fields.IMAGE])
+    return transform.apply(features, transform.Affine(size, matrix, fill_value=FILL_VALUE))
 
 
 def _bbox_cutout(features: core.Features, pad_fraction: Any, seed: tf.Tensor) -> core.Features:

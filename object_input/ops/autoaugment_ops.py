@@ -4,14 +4,22 @@ Pixel ops take a float32 ``[H, W, C]`` image on the [0, 255] scale and treat eve
 are given as a colour channel; callers pass the first 3 channels only. Geometric ops are 3 × 3
 *forward* matrices in continuous pixel coordinates (x to the right, y down, origin at the
 top-left corner of the top-left pixel, so pixel ``i`` spans ``[i, i + 1)``); :func:`warp` applies
-one to an image and :func:`transform_points` to points, so image and boxes move identically.
+one to an image and :func:`transform_points` to points, so image and boxes move
+identically.
 """
 
 from __future__ import annotations
 
-import math
-
 import tensorflow as tf
+
+# The geometric primitives live with the transforms; AutoAugment's op table names them from here.
+from object_input.ops.transform import (  # noqa: F401
+    affine_matrix,
+    rotate_matrix,
+    transform_points,
+    translate_matrix,
+    warp,
+)
 
 _LUMA = (0.2989, 0.5870, 0.1140)
 
@@ -139,69 +147,16 @@ def fill_where(image: tf.Tensor, mask: tf.Tensor, value: float = 128.0) -> tf.Te
     return tf.where(mask, tf.constant(value, image.dtype), image)
 
 
-def _affine(rows) -> tf.Tensor:
-    return tf.stack([tf.stack([tf.cast(v, tf.float32) for v in row]) for row in rows])
-
-
-def translate_matrix(dx, dy) -> tf.Tensor:
-    """Move content by ``dx`` pixels right and ``dy`` pixels down."""
-    return _affine([[1, 0, dx], [0, 1, dy], [0, 0, 1]])
-
-
 def shear_x_matrix(shear) -> tf.Tensor:
     """``x' = x + shear · y`` (rows slide sideways in proportion to their distance from the top)."""
-    return _affine([[1, shear, 0], [0, 1, 0], [0, 0, 1]])
+    return affine_matrix([[1, shear, 0], [0, 1, 0], [0, 0, 1]])
 
 
 def shear_y_matrix(shear) -> tf.Tensor:
     """``y' = y + shear · x``."""
-    return _affine([[1, 0, 0], [shear, 1, 0], [0, 0, 1]])
-
-
-def rotate_matrix(degrees, height, width) -> tf.Tensor:
-    """Rotate content counter-clockwise (as seen on screen) by ``degrees`` about the centre."""
-    radians = tf.cast(degrees, tf.float32) * (math.pi / 180.0)
-    cos, sin = tf.cos(radians), tf.sin(radians)
-    cx = tf.cast(width, tf.float32) / 2.0
-    cy = tf.cast(height, tf.float32) / 2.0
-    # y points down, so a counter-clockwise turn on screen is x' = c·x + s·y, y' = −s·x + c·y.
-    return _affine(
-        [
-            [cos, sin, cx - cos * cx - sin * cy],
-            [-sin, cos, cy + sin * cx - cos * cy],
-            [0, 0, 1],
-        ]
-    )
+    return affine_matrix([[1, 0, 0], [shear, 1, 0], [0, 0, 1]])
 
 
 def flip_matrix(width) -> tf.Tensor:
     """Mirror left-right within a region ``width`` pixels wide."""
-    return _affine([[-1, 0, width], [0, 1, 0], [0, 0, 1]])
-
-
-def warp(image: tf.Tensor, matrix: tf.Tensor, fill_value: float) -> tf.Tensor:
-    """Apply the forward ``matrix`` to ``[H, W, C]`` ``image`` (nearest neighbour, constant fill).
-
-    Works for any dtype ImageProjectiveTransformV3 supports and any channel count.
-    """
-    # The kernel wants the inverse map in pixel-index coordinates (centres at integers).
-    to_index = translate_matrix(-0.5, -0.5)
-    inverse = to_index @ tf.linalg.inv(matrix) @ tf.linalg.inv(to_index)
-    inverse = inverse / inverse[2, 2]
-    params = tf.reshape(inverse, [-1])[:8][tf.newaxis]
-    warped = tf.raw_ops.ImageProjectiveTransformV3(
-        images=image[tf.newaxis],
-        transforms=params,
-        output_shape=tf.shape(image)[:2],
-        fill_value=tf.constant(fill_value, tf.float32),
-        interpolation="NEAREST",
-        fill_mode="CONSTANT",
-    )
-    return tf.ensure_shape(warped[0], image.shape)
-
-
-def transform_points(x: tf.Tensor, y: tf.Tensor, matrix: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-    """Apply the forward ``matrix`` to points with pixel coordinates ``x`` and ``y``."""
-    new_x = matrix[0, 0] * x + matrix[0, 1] * y + matrix[0, 2]
-    new_y = matrix[1, 0] * x + matrix[1, 1] * y + matrix[1, 2]
-    return new_x, new_y
+    return affine_matrix([[-1, 0, width], [0, 1, 0], [0, 0, 1]])

@@ -12,7 +12,7 @@ import tensorflow as tf
 
 from object_input import fields
 from object_input.ops import boxes as box_ops
-from object_input.ops import core, deferred
+from object_input.ops import core, transform
 from object_input.ops.registry import in_range, non_negative, positive, register_step
 from object_input.ops.resize import resize_features
 
@@ -53,39 +53,6 @@ CROP_CHECKS = {
 }
 
 
-def _cut(tensor: tf.Tensor, y_axis: int, top, left, height, width, fill) -> tf.Tensor:
-    """The pixel window of ``tensor`` (spatial axes ``y_axis``, ``y_axis + 1``); outside → fill.
-
-    ``fill`` is None (zeros) or a vector broadcast along the last axis.
-    """
-    shape = tf.shape(tensor)
-    rank = tensor.shape.rank
-    bounds = []
-    for axis, start, length in ((y_axis, top, height), (y_axis + 1, left, width)):
-        size = shape[axis]
-        start = tf.cast(start, tf.int32)
-        length = tf.cast(length, tf.int32)
-        first = tf.clip_by_value(start, 0, size)
-        last = tf.maximum(tf.clip_by_value(start + length, 0, size), first)
-        before = tf.clip_by_value(first - start, 0, length)
-        bounds.append((first, last - first, before, length - before - (last - first)))
-    begin = [tf.constant(0)] * rank
-    sizes = [tf.constant(-1)] * rank
-    paddings = [[tf.constant(0), tf.constant(0)] for _ in range(rank)]
-    for axis, (first, kept, before, after) in zip((y_axis, y_axis + 1), bounds, strict=True):
-        begin[axis], sizes[axis], paddings[axis] = first, kept, [before, after]
-    part = tf.slice(tensor, tf.stack(begin), tf.stack(sizes))
-    paddings = tf.stack([tf.stack(p) for p in paddings])
-    padded = tf.pad(part, paddings)
-    if fill is not None:
-        padded = tf.where(tf.pad(tf.ones_like(part, dtype=tf.bool), paddings), padded, fill)
-    static = tensor.shape.as_list()
-    static[y_axis] = tf.get_static_value(height)
-    static[y_axis + 1] = tf.get_static_value(width)
-    padded.set_shape(static)
-    return padded
-
-
 def crop_to_window(
     features: core.Features,
     top,
@@ -103,23 +70,19 @@ def crop_to_window(
     the image dtype; zeros when None) and masks are 0. With ``overlap_thresh`` set, boxes entirely
     outside the window or with less than that fraction of their own area inside it are dropped,
     with every per-box field. Boxes and keypoints move to the window's frame (see
-    :func:`boxes.to_window_frame`).
+    :class:`transform.Window`).
     """
-    image = features[fields.IMAGE]
-    image_height, image_width = core.image_size(image)
-    size = tf.cast(tf.stack([image_height, image_width, image_height, image_width]), tf.float32)
-    corners = tf.stack([top, left, top + height, left + width])
-    window = tf.cast(corners, tf.float32) / size
-    out = dict(features)
-    if overlap_thresh is not None and fields.BOXES in out:
-        keep = box_ops.overlaps_window(out[fields.BOXES], window, overlap_thresh)
-        out = core.mask_boxes(out, keep)
-    if deferred.is_deferred(out):
-        out[fields.IMAGE_VIEW] = deferred.crop_view(out, top, left, height, width)
-    out = core.set_image(out, _cut(image, 0, top, left, height, width, fill))
-    if fields.MASKS in out:
-        out[fields.MASKS] = _cut(out[fields.MASKS], 1, top, left, height, width, None)
-    return box_ops.to_window_frame(out, window, clip_boxes=clip_boxes)
+    window = transform.Window(
+        core.image_size(features[fields.IMAGE]),
+        top,
+        left,
+        height,
+        width,
+        overlap_thresh=overlap_thresh,
+        clip_boxes=clip_boxes,
+        fill=fill,
+    )
+    return transform.apply(features, window)
 
 
 def _sample_window(

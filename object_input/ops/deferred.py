@@ -2,8 +2,9 @@
 
 While a feature dict holds ``ENCODED_IMAGE`` and ``IMAGE_VIEW``, its ``IMAGE`` is a zero-channel
 placeholder with the true height and width. The flips and crops of :mod:`flip` and :mod:`crop`
-run on it unchanged (boxes, masks and keypoints move as usual) and also update the view: where the
-current window starts in the source image and whether it is mirrored. :func:`realize` then decodes
+run on it unchanged (boxes, masks and keypoints move as usual) and the view's handler in
+:mod:`transform` updates the view: where the current window starts in the source image and
+whether it is mirrored (other transforms refuse a deferred image). :func:`realize` then decodes
 just that window (``decode_and_crop_jpeg`` for JPEG) and mirrors it: the pixels are identical to
 decoding first and applying the same ops.
 """

@@ -1,4 +1,4 @@
-"""Flips and 90° rotation: image, boxes, masks and keypoints move together."""
+"""Flips and 90° rotation: sampled here, applied to every field by :mod:`transform`."""
 
 from __future__ import annotations
 
@@ -7,16 +7,16 @@ from collections.abc import Sequence
 import tensorflow as tf
 
 from object_input import fields
-from object_input.ops import core, deferred
+from object_input.ops import core, transform
 from object_input.ops.registry import in_range, register_step
 
 
-def _permute_keypoints(
+def check_permutation(
     features: core.Features, permutation: Sequence[int] | None, step: str
-) -> core.Features:
+) -> Sequence[int] | None:
+    """``permutation``, checked against the example's keypoints (required when it has some)."""
     if fields.KEYPOINTS not in features:
-        # A copy: callers assign into the result, and the input dict must stay untouched.
-        return dict(features)
+        return permutation
     if permutation is None:
         raise ValueError(
             f"{step}: the example has keypoints, so a keypoint permutation is required "
@@ -28,80 +28,39 @@ def _permute_keypoints(
             f"{step}: keypoint permutation {list(permutation)} is not a permutation of "
             f"0..{num_keypoints - 1}"
         )
-    out = dict(features)
-    out[fields.KEYPOINTS] = tf.gather(out[fields.KEYPOINTS], permutation, axis=1)
-    if fields.KEYPOINT_VISIBILITIES in out:
-        out[fields.KEYPOINT_VISIBILITIES] = tf.gather(
-            out[fields.KEYPOINT_VISIBILITIES], permutation, axis=1
-        )
-    return out
+    return permutation
 
 
 def flip_left_right(
     features: core.Features, keypoint_flip_permutation: Sequence[int] | None = None
 ) -> core.Features:
     """Mirror the example left-right (deterministic)."""
-    out = _permute_keypoints(features, keypoint_flip_permutation, "flip_left_right")
-    out[fields.IMAGE] = tf.reverse(out[fields.IMAGE], axis=[1])
-    if deferred.is_deferred(out):
-        out[fields.IMAGE_VIEW] = deferred.flip_view(out, axis=1)
-    if fields.BOXES in out:
-        ymin, xmin, ymax, xmax = tf.unstack(out[fields.BOXES], axis=1)
-        out[fields.BOXES] = tf.stack([ymin, 1.0 - xmax, ymax, 1.0 - xmin], axis=1)
-    if fields.MASKS in out:
-        out[fields.MASKS] = tf.reverse(out[fields.MASKS], axis=[2])
-    if fields.KEYPOINTS in out:
-        y, x = tf.unstack(out[fields.KEYPOINTS], axis=2)
-        out[fields.KEYPOINTS] = tf.stack([y, 1.0 - x], axis=2)
-    return out
+    permutation = check_permutation(features, keypoint_flip_permutation, "flip_left_right")
+    return transform.apply(features, transform.Flip(1, permutation))
 
 
 def flip_up_down(
     features: core.Features, keypoint_flip_permutation: Sequence[int] | None = None
 ) -> core.Features:
     """Mirror the example top-bottom (deterministic)."""
-    out = _permute_keypoints(features, keypoint_flip_permutation, "flip_up_down")
-    out[fields.IMAGE] = tf.reverse(out[fields.IMAGE], axis=[0])
-    if deferred.is_deferred(out):
-        out[fields.IMAGE_VIEW] = deferred.flip_view(out, axis=0)
-    if fields.BOXES in out:
-        ymin, xmin, ymax, xmax = tf.unstack(out[fields.BOXES], axis=1)
-        out[fields.BOXES] = tf.stack([1.0 - ymax, xmin, 1.0 - ymin, xmax], axis=1)
-    if fields.MASKS in out:
-        out[fields.MASKS] = tf.reverse(out[fields.MASKS], axis=[1])
-    if fields.KEYPOINTS in out:
-        y, x = tf.unstack(out[fields.KEYPOINTS], axis=2)
-        out[fields.KEYPOINTS] = tf.stack([1.0 - y, x], axis=2)
-    return out
+    permutation = check_permutation(features, keypoint_flip_permutation, "flip_up_down")
+    return transform.apply(features, transform.Flip(0, permutation))
 
 
 def rotate90(
     features: core.Features, keypoint_rot_permutation: Sequence[int] | None = None
 ) -> core.Features:
     """Rotate the example 90° counter-clockwise (deterministic); height and width swap."""
-    if deferred.is_deferred(features):
-        raise ValueError("rotate90 cannot run on a deferred (not yet decoded) image")
-    out = _permute_keypoints(features, keypoint_rot_permutation, "rotate90")
-    out = core.set_image(out, tf.image.rot90(out[fields.IMAGE]))
-    if fields.BOXES in out:
-        ymin, xmin, ymax, xmax = tf.unstack(out[fields.BOXES], axis=1)
-        out[fields.BOXES] = tf.stack([1.0 - xmax, ymin, 1.0 - xmin, ymax], axis=1)
-    if fields.MASKS in out:
-        # Counter-clockwise rotation of [N, H, W]: new[i, j] = old[j, W - 1 - i].
-        out[fields.MASKS] = tf.reverse(tf.transpose(out[fields.MASKS], [0, 2, 1]), axis=[1])
-    if fields.KEYPOINTS in out:
-        y, x = tf.unstack(out[fields.KEYPOINTS], axis=2)
-        out[fields.KEYPOINTS] = tf.stack([1.0 - x, y], axis=2)
-    return out
+    permutation = check_permutation(features, keypoint_rot_permutation, "rotate90")
+    return transform.apply(features, transform.Rotate90(permutation))
 
 
-def _maybe(transform, features, seed, probability, permutation):
-    if fields.KEYPOINTS in features:
-        # Raise the missing-permutation error at build time, not inside tf.cond.
-        _permute_keypoints(features, permutation, transform.__name__)
+def _maybe(flip, features, seed, probability, permutation):
+    # Raise the missing-permutation error at build time, not inside tf.cond.
+    check_permutation(features, permutation, flip.__name__)
     return tf.cond(
         core.bernoulli(seed, probability),
-        lambda: transform(features, permutation),
+        lambda: flip(features, permutation),
         lambda: dict(features),
     )
 

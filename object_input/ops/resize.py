@@ -5,16 +5,10 @@ from __future__ import annotations
 import tensorflow as tf
 
 from object_input import fields
-from object_input.ops import boxes as box_ops
-from object_input.ops import core
+from object_input.ops import core, transform
 from object_input.ops.registry import in_range, positive, register_step, require_ordered
 
-METHODS = {
-    "BILINEAR": tf.image.ResizeMethod.BILINEAR,
-    "NEAREST_NEIGHBOR": tf.image.ResizeMethod.NEAREST_NEIGHBOR,
-    "BICUBIC": tf.image.ResizeMethod.BICUBIC,
-    "AREA": tf.image.ResizeMethod.AREA,
-}
+METHODS = transform.RESIZE_METHODS
 
 
 def _method_check(value: str) -> str | None:
@@ -25,21 +19,7 @@ def resize_features(
     features: core.Features, height, width, method: str = "BILINEAR"
 ) -> core.Features:
     """Resize image (float32 on [0, 255] out, except nearest keeps the dtype) and masks."""
-    image = features[fields.IMAGE]
-    size = tf.stack([tf.cast(height, tf.int32), tf.cast(width, tf.int32)])
-    resize_method = METHODS[method.upper()]
-    resized = tf.image.resize(image, size, method=resize_method)
-    if resize_method == tf.image.ResizeMethod.NEAREST_NEIGHBOR:
-        resized = tf.cast(resized, image.dtype)
-    elif image.dtype.is_integer and resize_method == tf.image.ResizeMethod.BICUBIC:
-        # Bicubic can overshoot the input range (bilinear and area cannot): keep [0, 255].
-        resized = tf.clip_by_value(resized, 0.0, 255.0)
-    out = core.set_image(features, resized)
-    if fields.MASKS in out:
-        masks = out[fields.MASKS][..., tf.newaxis]
-        masks = tf.image.resize(masks, size, method=tf.image.ResizeMethod.NEAREST_NEIGHBOR)
-        out[fields.MASKS] = tf.cast(masks[..., 0], features[fields.MASKS].dtype)
-    return out
+    return transform.apply(features, transform.Resize(height, width, method))
 
 
 _RESIZE_FIELDS = (fields.IMAGE, fields.MASKS)
@@ -88,17 +68,8 @@ def pad_to_size(features: core.Features, height: int, width: int) -> core.Featur
 
     Boxes and keypoints are re-framed so that they stay normalized to the padded image.
     """
-    old_height, old_width = core.image_size(features[fields.IMAGE])
-    pad_height, pad_width = height - old_height, width - old_width
-    image = tf.pad(features[fields.IMAGE], [[0, pad_height], [0, pad_width], [0, 0]])
-    # The padded size is known when tracing: keep it static for fixed-size batching.
-    out = core.set_image(features, tf.ensure_shape(image, [height, width, None]))
-    if fields.MASKS in out:
-        masks = tf.pad(out[fields.MASKS], [[0, 0], [0, pad_height], [0, pad_width]])
-        out[fields.MASKS] = tf.ensure_shape(masks, [None, height, width])
-    y_scale = tf.cast(old_height, tf.float32) / height
-    x_scale = tf.cast(old_width, tf.float32) / width
-    return box_ops.scale_coordinates(out, y_scale, x_scale)
+    size = core.image_size(features[fields.IMAGE])
+    return transform.apply(features, transform.PadTo(size, height, width))
 
 
 @register_step(

@@ -1,0 +1,565 @@
+"""Geometric transforms, and the per-field handlers that apply them to a feature dict.
+
+A geometric op *samples* a transform (a flip, a pixel window, a resize, an affine matrix) from its
+seed and hands it to :func:`apply`; it never touches fields itself. :func:`apply` drops the boxes
+the transform rules out (with every per-box field), then runs the handler registered for each
+field present: the image, masks, boxes, keypoints, the deferred-decode view, or a user's field
+registered with :func:`register_handler`. A new op thus samples a transform and nothing else, and
+a new field type registers one handler and works with every geometric op.
+
+Every transform answers the same questions, which is all a handler may ask:
+
+- ``raster(tensor, y_axis, fill, nearest)``: the transformed raster whose rows and columns are the
+  axes ``y_axis`` and ``y_axis + 1`` (``fill`` where nothing maps; ``nearest`` for label rasters);
+- ``points(points)``: normalized ``(y, x)`` points ``[..., 2]`` moved (they may leave [0, 1]);
+- ``boxes(boxes)``: normalized ``[ymin, xmin, ymax, xmax]`` boxes moved;
+- ``keep(boxes)`` / ``keep_moved(before, after)``: which boxes survive (None: all);
+- ``view(features)``: the deferred-decode view after the transform (most transforms refuse).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import tensorflow as tf
+
+from object_input import fields
+from object_input.ops import boxes as box_ops
+from object_input.ops import core, deferred
+
+Handler = Callable[[core.Features, "Transform"], Mapping[str, tf.Tensor]]
+
+INTERPOLATIONS = ("NEAREST", "BILINEAR")
+
+
+class Transform:
+    """Base of all geometric transforms; see the module docstring for the contract."""
+
+    name = "transform"
+    changes_size = False  # the output image may differ in size from the input
+    clips_points = False  # points leaving [0, 1] are lost (NaN, invisible)
+    keypoint_permutation: Sequence[int] | None = None
+    fill: Any = None  # image fill where nothing maps (None: zeros)
+
+    def raster(self, tensor: tf.Tensor, y_axis: int, fill: Any, nearest: bool) -> tf.Tensor:
+        raise NotImplementedError
+
+    def points(self, points: tf.Tensor) -> tf.Tensor:
+        raise NotImplementedError
+
+    def boxes(self, boxes: tf.Tensor) -> tf.Tensor:
+        raise NotImplementedError
+
+    def keep(self, boxes: tf.Tensor) -> tf.Tensor | None:
+        """Bool mask of the boxes to keep, decided before the transform; None keeps all."""
+        del boxes
+        return None
+
+    def keep_moved(self, before: tf.Tensor, after: tf.Tensor) -> tf.Tensor | None:
+        """Bool mask of the boxes to keep, decided from the moved boxes; None keeps all."""
+        del before, after
+        return None
+
+    def view(self, features: core.Features) -> tf.Tensor:
+        raise ValueError(f"{self.name} cannot run on a deferred (not yet decoded) image")
+
+
+def _yx(points: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    y, x = tf.unstack(points, axis=-1)
+    return y, x
+
+
+def _corners(boxes: tf.Tensor) -> tuple[tf.Tensor, ...]:
+    return tuple(tf.unstack(boxes, axis=1))
+
+
+@dataclasses.dataclass
+class Flip(Transform):
+    """Mirror along image ``axis`` (0: top-bottom, 1: left-right)."""
+
+    axis: int
+    keypoint_permutation: Sequence[int] | None = None
+
+    @property
+    def name(self) -> str:
+        return "flip_up_down" if self.axis == 0 else "flip_left_right"
+
+    def raster(self, tensor, y_axis, fill, nearest):
+        return tf.reverse(tensor, axis=[y_axis + self.axis])
+
+    def points(self, points):
+        y, x = _yx(points)
+        if self.axis == 0:
+            return tf.stack([1.0 - y, x], axis=-1)
+        return tf.stack([y, 1.0 - x], axis=-1)
+
+    def boxes(self, boxes):
+        ymin, xmin, ymax, xmax = _corners(boxes)
+        if self.axis == 0:
+            return tf.stack([1.0 - ymax, xmin, 1.0 - ymin, xmax], axis=1)
+        return tf.stack([ymin, 1.0 - xmax, ymax, 1.0 - xmin], axis=1)
+
+    def view(self, features):
+        return deferred.flip_view(features, self.axis)
+
+
+@dataclasses.dataclass
+class Rotate90(Transform):
+    """Rotate 90° counter-clockwise; height and width swap."""
+
+    keypoint_permutation: Sequence[int] | None = None
+    name = "rotate90"
+    changes_size = True
+
+    def raster(self, tensor, y_axis, fill, nearest):
+        # Counter-clockwise: new[i, j] = old[j, W - 1 - i].
+        order = list(range(tensor.shape.rank))
+        order[y_axis], order[y_axis + 1] = order[y_axis + 1], order[y_axis]
+        return tf.reverse(tf.transpose(tensor, order), axis=[y_axis])
+
+    def points(self, points):
+        y, x = _yx(points)
+        return tf.stack([1.0 - x, y], axis=-1)
+
+    def boxes(self, boxes):
+        ymin, xmin, ymax, xmax = _corners(boxes)
+        return tf.stack([1.0 - xmax, ymin, 1.0 - xmin, ymax], axis=1)
+
+
+def cut(tensor: tf.Tensor, y_axis: int, top, left, height, width, fill) -> tf.Tensor:
+    """The pixel window of ``tensor`` (spatial axes ``y_axis``, ``y_axis + 1``); outside → fill.
+
+    ``fill`` is None (zeros) or a vector broadcast along the last axis.
+    """
+    shape = tf.shape(tensor)
+    rank = tensor.shape.rank
+    bounds = []
+    for axis, start, length in ((y_axis, top, height), (y_axis + 1, left, width)):
+        size = shape[axis]
+        start = tf.cast(start, tf.int32)
+        length = tf.cast(length, tf.int32)
+        first = tf.clip_by_value(start, 0, size)
+        last = tf.maximum(tf.clip_by_value(start + length, 0, size), first)
+        before = tf.clip_by_value(first - start, 0, length)
+        bounds.append((first, last - first, before, length - before - (last - first)))
+    begin = [tf.constant(0)] * rank
+    sizes = [tf.constant(-1)] * rank
+    paddings = [[tf.constant(0), tf.constant(0)] for _ in range(rank)]
+    for axis, (first, kept, before, after) in zip((y_axis, y_axis + 1), bounds, strict=True):
+        begin[axis], sizes[axis], paddings[axis] = first, kept, [before, after]
+    part = tf.slice(tensor, tf.stack(begin), tf.stack(sizes))
+    paddings = tf.stack([tf.stack(p) for p in paddings])
+    padded = tf.pad(part, paddings)
+    if fill is not None:
+        padded = tf.where(tf.pad(tf.ones_like(part, dtype=tf.bool), paddings), padded, fill)
+    static = tensor.shape.as_list()
+    static[y_axis] = tf.get_static_value(height)
+    static[y_axis + 1] = tf.get_static_value(width)
+    padded.set_shape(static)
+    return padded
+
+
+class Window(Transform):
+    """The pixel window ``[top, top + height) × [left, left + width)`` of an image of ``size``.
+
+    The window may extend beyond the image (a pad): the image there is ``fill`` (a per-channel
+    vector of the image dtype; zeros when None), other rasters 0. With ``overlap_thresh``, boxes
+    entirely outside the window or with less than that fraction of their area inside are dropped.
+    Boxes are clipped to the window when ``clip_boxes``; keypoints outside it are lost.
+    """
+
+    name = "window"
+    changes_size = True
+    clips_points = True
+
+    def __init__(
+        self,
+        size: tuple[Any, Any],
+        top,
+        left,
+        height,
+        width,
+        *,
+        overlap_thresh: float | None = None,
+        clip_boxes: bool = True,
+        fill: tf.Tensor | None = None,
+    ):
+        self.top, self.left, self.height, self.width = top, left, height, width
+        self.overlap_thresh = overlap_thresh
+        self.clip_boxes = clip_boxes
+        self.fill = fill
+        image_height, image_width = size
+        scale = tf.cast(
+            tf.stack([image_height, image_width, image_height, image_width]), tf.float32
+        )
+        corners = tf.stack([top, left, top + height, left + width])
+        # The window in the boxes' normalized frame.
+        self.frame = tf.cast(corners, tf.float32) / scale
+
+    def raster(self, tensor, y_axis, fill, nearest):
+        return cut(tensor, y_axis, self.top, self.left, self.height, self.width, fill)
+
+    def points(self, points):
+        return box_ops.change_keypoint_frame(points, self.frame)
+
+    def boxes(self, boxes):
+        moved = box_ops.change_box_frame(boxes, self.frame)
+        return box_ops.clip_to_window(moved) if self.clip_boxes else moved
+
+    def keep(self, boxes):
+        if self.overlap_thresh is None:
+            return None
+        return box_ops.overlaps_window(boxes, self.frame, self.overlap_thresh)
+
+    def view(self, features):
+        return deferred.crop_view(features, self.top, self.left, self.height, self.width)
+
+
+def _as_nhwc(tensor: tf.Tensor, y_axis: int) -> tuple[tf.Tensor, Callable[[tf.Tensor], tf.Tensor]]:
+    """``tensor`` as a 4-D ``[batch, H, W, channels]`` batch of images, and the way back.
+
+    Supported layouts: ``[H, W]``, ``[H, W, C]`` (``y_axis`` 0), ``[N, H, W]`` and
+    ``[N, H, W, C]`` (``y_axis`` 1).
+    """
+    rank = tensor.shape.rank
+    if y_axis == 0 and rank == 3:
+        return tensor[tf.newaxis], lambda t: t[0]
+    if y_axis == 0 and rank == 2:
+        return tensor[tf.newaxis, :, :, tf.newaxis], lambda t: t[0, :, :, 0]
+    if y_axis == 1 and rank == 3:
+        return tensor[..., tf.newaxis], lambda t: t[..., 0]
+    if y_axis == 1 and rank == 4:
+        return tensor, lambda t: t
+    raise ValueError(
+        f"a raster of rank {rank} with rows on axis {y_axis} is not supported; use [H, W], "
+        "[H, W, C], [N, H, W] or [N, H, W, C]"
+    )
+
+
+RESIZE_METHODS = {
+    "BILINEAR": tf.image.ResizeMethod.BILINEAR,
+    "NEAREST_NEIGHBOR": tf.image.ResizeMethod.NEAREST_NEIGHBOR,
+    "BICUBIC": tf.image.ResizeMethod.BICUBIC,
+    "AREA": tf.image.ResizeMethod.AREA,
+}
+
+
+@dataclasses.dataclass
+class Resize(Transform):
+    """Resize to ``height`` × ``width`` with ``method``; normalized coordinates are unchanged.
+
+    The image comes out float32 on [0, 255] except with nearest neighbour, which keeps the dtype;
+    ``nearest`` rasters (masks) always use nearest neighbour and keep their dtype.
+    """
+
+    height: Any
+    width: Any
+    method: str = "BILINEAR"
+    name = "resize"
+    changes_size = True
+
+    def raster(self, tensor, y_axis, fill, nearest):
+        method = RESIZE_METHODS["NEAREST_NEIGHBOR" if nearest else self.method.upper()]
+        size = tf.stack([tf.cast(self.height, tf.int32), tf.cast(self.width, tf.int32)])
+        if y_axis == 0 and tensor.shape.rank == 3:
+            resized = tf.image.resize(tensor, size, method=method)
+        else:
+            batch, back = _as_nhwc(tensor, y_axis)
+            resized = back(tf.image.resize(batch, size, method=method))
+        if method == tf.image.ResizeMethod.NEAREST_NEIGHBOR:
+            return tf.cast(resized, tensor.dtype)
+        if tensor.dtype.is_integer and method == tf.image.ResizeMethod.BICUBIC:
+            # Bicubic can overshoot the input range (bilinear and area cannot): keep [0, 255].
+            return tf.clip_by_value(resized, 0.0, 255.0)
+        return resized
+
+    def points(self, points):
+        return points
+
+    def boxes(self, boxes):
+        return boxes
+
+
+@dataclasses.dataclass
+class PadTo(Transform):
+    """Zero-pad at the bottom and right to a fixed ``height`` × ``width`` known when tracing."""
+
+    size: tuple[Any, Any]
+    height: int
+    width: int
+    name = "pad_to"
+    changes_size = True
+
+    def raster(self, tensor, y_axis, fill, nearest):
+        pad_height = self.height - self.size[0]
+        pad_width = self.width - self.size[1]
+        paddings = [[0, 0]] * tensor.shape.rank
+        paddings[y_axis] = [0, pad_height]
+        paddings[y_axis + 1] = [0, pad_width]
+        static = [None] * tensor.shape.rank
+        static[y_axis], static[y_axis + 1] = self.height, self.width
+        return tf.ensure_shape(tf.pad(tensor, paddings), static)
+
+    def _scale(self) -> tuple[tf.Tensor, tf.Tensor]:
+        return (
+            tf.cast(self.size[0], tf.float32) / self.height,
+            tf.cast(self.size[1], tf.float32) / self.width,
+        )
+
+    def points(self, points):
+        return points * tf.stack(self._scale())
+
+    def boxes(self, boxes):
+        y_scale, x_scale = self._scale()
+        return boxes * tf.stack([y_scale, x_scale, y_scale, x_scale])
+
+
+def affine_matrix(rows) -> tf.Tensor:
+    """A float32 3 × 3 matrix from nested rows of numbers or scalar tensors."""
+    return tf.stack([tf.stack([tf.cast(v, tf.float32) for v in row]) for row in rows])
+
+
+def translate_matrix(dx, dy) -> tf.Tensor:
+    """Move content by ``dx`` pixels right and ``dy`` pixels down."""
+    return affine_matrix([[1, 0, dx], [0, 1, dy], [0, 0, 1]])
+
+
+def rotate_matrix(degrees, height, width) -> tf.Tensor:
+    """Rotate content counter-clockwise (as seen on screen) by ``degrees`` about the centre."""
+    radians = tf.cast(degrees, tf.float32) * (math.pi / 180.0)
+    cos, sin = tf.cos(radians), tf.sin(radians)
+    cx = tf.cast(width, tf.float32) / 2.0
+    cy = tf.cast(height, tf.float32) / 2.0
+    # y points down, so a counter-clockwise turn on screen is x' = c·x + s·y, y' = −s·x + c·y.
+    return affine_matrix(
+        [
+            [cos, sin, cx - cos * cx - sin * cy],
+            [-sin, cos, cy + sin * cx - cos * cy],
+            [0, 0, 1],
+        ]
+    )
+
+
+def transform_points(x: tf.Tensor, y: tf.Tensor, matrix: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """Apply the forward ``matrix`` to points with pixel coordinates ``x`` and ``y``."""
+    new_x = matrix[0, 0] * x + matrix[0, 1] * y + matrix[0, 2]
+    new_y = matrix[1, 0] * x + matrix[1, 1] * y + matrix[1, 2]
+    return new_x, new_y
+
+
+def warp(
+    tensor: tf.Tensor,
+    matrix: tf.Tensor,
+    fill_value: Any,
+    y_axis: int = 0,
+    interpolation: str = "NEAREST",
+) -> tf.Tensor:
+    """Apply the forward pixel ``matrix`` to a raster, same size out, constant ``fill_value``.
+
+    Works for any dtype ImageProjectiveTransformV3 supports and any channel count.
+    """
+    # The kernel wants the inverse map in pixel-index coordinates (centres at integers).
+    to_index = translate_matrix(-0.5, -0.5)
+    inverse = to_index @ tf.linalg.inv(matrix) @ tf.linalg.inv(to_index)
+    inverse = inverse / inverse[2, 2]
+    params = tf.reshape(inverse, [-1])[:8][tf.newaxis]
+    batch, back = _as_nhwc(tensor, y_axis)
+    warped = tf.raw_ops.ImageProjectiveTransformV3(
+        images=batch,
+        transforms=params,
+        output_shape=tf.shape(batch)[1:3],
+        fill_value=tf.cast(fill_value, tf.float32),
+        interpolation=interpolation,
+        fill_mode="CONSTANT",
+    )
+    return tf.ensure_shape(back(warped), tensor.shape)
+
+
+class Affine(Transform):
+    """A forward 3 × 3 ``matrix`` in the pixel coordinates of an image of ``size``.
+
+    Pixel coordinates: x to the right, y down, origin at the top-left corner of the top-left
+    pixel (pixel ``i`` spans ``[i, i + 1)``). The output has the input's size; uncovered image
+    pixels are ``fill_value`` (all channels), other rasters 0. Each box becomes the clipped
+    axis-aligned hull of its moved corners; a box left with no area is dropped (one that had no
+    area to begin with is kept). Keypoints leaving the image are lost.
+    """
+
+    name = "affine"
+    clips_points = True
+
+    def __init__(
+        self,
+        size: tuple[Any, Any],
+        matrix: tf.Tensor,
+        *,
+        fill_value: float = 0.0,
+        interpolation: str = "NEAREST",
+    ):
+        if interpolation not in INTERPOLATIONS:
+            raise ValueError(
+                f"interpolation must be one of {INTERPOLATIONS}, got {interpolation!r}"
+            )
+        self.size = size
+        self.matrix = matrix
+        self.fill = fill_value
+        self.interpolation = interpolation
+
+    def raster(self, tensor, y_axis, fill, nearest):
+        interpolation = "NEAREST" if nearest else self.interpolation
+        return warp(tensor, self.matrix, 0.0 if fill is None else fill, y_axis, interpolation)
+
+    def _scale(self) -> tf.Tensor:
+        return tf.cast(tf.stack(self.size), tf.float32)
+
+    def points(self, points):
+        size = self._scale()
+        pixels = points * size
+        new_x, new_y = transform_points(pixels[..., 1], pixels[..., 0], self.matrix)
+        return tf.stack([new_y, new_x], axis=-1) / size
+
+    def boxes(self, boxes):
+        scale = tf.tile(self._scale(), [2])
+        ymin, xmin, ymax, xmax = tf.unstack(boxes * scale, axis=1)
+        xs = tf.stack([xmin, xmax, xmin, xmax], axis=1)
+        ys = tf.stack([ymin, ymin, ymax, ymax], axis=1)
+        new_x, new_y = transform_points(xs, ys, self.matrix)
+        hull = tf.stack(
+            [
+                tf.reduce_min(new_y, axis=1),
+                tf.reduce_min(new_x, axis=1),
+                tf.reduce_max(new_y, axis=1),
+                tf.reduce_max(new_x, axis=1),
+            ],
+            axis=1,
+        )
+        return tf.clip_by_value(hull / scale, 0.0, 1.0)
+
+    def keep_moved(self, before, after):
+        return (box_ops.area(after) > 0.0) | ~(box_ops.area(before) > 0.0)
+
+
+# --- handlers -------------------------------------------------------------------------------
+
+
+def _image_handler(features: core.Features, t: Transform) -> dict[str, tf.Tensor]:
+    image = t.raster(features[fields.IMAGE], 0, t.fill, nearest=False)
+    out = {fields.IMAGE: image}
+    if t.changes_size or fields.IMAGE_SHAPE in features:
+        out[fields.IMAGE_SHAPE] = tf.shape(image)[:2]
+    return out
+
+
+def raster_handler(name: str, y_axis: int = 0, nearest: bool = True) -> Handler:
+    """A handler for a raster field ``name`` (rows and columns at ``y_axis``, ``y_axis + 1``).
+
+    ``nearest`` keeps label values (masks, segmentation maps, heatmaps that must not blur);
+    uncovered pixels become 0.
+    """
+
+    def handle(features: core.Features, t: Transform) -> dict[str, tf.Tensor]:
+        return {name: t.raster(features[name], y_axis, None, nearest)}
+
+    return handle
+
+
+def points_handler(name: str, visibilities: str | None = None, permute: bool = False) -> Handler:
+    """A handler for normalized ``(y, x)`` points ``[N, K, 2]`` in field ``name``.
+
+    With ``permute``, the transform's keypoint permutation (flips swap left and right keypoints)
+    reorders axis 1. Points the transform moves out of the image become NaN and their
+    ``visibilities`` (a bool ``[N, K]`` field, when present) False.
+    """
+
+    def handle(features: core.Features, t: Transform) -> dict[str, tf.Tensor]:
+        points = features[name]
+        visible = features.get(visibilities) if visibilities else None
+        if permute and t.keypoint_permutation is not None:
+            points = tf.gather(points, t.keypoint_permutation, axis=1)
+            if visible is not None:
+                visible = tf.gather(visible, t.keypoint_permutation, axis=1)
+        moved = t.points(points)
+        if t.clips_points:
+            inside = box_ops.in_unit_square(moved)
+            moved = tf.where(inside[..., tf.newaxis], moved, float("nan"))
+            if visible is not None:
+                visible = visible & inside
+        out = {name: moved}
+        if visible is not None:
+            out[visibilities] = visible
+        return out
+
+    return handle
+
+
+def boxes_handler(name: str) -> Handler:
+    """A handler for normalized ``[ymin, xmin, ymax, xmax]`` boxes ``[N, 4]`` in field ``name``."""
+
+    def handle(features: core.Features, t: Transform) -> dict[str, tf.Tensor]:
+        return {name: t.boxes(features[name])}
+
+    return handle
+
+
+def _view_handler(features: core.Features, t: Transform) -> dict[str, tf.Tensor]:
+    return {fields.IMAGE_VIEW: t.view(features)}
+
+
+# The view runs first: a transform that refuses deferred images then fails before any work.
+_BUILTIN_HANDLERS: dict[str, Handler] = {
+    fields.IMAGE_VIEW: _view_handler,
+    fields.IMAGE: _image_handler,
+    fields.MASKS: raster_handler(fields.MASKS, y_axis=1, nearest=True),
+    fields.BOXES: boxes_handler(fields.BOXES),
+    fields.KEYPOINTS: points_handler(fields.KEYPOINTS, fields.KEYPOINT_VISIBILITIES, permute=True),
+}
+_handlers: dict[str, Handler] = dict(_BUILTIN_HANDLERS)
+
+
+def register_handler(name: str, handler: Handler) -> None:
+    """Make every geometric op move field ``name`` with ``handler(features, transform)``.
+
+    The handler returns the fields it updates (usually just ``name``). See :func:`raster_handler`,
+    :func:`points_handler` and :func:`boxes_handler` for the common field types. A per-box field
+    must also be registered with :func:`object_input.fields.register_per_box_field`.
+    """
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"a field name must be a non-empty string, got {name!r}")
+    if name in _BUILTIN_HANDLERS:
+        raise ValueError(f"{name!r} has a built-in handler and cannot be replaced")
+    _handlers[name] = handler
+
+
+def unregister_handler(name: str) -> None:
+    """Remove a user-registered handler. Built-in handlers cannot be removed."""
+    if name in _BUILTIN_HANDLERS:
+        raise ValueError(f"{name!r} has a built-in handler and cannot be unregistered")
+    _handlers.pop(name, None)
+
+
+def handled_fields() -> tuple[str, ...]:
+    """Names of every field a geometric op moves, built-in first."""
+    return tuple(_handlers)
+
+
+def apply(features: core.Features, t: Transform) -> core.Features:
+    """Apply the transform ``t`` to every field of ``features`` that has a handler."""
+    out = dict(features)
+    before = out.get(fields.BOXES)
+    if before is not None:
+        keep = t.keep(before)
+        if keep is not None:
+            out = core.mask_boxes(out, keep)
+            before = out[fields.BOXES]
+    moved = dict(out)
+    for name, handler in _handlers.items():
+        if name in out:
+            moved.update(handler(out, t))
+    if before is not None:
+        keep = t.keep_moved(before, moved[fields.BOXES])
+        if keep is not None:
+            moved = core.mask_boxes(moved, keep)
+    return moved

@@ -1,0 +1,114 @@
+"""The op contract: geometric ops sample a transform; per-field handlers apply it.
+
+A user's field registered with a handler must move exactly like the built-in field of its kind
+through every geometric step: a raster like the image's first channel, points like keypoints.
+"""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from helpers import as_numpy, coord_features, seeds
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from object_input import fields
+from object_input.ops import Augmentation, transform
+
+BOXES = [[0.1, 0.2, 0.5, 0.7], [0.4, 0.05, 0.95, 0.4], [0.6, 0.6, 0.9, 0.95]]
+
+# Every geometric step whose image fill is 0 and whose image resampling is nearest (or none), so
+# that a nearest-neighbour raster must equal the image's first channel afterwards.
+STEPS = [
+    ("random_horizontal_flip", {"probability": 1.0, "keypoint_flip_permutation": [0, 1]}),
+    ("random_vertical_flip", {"probability": 1.0, "keypoint_flip_permutation": [0, 1]}),
+    ("random_rotation90", {"probability": 1.0, "keypoint_rot_permutation": [0, 1]}),
+    ("random_crop_image", {"min_object_covered": 0.0, "area_range": (0.2, 0.8)}),
+    ("random_pad_image", {"pad_color": [0.0]}),
+    ("random_crop_pad_image", {"pad_color": [0.0], "min_object_covered": 0.0}),
+    ("random_pad_to_aspect_ratio", {"aspect_ratio": 2.0}),
+    ("random_crop_to_aspect_ratio", {"aspect_ratio": 0.5}),
+    ("random_square_crop_by_scale", {"max_border": 4}),
+    ("resize_image", {"new_height": 9, "new_width": 23, "method": "NEAREST_NEIGHBOR"}),
+    (
+        "resize_to_range",
+        {
+            "min_dimension": 9,
+            "max_dimension": 20,
+            "pad_to_max_dimension": True,
+            "method": "NEAREST_NEIGHBOR",
+        },
+    ),
+    ("ssd_random_crop", {}),
+]
+
+
+@pytest.fixture(scope="module")
+def user_fields():
+    """A raster ``heatmap`` [H, W] and per-box points ``centre`` [N, 1, 2] with handlers."""
+    fields.register_per_box_field("centre")
+    transform.register_handler("heatmap", transform.raster_handler("heatmap", nearest=True))
+    transform.register_handler("centre", transform.points_handler("centre"))
+    yield
+    transform.unregister_handler("heatmap")
+    transform.unregister_handler("centre")
+    fields.unregister_per_box_field("centre")
+
+
+def _with_user_fields(features):
+    out = dict(features)
+    out["heatmap"] = features[fields.IMAGE][..., 0]
+    out["centre"] = features[fields.KEYPOINTS][:, :1]
+    return out
+
+
+@pytest.mark.parametrize(("step", "params"), STEPS, ids=[s for s, _ in STEPS])
+@settings(max_examples=6, deadline=None)
+@given(seed=seeds)
+def test_user_fields_move_like_their_builtin_kind(user_fields, step, params, seed):
+    features = _with_user_fields(coord_features(12, 17, BOXES))
+    out = as_numpy(Augmentation([(step, params)])(features, tf.constant([seed, 7])))
+    np.testing.assert_array_equal(out["heatmap"], out[fields.IMAGE][..., 0])
+    np.testing.assert_array_equal(out["centre"], out[fields.KEYPOINTS][:, :1])
+
+
+def test_handlers_of_builtin_fields_cannot_be_replaced():
+    with pytest.raises(ValueError, match="built-in handler"):
+        transform.register_handler(fields.MASKS, transform.raster_handler(fields.MASKS, 1))
+    with pytest.raises(ValueError, match="built-in handler"):
+        transform.unregister_handler(fields.IMAGE)
+    assert transform.handled_fields()[:5] == (
+        fields.IMAGE_VIEW,
+        fields.IMAGE,
+        fields.MASKS,
+        fields.BOXES,
+        fields.KEYPOINTS,
+    )
+
+
+def test_unsupported_raster_layout_is_named():
+    with pytest.raises(ValueError, match="rank 5 with rows on axis 0"):
+        transform.Resize(2, 2).raster(tf.zeros([2, 2, 1, 1, 1]), 0, None, nearest=True)
+
+
+def test_transforms_other_than_flips_and_windows_refuse_a_deferred_image():
+    features = {
+        fields.IMAGE: tf.zeros([4, 6, 0], tf.uint8),
+        fields.IMAGE_VIEW: tf.constant([0, 0, 0, 0, 4, 6]),
+        fields.ENCODED_IMAGE: tf.constant(b""),
+    }
+    flipped = transform.apply(features, transform.Flip(1))
+    np.testing.assert_array_equal(flipped[fields.IMAGE_VIEW], [0, 0, 0, 1, 4, 6])
+    cropped = transform.apply(features, transform.Window((4, 6), 1, 2, 3, 3))
+    np.testing.assert_array_equal(cropped[fields.IMAGE_VIEW], [1, 2, 0, 0, 4, 6])
+    with pytest.raises(ValueError, match="resize cannot run on a deferred"):
+        transform.apply(features, transform.Resize(2, 3))
+
+
+@settings(max_examples=10, deadline=None)
+@given(height=st.integers(1, 9), width=st.integers(1, 9))
+def test_identity_affine_is_the_identity(height, width):
+    features = coord_features(height, width, BOXES)
+    identity = transform.Affine((height, width), tf.eye(3))
+    out = as_numpy(transform.apply(features, identity))
+    for name, value in as_numpy(features).items():
+        np.testing.assert_allclose(out[name], value, atol=1e-6, err_msg=name)
