@@ -1,19 +1,35 @@
-"""object_input: fast, correct tf.data input pipelines for object detection and image models."""
+"""object_input: fast, correct tf.data input pipelines for object detection and image models.
 
-from object_input import boxes, fields, ops, writers
-from object_input.batching import unpad_batch
-from object_input.config import PipelineConfig, load_pipeline_config
-from object_input.decoders import ExampleDecoder, decode_example
-from object_input.distribute import dataset_fn
-from object_input.pipeline import DatasetOptions, make_dataset
+Names are imported on first use, so that ``import object_input`` (and ``object-input --help``)
+does not load TensorFlow until something needs it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+# Public name -> module that defines it.
+_EXPORTS = {
+    "DatasetOptions": "object_input.pipeline",
+    "ExampleDecoder": "object_input.decoders",
+    "PipelineConfig": "object_input.config",
+    "dataset_fn": "object_input.distribute",
+    "decode_example": "object_input.decoders",
+    "load_pipeline_config": "object_input.config",
+    "make_dataset": "object_input.pipeline",
+    "unpad_batch": "object_input.batching",
+}
+_SUBMODULES = ("boxes", "converters", "fields", "ops", "writers")
 
 __all__ = [
     "DatasetOptions",
     "ExampleDecoder",
     "PipelineConfig",
     "boxes",
+    "converters",
     "dataset_fn",
     "decode_example",
     "fields",
@@ -23,3 +39,26 @@ __all__ = [
     "unpad_batch",
     "writers",
 ]
+
+if TYPE_CHECKING:
+    from object_input import boxes, converters, fields, ops, writers
+    from object_input.batching import unpad_batch
+    from object_input.config import PipelineConfig, load_pipeline_config
+    from object_input.decoders import ExampleDecoder, decode_example
+    from object_input.distribute import dataset_fn
+    from object_input.pipeline import DatasetOptions, make_dataset
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        value = importlib.import_module(f"object_input.{name}")
+    elif name in _EXPORTS:
+        value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    else:
+        raise AttributeError(f"module 'object_input' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

@@ -1,35 +1,127 @@
-"""The ``object-input`` command line."""
+"""The ``object-input`` command line.
+
+Only argparse runs before a command is chosen, so ``--help`` never loads TensorFlow. Commands
+load it through :func:`load_tensorflow`, which keeps TensorFlow's C++ start-up lines off the
+terminal unless ``--verbose`` is given.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import shlex
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from typing import Any
+
+# Set before TensorFlow loads: only errors from its C++ logging; gRPC quiet too.
+QUIET_ENVIRONMENT = {"TF_CPP_MIN_LOG_LEVEL": "2", "GRPC_VERBOSITY": "ERROR"}
+
+DESCRIPTION = """\
+Fast, correct tf.data input pipelines for object detection.
+
+Start with `object-input demo --output data`: it writes a small dataset, a label map and a
+pipeline.config, runs the pipeline, and prints the commands to look at the result."""
+
+
+def load_tensorflow(verbose: bool = False) -> None:
+    """Import TensorFlow; unless ``verbose``, without its start-up log lines.
+
+    Some of those lines (oneDNN, CUDA, cpu_feature_guard, cuInit) are written by C++ logging
+    before TF_CPP_MIN_LOG_LEVEL is read, so stderr is also held aside while TensorFlow loads and
+    finds its devices; what was written there is shown only if loading fails.
+    """
+    if "tensorflow" in sys.modules:
+        return
+    if verbose:
+        import tensorflow  # noqa: F401
+
+        return
+    for key, value in QUIET_ENVIRONMENT.items():
+        os.environ.setdefault(key, value)
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)
+        try:
+            import tensorflow as tf
+
+            tf.config.list_physical_devices()
+            tf.get_logger().setLevel("ERROR")
+        except BaseException:
+            os.dup2(saved, 2)
+            held.seek(0)
+            sys.stderr.write(held.read().decode(errors="replace"))
+            raise
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
+def _fail(command: str, err: BaseException) -> int:
+    message = getattr(err, "message", None) or str(err)
+    print(f"object-input {command}: error: {message}", file=sys.stderr)
+    return 1
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    """Exceptions that mean bad input or setup: reported in one line, not as a traceback."""
+    import tensorflow as tf
+
+    return (ImportError, OSError, ValueError, tf.errors.OpError)
+
+
+# demo ------------------------------------------------------------------------------------------
+
+DEMO_CONFIG = """\
+# Written by `object-input demo`. Paths are relative to this file.
+train_config {{
+  batch_size: {batch_size}
+  data_augmentation_options {{ random_horizontal_flip {{ }} }}
+  data_augmentation_options {{ random_crop_image {{ }} }}
+}}
+train_input_reader {{
+  label_map_path: "label_map.pbtxt"
+  tf_record_input_reader {{ input_path: "train-*.tfrecord" }}
+  max_number_of_boxes: {max_boxes}
+  load_instance_masks: true
+  mask_type: PNG_MASKS
+}}
+"""
 
 
 def _demo(args: argparse.Namespace) -> int:
     import object_input as oi
-    from object_input.synthetic import write_synthetic_dataset
+    from object_input.label_map import write_label_map
+    from object_input.synthetic import CLASS_NAMES, write_synthetic_dataset
 
     with tempfile.TemporaryDirectory() as tmp:
         directory = args.output or tmp
         paths = write_synthetic_dataset(
-            directory, args.num_examples, args.num_shards, seed=args.seed
+            directory, args.num_examples, args.num_shards, seed=args.seed, name="train"
         )
+        label_map = write_label_map(
+            os.path.join(directory, "label_map.pbtxt"),
+            {name: i for i, name in enumerate(CLASS_NAMES, start=1)},
+        )
+        config = os.path.join(directory, "pipeline.config")
+        with open(config, "w", encoding="utf-8") as file:
+            file.write(DEMO_CONFIG.format(batch_size=args.batch_size, max_boxes=args.max_boxes))
         print(
-            f"wrote {args.num_examples} synthetic examples to {len(paths)} TFRecord shards "
-            f"in {directory}"
+            f"wrote {args.num_examples} synthetic examples to {len(paths)} TFRecord shards, "
+            f"a label map and a pipeline.config in {directory}"
         )
         dataset = oi.make_dataset(
-            os.path.join(directory, "*.tfrecord"),
+            os.path.join(directory, "train-*.tfrecord"),
             batch_size=args.batch_size,
-            augment=[("random_horizontal_flip", {"probability": 0.5})],
+            augment=[("random_horizontal_flip", {}), ("random_crop_image", {})],
             image_size=(args.image_size, args.image_size),
             max_boxes=args.max_boxes,
             masks="png",
+            label_map=label_map,
             seed=args.seed,
             num_epochs=args.epochs,
         )
@@ -48,12 +140,34 @@ def _demo(args: argparse.Namespace) -> int:
         f"{batches} batches, {images} images in {elapsed:.2f} s: "
         f"{images / elapsed:.1f} images/s (first batch after {first:.2f} s)"
     )
+    if not args.output:
+        print("the data was in a temporary folder and is gone; pass --output DIR to keep it")
+        return 0
+    pattern = shlex.quote(os.path.join(args.output, "train-*.tfrecord"))
+    print("next: look inside the records, then draw what the pipeline.config does to them")
+    print(f"  object-input inspect {pattern}")
+    print(
+        f"  object-input show --config {shlex.quote(config)} -n 16 "
+        f"-o {shlex.quote(os.path.join(args.output, 'grid.png'))}"
+    )
     return 0
 
 
-def _show(args: argparse.Namespace) -> int:
-    import tensorflow as tf
+# show ------------------------------------------------------------------------------------------
 
+
+def _detect(source: Any, options: dict[str, Any]) -> None:
+    """Decode masks and keypoints whenever the first records carry them."""
+    from object_input.inspection import inspect_records
+
+    report = inspect_records(source, limit=16)
+    if options.get("masks") is None:
+        options["masks"] = report.masks()
+    if not options.get("num_keypoints"):
+        options["num_keypoints"] = report.num_keypoints()
+
+
+def _show(args: argparse.Namespace) -> int:
     import object_input as oi
     from object_input import viz
     from object_input.label_map import label_map_to_names
@@ -80,6 +194,7 @@ def _show(args: argparse.Namespace) -> int:
         for name in ("seed", "masks", "num_keypoints"):
             if getattr(args, name) is not None:
                 options[name] = getattr(args, name)
+        _detect(source, options)
         if args.no_augment:
             options["augment"] = []
         dataset = oi.make_dataset(**options).take(args.num_examples)
@@ -93,12 +208,8 @@ def _show(args: argparse.Namespace) -> int:
         if args.config:
             title = f"{os.path.basename(args.config)}: {title}"
         path = viz.render_grid(examples, args.output, class_names, args.columns, title)
-    except (ImportError, OSError, ValueError) as err:
-        print(f"object-input show: error: {err}", file=sys.stderr)
-        return 1
-    except tf.errors.OpError as err:
-        print(f"object-input show: error: {err.message}", file=sys.stderr)
-        return 1
+    except _user_errors() as err:
+        return _fail("show", err)
     dropped = sum(int(e.get(oi.fields.NUM_DROPPED_BOXES, 0)) for e in examples)
     if dropped:
         print(f"{dropped} boxes beyond max_boxes were dropped and are not drawn")
@@ -106,28 +217,172 @@ def _show(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of ``object-input``."""
-    parser = argparse.ArgumentParser(prog="object-input", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
-    demo = commands.add_parser(
-        "demo", help="write a synthetic detection dataset and run the full pipeline on it"
+# inspect ---------------------------------------------------------------------------------------
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    from object_input.inspection import inspect_records
+
+    try:
+        report = inspect_records(args.files, limit=args.limit)
+    except _user_errors() as err:
+        return _fail("inspect", err)
+    print(json.dumps(report.to_dict(), indent=2) if args.json else report.format())
+    return 1 if report.corrupt else 0
+
+
+# convert ---------------------------------------------------------------------------------------
+
+
+def _convert(args: argparse.Namespace) -> int:
+    from object_input import converters
+
+    common = {
+        "num_shards": args.num_shards,
+        "label_map": args.label_map,
+        "label_map_output": args.label_map_output,
+        "shuffle": not args.no_shuffle,
+        "seed": args.seed,
+        "compression": "GZIP" if args.gzip else None,
+        "num_workers": args.workers,
+        "progress": not args.no_progress,
+    }
+    try:
+        if args.format == "coco":
+            result = converters.convert_coco(
+                args.annotations,
+                args.images,
+                args.output,
+                masks=not args.no_masks,
+                keypoints=not args.no_keypoints,
+                include_crowd=not args.no_crowd,
+                **common,
+            )
+        elif args.format == "voc":
+            result = converters.convert_voc(
+                args.annotations,
+                args.output,
+                images=args.images,
+                image_set=args.image_set,
+                include_difficult=not args.no_difficult,
+                **common,
+            )
+        elif args.format == "csv":
+            result = converters.convert_csv(args.csv, args.images, args.output, **common)
+        else:
+            result = converters.convert_folders(args.root, args.output, **common)
+    except _user_errors() as err:
+        return _fail(f"convert {args.format}", err)
+    print(result.summary())
+    for message in result.skipped:
+        print(f"  skipped: {message}")
+    print(f"next: object-input inspect {shlex.quote(result.pattern)}")
+    return 0
+
+
+# bench -----------------------------------------------------------------------------------------
+
+
+def _bench(args: argparse.Namespace) -> int:
+    import object_input as oi
+    from object_input.writers.parallel import progress_bar
+
+    try:
+        config = oi.load_pipeline_config(args.config) if args.config else None
+        options = {} if config is None else config.to_dataset_kwargs()
+        source = args.source or options.get("source")
+        if not source:
+            raise ValueError("give DATA (glob, folder or files) or a --config with inputs")
+        options.update(source=source, num_epochs=None)
+        options.setdefault("batch_size", 32)
+        if args.batch_size is not None:
+            options["batch_size"] = args.batch_size
+        if args.image_size is not None:
+            if len(args.image_size) > 2:
+                raise ValueError("--image-size takes SIZE or HEIGHT WIDTH")
+            options["image_size"] = tuple(args.image_size * (3 - len(args.image_size)))
+        if args.seed is not None:
+            options["seed"] = args.seed
+        if config is None:
+            _detect(source, options)
+        if args.steps < 1 or args.warmup < 0:
+            raise ValueError("--steps must be >= 1 and --warmup >= 0")
+        iterator = iter(oi.make_dataset(**options))
+        for _ in range(args.warmup):
+            next(iterator)
+        bar = progress_bar(args.steps, "bench", not args.no_progress, unit="batch")
+        images = 0
+        wall, cpu = time.perf_counter(), time.process_time()
+        for _ in range(args.steps):
+            batch = next(iterator)
+            images += int(batch[oi.fields.IMAGE].shape[0])
+            bar.update(1)
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        bar.close()
+    except _user_errors() as err:
+        return _fail("bench", err)
+    print(
+        f"{images / wall:.1f} images/s, {1000 * cpu / images:.2f} CPU ms per image "
+        f"({images} images in {args.steps} batches of {options['batch_size']}, {wall:.2f} s "
+        f"after {args.warmup} warm-up batches; {os.cpu_count()} CPUs)"
     )
-    demo.add_argument("--num-examples", type=int, default=256)
-    demo.add_argument("--num-shards", type=int, default=4)
-    demo.add_argument("--batch-size", type=int, default=8)
-    demo.add_argument("--image-size", type=int, default=128)
-    demo.add_argument("--max-boxes", type=int, default=20)
-    demo.add_argument("--epochs", type=int, default=2)
-    demo.add_argument("--seed", type=int, default=1)
-    demo.add_argument("--output", help="keep the dataset in this folder (default: a temp folder)")
+    return 0
+
+
+# parser ----------------------------------------------------------------------------------------
+
+
+def _common_options() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="show TensorFlow's start-up and warning log lines",
+    )
+    return common
+
+
+def _add_demo(commands: Any, common: argparse.ArgumentParser) -> None:
+    demo = commands.add_parser(
+        "demo",
+        parents=[common],
+        help="write a synthetic detection dataset and run the full pipeline on it",
+        description="Write a small synthetic dataset (coloured shapes with boxes, classes and "
+        "masks), a label map and a pipeline.config, then run the full pipeline on it and print "
+        "the batch shapes and images/s.",
+    )
+    demo.add_argument(
+        "-o",
+        "--output",
+        help="keep the dataset, label map and config in this folder "
+        "(default: a temporary folder, deleted at the end)",
+    )
+    demo.add_argument(
+        "--num-examples", type=int, default=256, help="examples to write (default 256)"
+    )
+    demo.add_argument("--num-shards", type=int, default=4, help="TFRecord files (default 4)")
+    demo.add_argument("--batch-size", type=int, default=8, help="examples per batch (default 8)")
+    demo.add_argument(
+        "--image-size", type=int, default=128, help="side of the square output images (default 128)"
+    )
+    demo.add_argument(
+        "--max-boxes", type=int, default=20, help="boxes per example after padding (default 20)"
+    )
+    demo.add_argument("--epochs", type=int, default=2, help="passes over the data (default 2)")
+    demo.add_argument("--seed", type=int, default=1, help="data and pipeline seed (default 1)")
     demo.set_defaults(run=_demo)
+
+
+def _add_show(commands: Any, common: argparse.ArgumentParser) -> None:
     show = commands.add_parser(
         "show",
+        parents=[common],
         help="draw augmented examples (boxes, classes, masks, keypoints) into a PNG grid",
         description="Decode and augment examples as make_dataset does, and draw them in a grid "
-        "to see what a config does before training on it. Needs matplotlib "
-        "(pip install object-input[viz]).",
+        "to see what a config does before training on it. Masks and keypoints are drawn "
+        "whenever the records have them. Needs matplotlib (pip install object-input[viz]).",
     )
     show.add_argument(
         "source", nargs="*", help="TFRecord glob, folder or files (default: the config's inputs)"
@@ -144,19 +399,182 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--columns", type=int, help="grid columns (default: about a square)")
     show.add_argument("--seed", type=int, help="pipeline seed (default: the config's)")
     show.add_argument("--label-map", help="text label map: names for ids (overrides the config)")
-    show.add_argument("--masks", choices=("png", "numerical"), help="decode instance masks")
-    show.add_argument("--num-keypoints", type=int, help="keypoints per box to decode")
+    show.add_argument(
+        "--masks",
+        choices=("png", "numerical"),
+        help="how the records store masks (default: detected from the records)",
+    )
+    show.add_argument(
+        "--num-keypoints", type=int, help="keypoints per box (default: detected from the records)"
+    )
     show.add_argument(
         "--no-augment", action="store_true", help="show the decoded data, unaugmented"
     )
     show.set_defaults(run=_show)
+
+
+def _add_inspect(commands: Any, common: argparse.ArgumentParser) -> None:
+    inspect = commands.add_parser(
+        "inspect",
+        parents=[common],
+        help="count records and summarize features, image sizes, boxes, classes; find corrupt "
+        "records",
+        description="Read TFRecord files record by record and print the record count, the "
+        "feature keys with their types and value counts (the schema, inferred), image size "
+        "statistics, boxes per image, class counts, and every corrupt record with its file "
+        "and index. Exits with status 1 when a record is corrupt.",
+    )
+    inspect.add_argument("files", nargs="+", help="TFRecord glob, folder or files")
+    inspect.add_argument("--json", action="store_true", help="print the report as JSON")
+    inspect.add_argument("--limit", type=int, help="read at most this many records")
+    inspect.set_defaults(run=_inspect)
+
+
+def _add_convert(commands: Any, common: argparse.ArgumentParser) -> None:
+    convert = commands.add_parser(
+        "convert",
+        help="convert COCO, Pascal VOC, CSV or class-folder datasets to TFRecords",
+        description="Convert a dataset to sharded detection TFRecords and a label map "
+        "(label_map.pbtxt beside the shards), building records on parallel threads. Needs "
+        "pycocotools for COCO masks and tqdm for the progress bar "
+        "(pip install object-input[convert]).",
+    )
+    shared = argparse.ArgumentParser(add_help=False, parents=[common])
+    shared.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        help="path prefix of the shards: out/train writes out/train-00000-of-0000N.tfrecord",
+    )
+    shared.add_argument(
+        "--num-shards",
+        type=int,
+        help="TFRecord files to write (default: one per 1,000 images, at most 256)",
+    )
+    shared.add_argument(
+        "--label-map",
+        help="label map whose ids to use (e.g. the training split's, when converting "
+        "validation); default: COCO's category ids, or the class names sorted, numbered from 1",
+    )
+    shared.add_argument(
+        "--label-map-output", help="where to write the label map (default: beside the shards)"
+    )
+    shared.add_argument(
+        "--workers", type=int, help="threads building records (default: the CPUs available)"
+    )
+    shared.add_argument(
+        "--no-shuffle",
+        action="store_true",
+        help="write images in input order (default: a seeded random order)",
+    )
+    shared.add_argument("--seed", type=int, default=0, help="seed of the order (default 0)")
+    shared.add_argument("--gzip", action="store_true", help="write GZIP-compressed shards")
+    shared.add_argument("--no-progress", action="store_true", help="no progress bar")
+    formats = convert.add_subparsers(dest="format", required=True, metavar="FORMAT")
+    coco = formats.add_parser(
+        "coco",
+        parents=[shared],
+        help="COCO JSON: boxes, categories, iscrowd, area, masks, keypoints",
+        description="Convert a COCO annotation file: boxes, category ids and names, iscrowd, "
+        "area, polygon and RLE segmentations as PNG masks, keypoints with visibilities.",
+    )
+    coco.add_argument("annotations", help="COCO JSON file (instances_*.json, person_keypoints_*)")
+    coco.add_argument("images", help="folder the images' file_name are relative to")
+    coco.add_argument("--no-masks", action="store_true", help="do not write instance masks")
+    coco.add_argument("--no-keypoints", action="store_true", help="do not write keypoints")
+    coco.add_argument("--no-crowd", action="store_true", help="leave out iscrowd annotations")
+    voc = formats.add_parser(
+        "voc",
+        parents=[shared],
+        help="Pascal VOC XML folder: boxes, classes, difficult, truncated, pose",
+        description="Convert Pascal VOC XML annotations (one file per image): boxes, class "
+        "names, difficult, truncated and pose.",
+    )
+    voc.add_argument("annotations", help="folder of XML files, or a VOC root with Annotations/")
+    voc.add_argument("--images", help="image folder (default: JPEGImages beside the annotations)")
+    voc.add_argument("--image-set", help="list of image ids to convert (ImageSets/Main/train.txt)")
+    voc.add_argument(
+        "--no-difficult", action="store_true", help="leave out objects marked difficult"
+    )
+    csv = formats.add_parser(
+        "csv",
+        parents=[shared],
+        help="detection CSV: filename,width,height,class,xmin,ymin,xmax,ymax (pixels)",
+        description="Convert a CSV with one row per box and the header "
+        "filename,width,height,class,xmin,ymin,xmax,ymax (pixel coordinates); an image's rows "
+        "may be anywhere in the file. A row with an empty class and coordinates is an image "
+        "without boxes.",
+    )
+    csv.add_argument("csv", help="the CSV file")
+    csv.add_argument("images", help="folder the filename column is relative to")
+    folders = formats.add_parser(
+        "folders",
+        parents=[shared],
+        help="class-per-folder image tree: ROOT/<class>/<image> to image-level classes",
+        description="Convert ROOT/<class>/<image> trees: each record holds an image and its "
+        "class (image/class/label and image/class/text), no boxes.",
+    )
+    folders.add_argument("root", help="folder whose subfolders are the classes")
+    convert.set_defaults(run=_convert)
+
+
+def _add_bench(commands: Any, common: argparse.ArgumentParser) -> None:
+    bench = commands.add_parser(
+        "bench",
+        parents=[common],
+        help="time a pipeline on your own data: images/s and CPU ms per image",
+        description="Run make_dataset on your data (with your config) for a number of batches "
+        "after a warm-up, and print images/s and the process's CPU milliseconds per image.",
+    )
+    bench.add_argument(
+        "source", nargs="*", help="TFRecord glob, folder or files (default: the config's inputs)"
+    )
+    bench.add_argument(
+        "--config", help="pipeline.config or YAML whose pipeline to time (default: no augmentation)"
+    )
+    bench.add_argument(
+        "--batch-size", type=int, help="examples per batch (default: the config's, else 32)"
+    )
+    bench.add_argument(
+        "--image-size",
+        type=int,
+        nargs="+",
+        metavar="SIZE",
+        help="resize to SIZE (square) or HEIGHT WIDTH (default: no resize)",
+    )
+    bench.add_argument("--steps", type=int, default=50, help="batches to time (default 50)")
+    bench.add_argument(
+        "--warmup", type=int, default=5, help="batches run before timing starts (default 5)"
+    )
+    bench.add_argument("--seed", type=int, help="pipeline seed (default: the config's)")
+    bench.add_argument("--no-progress", action="store_true", help="no progress bar")
+    bench.set_defaults(run=_bench)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``object-input``."""
+    common = _common_options()
+    parser = argparse.ArgumentParser(
+        prog="object-input",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="show TensorFlow's start-up and warning log lines",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in (_add_demo, _add_convert, _add_inspect, _add_show, _add_bench):
+        add(commands, common)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``object-input`` console script."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     args = build_parser().parse_args(argv)
+    load_tensorflow(args.verbose)
     return args.run(args)
 
 

@@ -95,9 +95,10 @@ def write_synthetic_dataset(
     *,
     compression: str | None = None,
     seed: int = 0,
+    name: str = "synthetic",
     **kwargs,
 ) -> list[str]:
-    """Write a synthetic dataset as TFRecord shards under ``directory``; returns the paths."""
-    prefix = os.path.join(os.fspath(directory), "synthetic")
+    """Write a synthetic dataset as TFRecord shards ``directory/<name>-*``; returns the paths."""
+    prefix = os.path.join(os.fspath(directory), name)
     examples = synthetic_examples(num_examples, seed=seed, **kwargs)
     return write_tfrecords(examples, prefix, num_shards, compression)

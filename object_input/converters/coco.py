@@ -81,7 +81,7 @@ def convert_coco(
     images: str | os.PathLike,
     output: str | os.PathLike,
     *,
-    num_shards: int = 1,
+    num_shards: int | None = None,
     masks: bool = True,
     keypoints: bool = True,
     label_map: LabelMapSource | None = None,
@@ -99,7 +99,7 @@ def convert_coco(
       annotations: the COCO JSON file (``instances_*.json`` or ``person_keypoints_*.json``).
       images: folder the images' ``file_name`` are relative to.
       output: path prefix of the shards: ``out/train`` → ``out/train-00000-of-00008.tfrecord``.
-      num_shards: number of TFRecord files.
+      num_shards: number of TFRecord files (default: one per 1,000 images, at most 256).
       masks: write instance masks (PNG per box) from the segmentations.
       keypoints: write keypoints and visibilities when the categories define keypoints.
       label_map: ``{name: id}`` or a label map file to renumber the categories by name; by

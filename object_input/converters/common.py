@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import struct
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -44,25 +44,24 @@ class ConversionResult:
     num_boxes: int
     skipped: list[str] = dataclasses.field(default_factory=list)
 
+    @property
+    def pattern(self) -> str:
+        """A glob matching the shards (the one path when there is one shard)."""
+        if len(self.paths) == 1:
+            return self.paths[0]
+        stem, _, rest = self.paths[0].rpartition("-00000-of-")
+        return f"{stem}-*{rest[5:]}"
+
     def summary(self) -> str:
         """One line for people: counts and where the shards and label map are."""
-        pattern = _shard_pattern(self.paths)
         text = (
             f"wrote {self.num_examples} examples with {self.num_boxes} boxes to "
-            f"{len(self.paths)} shards {pattern}; label map {self.label_map_path} "
+            f"{len(self.paths)} shards {self.pattern}; label map {self.label_map_path} "
             f"({len(self.label_map)} classes)"
         )
         if self.skipped:
             text += f"; skipped {len(self.skipped)} annotations (first: {self.skipped[0]})"
         return text
-
-
-def _shard_pattern(paths: Sequence[str]) -> str:
-    first = paths[0]
-    if len(paths) == 1:
-        return first
-    stem, _, rest = first.rpartition("-00000-of-")
-    return f"{stem}-*{rest[5:]}"
 
 
 def read_image(path: str | os.PathLike) -> ImageFile:
@@ -148,6 +147,11 @@ def save_label_map(path: str, label_map: Mapping[str, int], source: LabelMapSour
         file.write(text)
 
 
+def auto_shards(num_images: int) -> int:
+    """Shards for ``num_images`` images by default: one per 1,000 images, from 1 to 256."""
+    return min(256, max(1, -(-num_images // 1000)))
+
+
 def order(items: list, shuffle: bool, seed: int) -> list:
     """``items`` in a seeded random order (the same for the same seed), or as they are."""
     if not shuffle:
@@ -164,7 +168,7 @@ def run(
     *,
     label_map_source: LabelMapSource | None,
     label_map_output: str | os.PathLike | None,
-    num_shards: int,
+    num_shards: int | None,
     compression: str | None,
     num_workers: int | None,
     progress: bool,
@@ -173,6 +177,8 @@ def run(
     skipped: list[str] | None = None,
 ) -> ConversionResult:
     """Write the label map, then ``build(item)`` for every item, to shards of ``output``."""
+    if num_shards is None:
+        num_shards = auto_shards(len(items))
     if num_shards < 1:
         raise ValueError(f"num_shards must be >= 1, got {num_shards}")
     label_map_path = os.fspath(label_map_output or default_label_map_path(output))

@@ -51,7 +51,7 @@ def convert_folders(
     root: str | os.PathLike,
     output: str | os.PathLike,
     *,
-    num_shards: int = 1,
+    num_shards: int | None = None,
     label_map: LabelMapSource | None = None,
     label_map_output: str | os.PathLike | None = None,
     shuffle: bool = True,
@@ -65,7 +65,7 @@ def convert_folders(
     Args:
       root: the folder whose subfolders are the classes.
       output: path prefix of the shards: ``out/train`` → ``out/train-00000-of-00004.tfrecord``.
-      num_shards: number of TFRecord files.
+      num_shards: number of TFRecord files (default: one per 1,000 images, at most 256).
       label_map: ``{name: id}`` or a label map file; by default the folder names, sorted, get
         ids 1..N.
       label_map_output: where to write the label map (default ``label_map.pbtxt`` beside the

@@ -152,7 +152,7 @@ def convert_voc(
     *,
     images: str | os.PathLike | None = None,
     image_set: str | os.PathLike | None = None,
-    num_shards: int = 1,
+    num_shards: int | None = None,
     label_map: LabelMapSource | None = None,
     label_map_output: str | os.PathLike | None = None,
     include_difficult: bool = True,
@@ -170,7 +170,7 @@ def convert_voc(
       images: folder of the images (default: ``JPEGImages`` inside or beside ``annotations``,
         else ``annotations`` itself).
       image_set: a list of image ids to convert (``ImageSets/Main/trainval.txt``).
-      num_shards: number of TFRecord files.
+      num_shards: number of TFRecord files (default: one per 1,000 images, at most 256).
       label_map: ``{name: id}`` or a label map file; by default the class names found, sorted,
         get ids 1..N.
       label_map_output: where to write the label map (default ``label_map.pbtxt`` beside the

@@ -30,7 +30,7 @@ def default_workers() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def progress_bar(total: int, description: str, enabled: bool = True) -> Any:
+def progress_bar(total: int, description: str, enabled: bool = True, unit: str = "img") -> Any:
     """A tqdm bar on stderr (a silent stand-in when disabled or tqdm is not installed)."""
     try:
         from tqdm import tqdm
@@ -38,7 +38,7 @@ def progress_bar(total: int, description: str, enabled: bool = True) -> Any:
         enabled = False
     if not enabled:
         return _NoBar()
-    return tqdm(total=total, desc=description, unit="img", file=sys.stderr, dynamic_ncols=True)
+    return tqdm(total=total, desc=description, unit=unit, file=sys.stderr, dynamic_ncols=True)
 
 
 class _NoBar:

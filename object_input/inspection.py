@@ -1,0 +1,315 @@
+"""Look inside TFRecord files: record count, the feature schema, image sizes, boxes and classes.
+
+Records are read one by one, outside any pipeline, so that a damaged file is reported with its
+path and record index instead of stopping the reading: a truncated file or a CRC mismatch ends
+that file's reading (the rest of it cannot be framed) and is listed, a record that is not a
+``tf.train.Example`` is listed and skipped.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import os
+import re
+import struct
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import tensorflow as tf
+from google.protobuf.message import DecodeError
+
+from object_input.readers.tfrecord import compression_of, list_files
+
+# Bytes TFRecordDataset reads ahead; passing it also avoids TensorFlow's unspecified-size warning.
+READ_BUFFER_BYTES = 1 << 20
+
+_KINDS = {"bytes_list": "bytes", "float_list": "float", "int64_list": "int64"}
+
+
+@dataclasses.dataclass(frozen=True)
+class CorruptRecord:
+    """A record that could not be read or parsed."""
+
+    file: str
+    index: int
+    error: str
+
+
+@dataclasses.dataclass
+class FeatureStats:
+    """How one feature key appears across the records."""
+
+    types: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    records: int = 0
+    min_length: int | None = None
+    max_length: int = 0
+
+    def add(self, kind: str, length: int) -> None:
+        self.types[kind] += 1
+        self.records += 1
+        self.min_length = length if self.min_length is None else min(self.min_length, length)
+        self.max_length = max(self.max_length, length)
+
+    @property
+    def shape(self) -> str:
+        """``[n]`` when every record has n values, else ``[min..max]``."""
+        if self.min_length == self.max_length:
+            return f"[{self.max_length}]"
+        return f"[{self.min_length}..{self.max_length}]"
+
+    @property
+    def type(self) -> str:
+        return "|".join(sorted(self.types))
+
+
+def iterate_records(files: Sequence[str]) -> Iterator[tuple[str, int, bytes | CorruptRecord]]:
+    """``(file, index, serialized record or CorruptRecord)`` for every record of ``files``."""
+    for path in files:
+        dataset = tf.data.TFRecordDataset(
+            path, compression_type=compression_of(path), buffer_size=READ_BUFFER_BYTES
+        )
+        iterator = iter(dataset)
+        index = 0
+        while True:
+            try:
+                record = next(iterator)
+            except StopIteration:
+                break
+            except tf.errors.OpError as err:
+                yield path, index, CorruptRecord(path, index, _op_message(err))
+                break
+            yield path, index, record.numpy()
+            index += 1
+
+
+def _op_message(err: tf.errors.OpError) -> str:
+    """The reason in a TensorFlow error, without the op and function names around it."""
+    message = re.sub(r"\{\{function_node [^}]*\}\}\s*", "", err.message)
+    return re.sub(r"\s*\[Op:\w+\].*$", "", message, flags=re.S).strip()
+
+
+def _image_size(example: Mapping[str, Any]) -> tuple[int, int] | None:
+    """(height, width) from image/height and image/width, else from the PNG or JPEG header."""
+    height = _values(example, "image/height")
+    width = _values(example, "image/width")
+    if height and width and height[0] > 0 and width[0] > 0:
+        return int(height[0]), int(width[0])
+    encoded = _values(example, "image/encoded")
+    if not encoded:
+        return None
+    data = encoded[0]
+    if data.startswith(b"\x89PNG") and len(data) >= 24:
+        width, height = struct.unpack(">II", data[16:24])
+        return height, width
+    if data.startswith(b"\xff\xd8\xff"):
+        try:
+            shape = tf.io.extract_jpeg_shape(data).numpy()
+        except tf.errors.OpError:
+            return None
+        return int(shape[0]), int(shape[1])
+    return None
+
+
+def _values(example: Mapping[str, Any], key: str) -> list:
+    feature = example.get(key)
+    if feature is None:
+        return []
+    kind = feature.WhichOneof("kind")
+    return list(getattr(feature, kind).value) if kind else []
+
+
+@dataclasses.dataclass
+class Report:
+    """What :func:`inspect_records` found; ``to_dict`` for JSON, ``format`` for people."""
+
+    files: list[str]
+    num_records: int = 0
+    features: dict[str, FeatureStats] = dataclasses.field(default_factory=dict)
+    image_sizes: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    image_formats: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    boxes_per_image: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    class_counts: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    image_class_counts: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    class_names: dict[Any, str] = dataclasses.field(default_factory=dict)
+    keypoints_per_box: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    corrupt: list[CorruptRecord] = dataclasses.field(default_factory=list)
+
+    def add(self, example: Mapping[str, Any]) -> None:
+        self.num_records += 1
+        for key, feature in example.items():
+            kind = feature.WhichOneof("kind")
+            values = getattr(feature, kind).value if kind else ()
+            self.features.setdefault(key, FeatureStats()).add(
+                _KINDS.get(kind, "empty"), len(values)
+            )
+        size = _image_size(example)
+        if size:
+            self.image_sizes[size] += 1
+        formats = _values(example, "image/format")
+        if formats:
+            self.image_formats[formats[0].decode(errors="replace").lower()] += 1
+        num_boxes = len(_values(example, "image/object/bbox/ymin"))
+        self.boxes_per_image[num_boxes] += 1
+        labels = _values(example, "image/object/class/label")
+        texts = [t.decode(errors="replace") for t in _values(example, "image/object/class/text")]
+        self._count_classes(self.class_counts, labels, texts)
+        image_labels = _values(example, "image/class/label")
+        image_texts = [t.decode(errors="replace") for t in _values(example, "image/class/text")]
+        self._count_classes(self.image_class_counts, image_labels, image_texts)
+        points = len(_values(example, "image/object/keypoint/y"))
+        if num_boxes and points:
+            self.keypoints_per_box[points // num_boxes] += 1
+
+    def _count_classes(self, counts: collections.Counter, labels: list, texts: list) -> None:
+        keys = labels or texts
+        counts.update(keys)
+        if labels and len(texts) == len(labels):
+            for label, text in zip(labels, texts, strict=True):
+                self.class_names.setdefault(label, text)
+
+    @property
+    def num_boxes(self) -> int:
+        return sum(n * count for n, count in self.boxes_per_image.items())
+
+    def masks(self) -> str | None:
+        """How masks are stored: ``"png"``, ``"numerical"`` or None."""
+        stats = self.features.get("image/object/mask")
+        if stats is None:
+            return None
+        if "bytes" in stats.types:
+            return "png"
+        return "numerical" if "float" in stats.types else None
+
+    def num_keypoints(self) -> int:
+        """Keypoints per box (the most common count), 0 without keypoints."""
+        if not self.keypoints_per_box:
+            return 0
+        return self.keypoints_per_box.most_common(1)[0][0]
+
+    def to_dict(self) -> dict[str, Any]:
+        heights = [h for (h, _), n in self.image_sizes.items() for _ in range(n)]
+        widths = [w for (_, w), n in self.image_sizes.items() for _ in range(n)]
+        boxes = [k for k, n in self.boxes_per_image.items() for _ in range(n)]
+        return {
+            "files": self.files,
+            "num_records": self.num_records,
+            "num_corrupt": len(self.corrupt),
+            "features": {
+                key: {"type": stats.type, "shape": stats.shape, "records": stats.records}
+                for key, stats in sorted(self.features.items())
+            },
+            "image_size": {
+                "height": _summary(heights),
+                "width": _summary(widths),
+                "most_common": [
+                    {"height": h, "width": w, "count": n}
+                    for (h, w), n in self.image_sizes.most_common(5)
+                ],
+                "formats": dict(self.image_formats.most_common()),
+            },
+            "boxes_per_image": dict(
+                _summary(boxes),
+                total=self.num_boxes,
+                images_without_boxes=self.boxes_per_image.get(0, 0),
+            ),
+            "classes": self._classes(self.class_counts),
+            "image_classes": self._classes(self.image_class_counts),
+            "masks": self.masks(),
+            "num_keypoints": self.num_keypoints(),
+            "corrupt_records": [dataclasses.asdict(c) for c in self.corrupt],
+        }
+
+    def _classes(self, counts: collections.Counter) -> list[dict[str, Any]]:
+        return [
+            {"id": key, "name": self.class_names.get(key), "count": n}
+            if isinstance(key, int)
+            else {"id": None, "name": key, "count": n}
+            for key, n in sorted(counts.items(), key=lambda kv: (str(type(kv[0])), kv[0]))
+        ]
+
+    def format(self) -> str:
+        """A plain-text report."""
+        data = self.to_dict()
+        lines = [
+            f"{len(self.files)} files, {self.num_records} records, {len(self.corrupt)} corrupt"
+        ]
+        if self.features:
+            lines.append(
+                f"features (type, values per record, records having it of {self.num_records}):"
+            )
+            width = max(len(key) for key in self.features)
+            for key, info in data["features"].items():
+                lines.append(
+                    f"  {key:{width}s}  {info['type']:6s} {info['shape']:10s} {info['records']}"
+                )
+        size = data["image_size"]
+        if size["height"]:
+            common = ", ".join(
+                f"{s['width']}x{s['height']} ({s['count']})" for s in size["most_common"]
+            )
+            formats = ", ".join(f"{k} {v}" for k, v in size["formats"].items())
+            lines.append(
+                f"image size: height {_text(size['height'])}; width {_text(size['width'])}; "
+                f"most common (width x height): {common}"
+                + (f"; formats: {formats}" if formats else "")
+            )
+        boxes = data["boxes_per_image"]
+        if boxes:
+            lines.append(
+                f"boxes per image: {_text(boxes)}; {boxes['total']} boxes, "
+                f"{boxes['images_without_boxes']} images without boxes"
+            )
+        for title, classes in (
+            ("classes (boxes)", data["classes"]),
+            ("image classes", data["image_classes"]),
+        ):
+            if classes:
+                lines.append(f"{title}:")
+                lines.extend(
+                    f"  {c['id'] if c['id'] is not None else '-':>5} {c['name'] or '':20s} "
+                    f"{c['count']}"
+                    for c in classes
+                )
+        if data["masks"]:
+            lines.append(f"masks: {data['masks']}")
+        if data["num_keypoints"]:
+            lines.append(f"keypoints per box: {data['num_keypoints']}")
+        if self.corrupt:
+            lines.append("corrupt records:")
+            lines.extend(f"  {c.file}: record {c.index}: {c.error}" for c in self.corrupt)
+        return "\n".join(lines)
+
+
+def _summary(values: list) -> dict[str, float]:
+    if not values:
+        return {}
+    return {"min": min(values), "mean": round(sum(values) / len(values), 2), "max": max(values)}
+
+
+def _text(summary: Mapping[str, float]) -> str:
+    return f"min {summary['min']}, mean {summary['mean']}, max {summary['max']}"
+
+
+def inspect_records(
+    source: str | os.PathLike | Sequence[str | os.PathLike], limit: int | None = None
+) -> Report:
+    """Read the TFRecords of ``source`` (glob, folder, files) and summarize them.
+
+    ``limit`` stops after that many records (corrupt ones included).
+    """
+    files = list_files(source)
+    report = Report(files=files)
+    for path, index, record in iterate_records(files):
+        if limit is not None and report.num_records + len(report.corrupt) >= limit:
+            break
+        if isinstance(record, CorruptRecord):
+            report.corrupt.append(record)
+            continue
+        try:
+            example = tf.train.Example.FromString(record)
+        except DecodeError as err:
+            report.corrupt.append(CorruptRecord(path, index, f"not a tf.train.Example: {err}"))
+            continue
+        report.add(example.features.feature)
+    return report
