@@ -66,11 +66,12 @@ class FeatureStats:
 def iterate_records(files: Sequence[str]) -> Iterator[tuple[str, int, bytes | CorruptRecord]]:
     """``(file, index, serialized record or CorruptRecord)`` for every record of ``files``."""
     for path in files:
+        compression = compression_of(path)
         dataset = tf.data.TFRecordDataset(
-            path, compression_type=compression_of(path), buffer_size=READ_BUFFER_BYTES
+            path, compression_type=compression, buffer_size=READ_BUFFER_BYTES
         )
         iterator = iter(dataset)
-        index = 0
+        index = framed = 0
         while True:
             try:
                 record = next(iterator)
@@ -78,9 +79,19 @@ def iterate_records(files: Sequence[str]) -> Iterator[tuple[str, int, bytes | Co
                 break
             except tf.errors.OpError as err:
                 yield path, index, CorruptRecord(path, index, _op_message(err))
+                framed = -1
                 break
-            yield path, index, record.numpy()
+            data = record.numpy()
+            # Length, its CRC, the data, its CRC.
+            framed += len(data) + 16
+            yield path, index, data
             index += 1
+        # TensorFlow ends a file quietly at a partial record header; the byte count does not.
+        size = tf.io.gfile.stat(path).length
+        if not compression and 0 <= framed < size:
+            yield path, index, CorruptRecord(
+                path, index, f"truncated record: {size - framed} bytes after the last full record"
+            )
 
 
 def _op_message(err: tf.errors.OpError) -> str:

@@ -1,0 +1,208 @@
+"""The ``object-input`` command line: help without TensorFlow, quiet start-up, demo and the README
+commands, convert, show's mask and keypoint detection, bench."""
+
+import argparse
+import os
+import pathlib
+import re
+import shlex
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from object_input import cli, fields, viz
+from object_input.writers import build_example, write_tfrecords
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+HELP_SCRIPT = """
+import contextlib, io, sys, time
+start = time.perf_counter()
+from object_input.cli import main
+for argv in {argvs!r}:
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        try:
+            main(argv)
+        except SystemExit as exit:
+            assert exit.code == 0, (argv, exit.code)
+    assert "usage: object-input" in out.getvalue(), argv
+print(time.perf_counter() - start, "tensorflow" in sys.modules)
+"""
+
+HELP_ARGVS = [
+    ["--help"],
+    *([name, "--help"] for name in ("demo", "convert", "inspect", "show", "bench")),
+    *(["convert", name, "--help"] for name in ("coco", "voc", "csv", "folders")),
+]
+
+
+def _run_python(code, *args, env=None):
+    environment = {k: v for k, v in os.environ.items() if not k.startswith(("TF_", "GRPC_"))}
+    environment.update(env or {}, PYTHONPATH=str(ROOT))
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        env=environment,
+        cwd=ROOT,
+        timeout=300,
+    )
+
+
+def test_help_does_not_load_tensorflow_and_is_fast():
+    result = _run_python(HELP_SCRIPT.format(argvs=HELP_ARGVS))
+    assert result.returncode == 0, result.stderr
+    seconds, loaded = result.stdout.split()
+    assert loaded == "False"
+    # Every help page together, imports included; TensorFlow alone takes seconds to load.
+    assert float(seconds) < 1.0
+
+
+def _parsers(parser):
+    yield parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                yield from _parsers(sub)
+
+
+def test_every_command_and_option_has_a_description():
+    parser = cli.build_parser()
+    for sub in _parsers(parser):
+        for action in sub._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                assert all(choice.help for choice in action._choices_actions), sub.prog
+            elif not isinstance(action, argparse._HelpAction):
+                assert action.help, f"{sub.prog} {action.option_strings or action.dest}"
+
+
+def test_tensorflow_start_up_lines_are_silenced(tmp_path):
+    paths = write_tfrecords([build_example(np.zeros((4, 4, 3), np.uint8))], tmp_path / "x")
+    code = "import sys; from object_input.cli import main; sys.exit(main(sys.argv[1:]))"
+    result = _run_python(code, "inspect", paths[0])
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("1 files, 1 records, 0 corrupt")
+    assert result.stderr == ""
+
+
+def _readme_commands():
+    """``object-input`` command lines of the README's shell blocks, in order."""
+    text = (ROOT / "README.md").read_text()
+    commands = []
+    for block in re.findall(r"^```sh\n(.*?)^```", text, re.M | re.S):
+        for line in block.splitlines():
+            words = shlex.split(line.split("&&")[-1], comments=True)
+            if words and words[0].endswith("object-input"):
+                commands.append(words[1:])
+    return commands
+
+
+# Appended to the README's commands to keep the test small; argparse keeps the last value.
+SMALL = {
+    "demo": ["--num-examples", "12", "--num-shards", "2", "--epochs", "1", "--image-size", "32"],
+    "show": ["-n", "2"],
+    "bench": ["--steps", "2", "--warmup", "1", "--batch-size", "2", "--no-progress"],
+    "inspect": [],
+}
+
+
+def test_demo_keeps_its_data_and_the_printed_and_readme_commands_run(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("matplotlib")
+    monkeypatch.chdir(tmp_path)
+    readme = _readme_commands()
+    demo = next(argv for argv in readme if argv[0] == "demo")
+    assert cli.main([*demo, *SMALL["demo"]]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert sorted(os.listdir("data")) == [
+        "label_map.pbtxt",
+        "pipeline.config",
+        "train-00000-of-00002.tfrecord",
+        "train-00001-of-00002.tfrecord",
+    ]
+    printed = [shlex.split(line) for line in out[-2:]]
+    assert [argv[:2] for argv in printed] == [["object-input", "inspect"], ["object-input", "show"]]
+    assert cli.main(printed[0][1:]) == 0
+    assert capsys.readouterr().out.startswith("2 files, 12 records, 0 corrupt")
+    assert cli.main([*printed[1][1:], *SMALL["show"]]) == 0
+    assert os.path.isfile(printed[1][printed[1].index("-o") + 1])
+    ran = set()
+    for argv in readme:
+        if argv[0] in ("inspect", "show", "bench"):
+            assert cli.main([*argv, *SMALL[argv[0]]]) == 0, argv
+            ran.add(argv[0])
+    assert ran == {"inspect", "show", "bench"}
+
+
+def test_convert_prints_what_it_wrote_and_the_next_command(tmp_path, capsys):
+    import tensorflow as tf
+
+    images = tmp_path / "images"
+    images.mkdir()
+    for name in ("a.png", "b.png"):
+        (images / name).write_bytes(tf.io.encode_png(np.zeros((10, 20, 3), np.uint8)).numpy())
+    table = tmp_path / "boxes.csv"
+    table.write_text(
+        "filename,width,height,class,xmin,ymin,xmax,ymax\n"
+        "a.png,20,10,cat,0,0,5,5\nb.png,20,10,dog,1,1,4,4\na.png,20,10,dog,2,2,8,8\n"
+    )
+    out = tmp_path / "out" / "train"
+    argv = ["convert", "csv", str(table), str(images), "-o", str(out), "--num-shards", "2"]
+    assert cli.main([*argv, "--no-progress"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0] == (
+        f"wrote 2 examples with 3 boxes to 2 shards {out}-*.tfrecord; "
+        f"label map {tmp_path / 'out' / 'label_map.pbtxt'} (2 classes)"
+    )
+    assert lines[-1] == f"next: object-input inspect {shlex.quote(f'{out}-*.tfrecord')}"
+    assert cli.main(shlex.split(lines[-1])[2:]) == 0
+    assert (
+        cli.main(["convert", "csv", str(tmp_path / "none.csv"), str(images), "-o", str(out)]) == 1
+    )
+    assert "object-input convert csv: error: cannot read" in capsys.readouterr().err
+
+
+def test_show_draws_masks_and_keypoints_whenever_the_records_have_them(
+    tmp_path, monkeypatch, capsys
+):
+    pytest.importorskip("matplotlib")
+    rng = np.random.default_rng(0)
+    masks = np.zeros((2, 12, 16), np.uint8)
+    masks[0, 2:6, 3:9] = masks[1, 5:11, 1:4] = 1
+    example = build_example(
+        rng.integers(0, 255, (12, 16, 3), dtype=np.uint8),
+        boxes=[[2 / 12, 3 / 16, 6 / 12, 9 / 16], [5 / 12, 1 / 16, 11 / 12, 4 / 16]],
+        classes=[1, 2],
+        masks=masks,
+        keypoints=np.full((2, 3, 2), 0.5),
+        keypoint_visibilities=np.full((2, 3), 2),
+    )
+    paths = write_tfrecords([example], tmp_path / "kp")
+    drawn = []
+    monkeypatch.setattr(viz, "render_grid", lambda examples, path, *a: drawn.extend(examples))
+    assert cli.main(["show", paths[0], "-o", str(tmp_path / "g.png"), "--no-augment"]) == 0
+    (shown,) = drawn
+    np.testing.assert_array_equal(shown[fields.MASKS], masks)
+    assert shown[fields.KEYPOINTS].shape == (2, 3, 2)
+    np.testing.assert_array_equal(shown[fields.KEYPOINTS], np.full((2, 3, 2), 0.5, np.float32))
+
+
+def test_bench_prints_images_per_second_and_cpu_time(synthetic_dir, tmp_path, capsys):
+    argv = ["bench", str(synthetic_dir), "--steps", "3", "--warmup", "1", "--batch-size", "4"]
+    assert cli.main([*argv, "--image-size", "32", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert re.fullmatch(
+        r"[\d.]+ images/s, [\d.]+ CPU ms per image \(12 images in 3 batches of 4, [\d.]+ s "
+        r"after 1 warm-up batches; \d+ CPUs\)\n",
+        out,
+    ), out
+    config = tmp_path / "aug.yaml"
+    config.write_text(
+        f"input_paths: [{synthetic_dir}/*.tfrecord]\nbatch_size: 2\n"
+        "augment:\n  - random_horizontal_flip: {}\n"
+    )
+    assert cli.main(["bench", "--config", str(config), "--steps", "2", "--no-progress"]) == 0
+    assert "(4 images in 2 batches of 2" in capsys.readouterr().out
+    assert cli.main([*argv, "--image-size", "1", "2", "3"]) == 1
+    assert "--image-size takes SIZE or HEIGHT WIDTH" in capsys.readouterr().err

@@ -1,0 +1,148 @@
+"""``object-input inspect`` and ``object_input.inspection``: counts, schema, sizes, classes, and
+corrupt records reported with file and index instead of a crash."""
+
+import collections
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from object_input import cli
+from object_input.inspection import inspect_records
+from object_input.synthetic import make_example
+from object_input.writers import build_example, write_tfrecords
+
+SIZES = [(20, 30), (20, 30), (16, 8)]
+CLASSES = [[1, 2, 2], [], [3]]
+NAMES = {1: "cat", 2: "dog", 3: "bird"}
+
+
+@pytest.fixture
+def records(tmp_path):
+    """Three known examples in two shards; the second image has no boxes; one has keypoints."""
+    rng = np.random.default_rng(0)
+    examples = []
+    for (h, w), classes in zip(SIZES, CLASSES, strict=True):
+        n = len(classes)
+        examples.append(
+            build_example(
+                rng.integers(0, 255, (h, w, 3), dtype=np.uint8),
+                boxes=np.tile([[0.1, 0.1, 0.5, 0.5]], (n, 1)),
+                classes=classes,
+                class_texts=[NAMES[c] for c in classes],
+                keypoints=np.full((n, 2, 2), 0.5),
+                keypoint_visibilities=np.full((n, 2), 2),
+            )
+        )
+    return write_tfrecords(examples, tmp_path / "data" / "train", num_shards=2)
+
+
+def test_counts_schema_sizes_boxes_and_classes(records):
+    report = inspect_records(records)
+    data = report.to_dict()
+    assert data["num_records"] == 3 and data["num_corrupt"] == 0
+    features = data["features"]
+    assert features["image/encoded"] == {"type": "bytes", "shape": "[1]", "records": 3}
+    assert features["image/height"] == {"type": "int64", "shape": "[1]", "records": 3}
+    assert features["image/object/bbox/ymin"] == {"type": "float", "shape": "[0..3]", "records": 3}
+    assert features["image/object/keypoint/y"]["shape"] == "[0..6]"
+    assert data["image_size"]["height"] == {"min": 16, "mean": 18.67, "max": 20}
+    assert data["image_size"]["width"] == {"min": 8, "mean": 22.67, "max": 30}
+    assert data["image_size"]["most_common"][0] == {"height": 20, "width": 30, "count": 2}
+    assert data["image_size"]["formats"] == {"png": 3}
+    assert data["boxes_per_image"] == {
+        "min": 0,
+        "mean": 1.33,
+        "max": 3,
+        "total": 4,
+        "images_without_boxes": 1,
+    }
+    assert data["classes"] == [
+        {"id": 1, "name": "cat", "count": 1},
+        {"id": 2, "name": "dog", "count": 2},
+        {"id": 3, "name": "bird", "count": 1},
+    ]
+    assert data["num_keypoints"] == 2 and data["masks"] is None
+    assert data["corrupt_records"] == []
+
+
+def test_sizes_come_from_the_image_header_without_height_and_width(tmp_path):
+    example = build_example(np.zeros((7, 9, 3), np.uint8), image_format="jpeg")
+    del example.features.feature["image/height"]
+    del example.features.feature["image/width"]
+    paths = write_tfrecords([example], tmp_path / "x")
+    assert inspect_records(paths).image_sizes == collections.Counter({(7, 9): 1})
+
+
+def _frame_offsets(data):
+    """Start offsets of the records of an uncompressed TFRecord file."""
+    offsets, at = [], 0
+    while at < len(data):
+        offsets.append(at)
+        at += 16 + int.from_bytes(data[at : at + 8], "little")
+    return offsets
+
+
+def test_corrupt_records_are_reported_with_file_and_index(records, tmp_path):
+    first, second = records
+    data = bytearray(Path(second).read_bytes())
+    assert len(_frame_offsets(bytes(data))) == 1
+    # Damage the data of the second shard's only record: a CRC mismatch at index 0.
+    data[40] ^= 0xFF
+    Path(second).write_bytes(bytes(data))
+    # Cut the first shard inside its second record: the first one still counts.
+    whole = Path(first).read_bytes()
+    cut = _frame_offsets(whole)[1] + 30
+    Path(first).write_bytes(whole[:cut])
+    junk = tmp_path / "data" / "junk.tfrecord"
+    junk.write_bytes(b"not a tfrecord at all")
+    report = inspect_records(tmp_path / "data")
+    assert report.num_records == 1
+    found = {(c.file, c.index): c.error for c in report.corrupt}
+    assert set(found) == {(first, 1), (second, 0), (str(junk), 0)}
+    assert "truncated" in found[(first, 1)]
+    assert "corrupted record" in found[(second, 0)]
+    assert "function_node" not in found[(second, 0)] and "[Op:" not in found[(second, 0)]
+
+
+def test_a_record_that_is_not_an_example_is_listed_and_skipped(tmp_path):
+    paths = write_tfrecords(
+        [b"\xff\xff\xff", build_example(np.zeros((2, 2, 3), np.uint8))], tmp_path / "x"
+    )
+    report = inspect_records(paths)
+    assert report.num_records == 1
+    ((corrupt),) = report.corrupt
+    assert (corrupt.file, corrupt.index) == (paths[0], 0)
+    assert corrupt.error.startswith("not a tf.train.Example")
+
+
+def test_limit(records):
+    assert inspect_records(records, limit=2).num_records == 2
+
+
+def test_cli_text_json_and_exit_status(records, tmp_path, capsys):
+    assert cli.main(["inspect", *records]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("2 files, 3 records, 0 corrupt\n")
+    assert "boxes per image: min 0, mean 1.33, max 3; 4 boxes, 1 images without boxes" in text
+    assert "      2 dog                  2" in text
+    assert cli.main(["inspect", records[0], "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["num_records"] == 2
+    Path(records[1]).write_bytes(Path(records[1]).read_bytes() + b"\x01\x02")
+    assert cli.main(["inspect", *records]) == 1
+    out = capsys.readouterr().out
+    assert f"  {records[1]}: record 1: " in out
+    assert cli.main(["inspect", str(tmp_path / "none-*.tfrecord")]) == 1
+    assert "object-input inspect: error: no input files match" in capsys.readouterr().err
+
+
+def test_mask_storage_is_detected(tmp_path):
+    arrays = make_example(np.random.default_rng(1), 16, 16, max_objects=2, min_objects=2)
+    png = write_tfrecords([build_example(arrays.pop("image"), **arrays)], tmp_path / "png")
+    arrays = make_example(np.random.default_rng(1), 16, 16, max_objects=2, min_objects=2)
+    numerical = write_tfrecords(
+        [build_example(arrays.pop("image"), mask_format="numerical", **arrays)], tmp_path / "num"
+    )
+    assert inspect_records(png).masks() == "png"
+    assert inspect_records(numerical).masks() == "numerical"
