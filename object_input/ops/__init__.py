@@ -37,6 +37,7 @@ from object_input.ops.geometry import (
     random_self_concat_image,
     scale_boxes_to_pixel_coordinates,
 )
+from object_input.ops.keras_layer import keras_layer
 from object_input.ops.labels import (
     IMAGE_CLASSES_MULTI_HOT,
     convert_class_logits_to_softmax,
@@ -97,6 +98,7 @@ __all__ = [
     "flip_left_right",
     "flip_up_down",
     "get_step",
+    "keras_layer",
     "normalize_image",
     "normalize_step",
     "one_hot_encoding",
