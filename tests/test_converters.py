@@ -456,3 +456,18 @@ def test_a_different_label_map_is_never_overwritten(tmp_path, rng):
         **QUIET,
     )
     np.testing.assert_array_equal(_read(result.paths)["b/x.png"][0][fields.IMAGE_CLASSES], [2])
+
+
+def test_serialized_records_do_not_depend_on_feature_map_order(tmp_path):
+    # Protobuf map order may differ between processes; records must not, so runs are identical.
+    from object_input.writers import ShardedWriter, build_example
+
+    example = build_example(np.zeros((2, 3, 3), np.uint8), boxes=[[0, 0, 1, 1]], classes=[1])
+    reordered = tf.train.Example()
+    for key in sorted(example.features.feature, reverse=True):
+        reordered.features.feature[key].CopyFrom(example.features.feature[key])
+    with ShardedWriter(tmp_path / "x", 2) as writer:
+        writer.write(example)
+        writer.write(reordered)
+    first, second = (Path(p).read_bytes() for p in writer.paths)
+    assert first == second

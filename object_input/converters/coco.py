@@ -169,7 +169,9 @@ def convert_coco(
         image.annotations.append(dict(ann, _box=box, _where=where))
 
     def build(image: _Image) -> bytes:
-        return _build(image, images, categories, mapping, masks, num_keypoints).SerializeToString()
+        return _build(image, images, categories, mapping, masks, num_keypoints).SerializeToString(
+            deterministic=True
+        )
 
     return run(
         order(list(by_id.values()), shuffle, seed),

@@ -146,7 +146,7 @@ def convert_csv(
             boxes=pixel_boxes_to_normalized(np.array(image.boxes), image.height, image.width),
             classes=[mapping[name] for name in image.classes],
             class_texts=image.classes,
-        ).SerializeToString()
+        ).SerializeToString(deterministic=True)
 
     return run(
         order(rows, shuffle, seed),

@@ -93,7 +93,7 @@ def convert_folders(
             source_id=relative,
             image_classes=[mapping[name]],
             image_class_texts=[name],
-        ).SerializeToString()
+        ).SerializeToString(deterministic=True)
 
     return run(
         order(found, shuffle, seed),

@@ -194,7 +194,7 @@ def convert_voc(
     )
 
     def build(annotation: VocAnnotation) -> bytes:
-        return _build(annotation, images_dir, mapping).SerializeToString()
+        return _build(annotation, images_dir, mapping).SerializeToString(deterministic=True)
 
     return run(
         order(parsed, shuffle, seed),

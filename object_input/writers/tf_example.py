@@ -197,7 +197,7 @@ class ShardedWriter:
     def write(self, record: tf.train.Example | bytes) -> None:
         """Write one Example (or serialized bytes) to the next shard."""
         if isinstance(record, tf.train.Example):
-            record = record.SerializeToString()
+            record = record.SerializeToString(deterministic=True)
         self._writers[self.count % len(self._writers)].write(record)
         self.count += 1
 
