@@ -551,6 +551,12 @@ def _add_bench(commands: Any, common: argparse.ArgumentParser) -> None:
     bench.set_defaults(run=_bench)
 
 
+def _version() -> str:
+    from object_input import __version__
+
+    return __version__
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``object-input``."""
     common = _common_options()
@@ -564,6 +570,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--verbose",
         action="store_true",
         help="show TensorFlow's start-up and warning log lines",
+    )
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"object-input {_version()}",
+        help="print the version",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in (_add_demo, _add_convert, _add_inspect, _add_show, _add_bench):
