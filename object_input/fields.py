@@ -26,8 +26,13 @@ KEYPOINT_VISIBILITIES = "keypoint_visibilities"  # bool [N, K]
 TRACK_IDS = "track_ids"  # int32 [N]
 MULTICLASS_SCORES = "multiclass_scores"  # float32 [N, num_classes]
 IMAGE_CLASSES = "image_classes"  # int32 [M]: image-level labels, not per box
-NUM_DROPPED_BOXES = "num_dropped_boxes"  # int32 scalar: boxes cut by max_boxes truncation
+# int32 scalar: boxes the example lost after decoding: unknown class names dropped, boxes
+# clipped away, boxes that crops and box filters removed, and max_boxes truncation
+NUM_DROPPED_BOXES = "num_dropped_boxes"
 RECORD_ID = "record_id"  # string scalar "file:index", names the record in errors
+# int32 scalar under on_error="skip": 0 for a good record, else its reason code (object_input.errors);
+# the pipeline drops and counts flagged records before batching
+ERROR = "error"
 # Deferred decoding: while these two are present, IMAGE is a zero-channel placeholder of the true
 # size and the pixels are decoded later, only inside the window the geometric ops chose.
 ENCODED_IMAGE = "encoded_image"  # string scalar: the undecoded image bytes

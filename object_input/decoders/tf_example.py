@@ -1,7 +1,8 @@
 """Decode ``tf.train.Example`` records of the ``image/object/*`` detection schema.
 
 Every example decodes to the same set of keys (absent optional fields get defaults), so examples can
-be batched together. Malformed records fail with an error that names the record and the field.
+be batched together. Malformed records fail with an error that names the record, its source id
+and the field, or, under ``on_error="skip"``, carry the reason's code in ``fields.ERROR``.
 """
 
 from __future__ import annotations
@@ -12,11 +13,16 @@ from typing import Any
 
 import tensorflow as tf
 
-from object_input import fields
-from object_input.ops import deferred
+from object_input import errors, fields
+from object_input.ops import core, deferred
 
 MASK_TYPES = (None, "png", "numerical")
 UNKNOWN_CLASS_POLICIES = ("error", "drop")
+BOX_RANGE_POLICIES = ("error", "clip")
+LARGE_IMAGE_POLICIES = ("error", "downscale")
+EMPTY_IMAGE_POLICIES = ("keep", "drop")
+# Coordinates this far outside [0, 1] are float noise (1.0000001 from a float32 division): clipped.
+BOX_TOLERANCE = 1e-5
 
 _BOX_KEYS = tuple(f"image/object/bbox/{c}" for c in ("ymin", "xmin", "ymax", "xmax"))
 # Optional per-box lists: key -> (output field, dtype of the parsed list).
@@ -31,13 +37,25 @@ _PER_BOX_LISTS = {
 _FLAGS = (fields.IS_CROWD, fields.DIFFICULT, fields.GROUP_OF)
 # Byte signatures of the formats tf.io.decode_image reads.
 _IMAGE_MAGIC = (b"\xff\xd8\xff", b"\x89PNG", b"GIF8", b"BM")
+_ZEROS8 = b"\0" * 8
+# A 1x1 gray PNG: what a skipped record decodes instead of its own bytes.
+_PLACEHOLDER_PNG = (
+    b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x00\x00\x00\x00:~\x9bU"
+    b"\x00\x00\x00\nIDATx\x9cc`\x00\x00\x00\x02\x00\x01H\xaf\xa4q\x00\x00\x00\x00IEND\xaeB`\x82"
+)
 
 
 class ExampleDecoder:
     """Decoder for detection ``tf.train.Example`` records; call it on one serialized record.
 
+    Every record is validated before it is used (see docs/reliability.md): the image bytes and
+    raw dimensions, box lists (equal lengths, finite, ordered, inside [0, 1]), class ids in
+    ``[1, 2**31)``, class names against the label map and against the ids, per-box list lengths,
+    mask count and size (read from the PNG headers, so a transposed mask fails), keypoint counts.
+
     Args:
-      channels: image channels to decode to (1, 3 or 4; 0 keeps the file's own count).
+      channels: image channels to decode to (1, 3 or 4; 0 keeps the file's own count). PNGs with
+        alpha, 16 bits or gray and CMYK JPEGs are converted to this count.
       label_map: text label map path or ``{name: id}``; used when records carry
         ``image/object/class/text`` instead of ids.
       use_display_name: match ``class/text`` against label map display names.
@@ -48,6 +66,17 @@ class ExampleDecoder:
         dropped boxes are counted in ``NUM_DROPPED_BOXES``.
       extra_features: ``{record key: tf.io feature spec}`` decoded and passed through under the
         same key (sparse features become dense).
+      on_error: ``"raise"``: a failed check raises InvalidArgumentError naming the record, its
+        source id and the field; ``"skip"``: the result carries the reason's code in
+        ``fields.ERROR`` (0 when good; see :mod:`object_input.errors`) and placeholder values.
+      boxes_out_of_range: ``"error"`` (a check) or ``"clip"`` for coordinates outside [0, 1];
+        clipped boxes left without area are dropped and counted in ``NUM_DROPPED_BOXES``. Either
+        way coordinates within ``BOX_TOLERANCE`` of the range are float noise and are clipped.
+      max_image_pixels: largest height × width accepted (None: no limit), checked from the image
+        header before decoding.
+      large_images: ``"error"`` (a check) or ``"downscale"``: larger images are decoded at reduced
+        size (JPEG by DCT scaling, then area resampling) to fit ``max_image_pixels``, masks too.
+      empty_images: ``"keep"`` or ``"drop"`` images without boxes (the ``"empty"`` code).
     """
 
     def __init__(
@@ -61,6 +90,11 @@ class ExampleDecoder:
         multiclass_scores: bool = False,
         unknown_classes: str = "error",
         extra_features: Mapping[str, Any] | None = None,
+        on_error: str = "raise",
+        boxes_out_of_range: str = "error",
+        max_image_pixels: int | None = None,
+        large_images: str = "error",
+        empty_images: str = "keep",
     ):
         if channels not in (0, 1, 3, 4):
             raise ValueError(f"channels must be 0, 1, 3 or 4, got {channels!r}")
@@ -68,16 +102,29 @@ class ExampleDecoder:
             raise ValueError(f"masks must be one of {MASK_TYPES}, got {masks!r}")
         if not isinstance(num_keypoints, int) or num_keypoints < 0:
             raise ValueError(f"num_keypoints must be an integer >= 0, got {num_keypoints!r}")
-        if unknown_classes not in UNKNOWN_CLASS_POLICIES:
-            raise ValueError(
-                f"unknown_classes must be one of {UNKNOWN_CLASS_POLICIES}, got {unknown_classes!r}"
-            )
+        for name, value, allowed in (
+            ("unknown_classes", unknown_classes, UNKNOWN_CLASS_POLICIES),
+            ("boxes_out_of_range", boxes_out_of_range, BOX_RANGE_POLICIES),
+            ("large_images", large_images, LARGE_IMAGE_POLICIES),
+            ("empty_images", empty_images, EMPTY_IMAGE_POLICIES),
+        ):
+            if value not in allowed:
+                raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
+        if max_image_pixels is not None and (
+            not isinstance(max_image_pixels, int) or max_image_pixels < 1
+        ):
+            raise ValueError(f"max_image_pixels must be an integer >= 1, got {max_image_pixels!r}")
         self.channels = channels
         self.masks = masks
         self.num_keypoints = num_keypoints
         self.multiclass_scores = multiclass_scores
         self.unknown_classes = unknown_classes
         self.extra_features = dict(extra_features or {})
+        self.on_error = errors.check_policy(on_error)
+        self.boxes_out_of_range = boxes_out_of_range
+        self.max_image_pixels = max_image_pixels
+        self.large_images = large_images
+        self.empty_images = empty_images
         self.label_map = None
         if label_map is not None:
             from object_input.label_map import load_label_map
@@ -92,6 +139,11 @@ class ExampleDecoder:
                 default_value=-1,
             )
         self.spec = self._feature_spec()
+
+    @property
+    def downscales(self) -> bool:
+        """Whether images over ``max_image_pixels`` are downscaled (they cannot be deferred)."""
+        return self.max_image_pixels is not None and self.large_images == "downscale"
 
     def _feature_spec(self) -> dict[str, Any]:
         string = tf.io.FixedLenFeature((), tf.string, default_value="")
@@ -141,6 +193,8 @@ class ExampleDecoder:
         true size (see :mod:`object_input.ops.deferred`) until ``deferred.realize`` decodes the
         window that the leading flips and crops chose.
         """
+        if defer_image and self.downscales:
+            raise ValueError("large_images='downscale' decodes at reduced size: no defer_image")
         parsed = tf.io.parse_single_example(serialized, self.spec)
         parsed = {
             k: tf.sparse.to_dense(v) if isinstance(v, tf.sparse.SparseTensor) else v
@@ -149,14 +203,263 @@ class ExampleDecoder:
         if record_id is None:
             record_id = tf.strings.join(["source_id=", parsed["image/source_id"]])
         record_id = tf.convert_to_tensor(record_id, tf.string)
+        checks = errors.RecordChecks(record_id, parsed["image/source_id"])
+        size = self._validate(parsed, checks)
+        placeholder = (
+            errors.zeros_like_spec(
+                parsed, **{"image/encoded": _PLACEHOLDER_PNG, "image/format": "png"}
+            ),
+            tf.ones([2], tf.int32),
+        )
+        out = errors.guarded(
+            checks,
+            self.on_error,
+            lambda inputs: self._build(*inputs, record_id, defer_image),
+            (parsed, size),
+            placeholder,
+        )
+        if self.empty_images == "drop":
+            error = out.get(fields.ERROR, tf.constant(errors.OK, tf.int32))
+            empty = tf.equal(tf.shape(out[fields.BOXES])[0], 0) & tf.equal(error, errors.OK)
+            out[fields.ERROR] = tf.where(empty, errors.code("empty"), error)
+        return out
 
-        image_checks = []
+    def _validate(self, parsed: dict[str, tf.Tensor], checks: errors.RecordChecks) -> tf.Tensor:
+        """Add every check the record allows before decoding; return its (height, width)."""
+        size = self._check_image(parsed, checks)
+        num = self._check_boxes(parsed, checks)
+        self._check_classes(parsed, num, checks)
+        for key in _PER_BOX_LISTS:
+            _check_per_box(checks, parsed[key], num, key)
+        if self.masks:
+            self._check_masks(parsed, num, size, checks)
+        if self.num_keypoints:
+            for key in ("y", "x", "visibility"):
+                values = tf.size(parsed[f"image/object/keypoint/{key}"])
+                expected = num * self.num_keypoints
+                checks.add(
+                    tf.equal(values, expected) | tf.equal(values, 0),
+                    "keypoints",
+                    f"field image/object/keypoint/{key} has",
+                    values,
+                    f"values, expected boxes x num_keypoints ({self.num_keypoints}) =",
+                    expected,
+                )
+        if self.multiclass_scores:
+            key = "image/object/class/multiclass_scores"
+            values = tf.size(parsed[key])
+            checks.add(
+                tf.equal(tf.math.floormod(values, tf.maximum(num, 1)), 0),
+                "per_box_count",
+                f"field {key} has",
+                values,
+                "values for",
+                num,
+                "boxes",
+            )
+        return size
+
+    def _check_image(self, parsed: dict[str, tf.Tensor], checks: errors.RecordChecks) -> tf.Tensor:
+        encoded = parsed["image/encoded"]
+        is_raw = tf.equal(tf.strings.lower(parsed["image/format"]), "raw")
+        present = checks.add(
+            tf.strings.length(encoded) > 0,
+            "no_image",
+            "has no image: field image/encoded is missing or empty",
+        )
+        head = tf.strings.substr(encoded, 0, 4)
+        is_jpeg = tf.strings.substr(head, 0, 3) == _IMAGE_MAGIC[0]
+        is_png = head == _IMAGE_MAGIC[1]
+        is_image = tf.reduce_any([tf.strings.substr(head, 0, len(m)) == m for m in _IMAGE_MAGIC])
+        checks.add(
+            ~present | is_raw | is_image,
+            "not_an_image",
+            "field image/encoded is not a JPEG, PNG, GIF or BMP image (format:",
+            parsed["image/format"],
+            ")",
+        )
+        height, width = parsed["image/height"], parsed["image/width"]
+        channels = self.channels or 3
+        length = tf.cast(tf.strings.length(encoded), tf.int64)
+        in_range = (height > 0) & (width > 0) & (height < 2**31) & (width < 2**31)
+        # Clamped first, so that the product cannot wrap around int64.
+        pixels = tf.clip_by_value(height, 0, 2**31) * tf.clip_by_value(width, 0, 2**31)
+        raw_ok = in_range & tf.equal(pixels * channels, length)
+        checks.add(
+            ~is_raw | raw_ok,
+            "image_size",
+            "fields image/height, image/width (format raw) =",
+            height,
+            width,
+            f"must be in [1, 2**31) and match image/encoded: expected height x width x {channels}"
+            " bytes, got",
+            length,
+        )
+        raw_size = tf.cast(tf.stack([height, width]) * tf.cast(raw_ok, tf.int64), tf.int32)
+        size = tf.case(
+            [
+                (is_raw, lambda: raw_size),
+                (is_jpeg, lambda: tf.io.extract_jpeg_shape(encoded)[:2]),
+                (is_png, lambda: _png_size(encoded)),
+                (is_image, lambda: tf.shape(self._decode_pixels(encoded))[:2]),
+            ],
+            default=lambda: tf.zeros([2], tf.int32),
+        )
+        checks.add(
+            ~present | tf.reduce_all(size > 0),
+            "image_size",
+            "field image/encoded: the image header gives height x width",
+            size,
+        )
+        if self.max_image_pixels is not None and self.large_images == "error":
+            area = tf.reduce_prod(tf.cast(size, tf.int64))
+            checks.add(
+                area <= self.max_image_pixels,
+                "image_too_large",
+                "field image/encoded: the image of height x width",
+                size,
+                f"has more than max_image_pixels={self.max_image_pixels} pixels",
+            )
+        return size
+
+    def _check_boxes(self, parsed: dict[str, tf.Tensor], checks: errors.RecordChecks) -> tf.Tensor:
+        """Box checks; returns the number of boxes (that of ``ymin`` if the lists disagree)."""
+        coords = [parsed[k] for k in _BOX_KEYS]
+        sizes = tf.stack([tf.size(c) for c in coords])
+        same = checks.add(
+            tf.reduce_all(tf.equal(sizes, sizes[0])),
+            "box_lists",
+            "has box coordinate lists of unequal length: image/object/bbox/"
+            "ymin, xmin, ymax, xmax have",
+            sizes,
+            "values",
+        )
+        flat = tf.concat(coords, axis=0)
+        checks.add(
+            tf.reduce_all(tf.math.is_finite(flat)),
+            "box_not_finite",
+            "field image/object/bbox has non-finite coordinates:",
+            tf.boolean_mask(flat, ~tf.math.is_finite(flat)),
+        )
+        ymin, xmin, ymax, xmax = coords
+        checks.add(
+            checks.when(same, lambda: tf.reduce_all((ymin <= ymax) & (xmin <= xmax))),
+            "box_order",
+            "field image/object/bbox has a box with ymin > ymax or xmin > xmax",
+        )
+        if self.boxes_out_of_range == "error":
+            outside = (flat < -BOX_TOLERANCE) | (flat > 1 + BOX_TOLERANCE)
+            checks.add(
+                ~tf.reduce_any(outside),
+                "box_out_of_range",
+                "field image/object/bbox has coordinates outside [0, 1]:",
+                tf.boolean_mask(flat, outside),
+                "(pass boxes_out_of_range='clip' to clip them)",
+            )
+        return sizes[0]
+
+    def _check_classes(
+        self, parsed: dict[str, tf.Tensor], num: tf.Tensor, checks: errors.RecordChecks
+    ) -> None:
+        labels = parsed["image/object/class/label"]
+        texts = parsed["image/object/class/text"]
+        for key, ids in (
+            ("image/object/class/label", labels),
+            ("image/class/label", parsed["image/class/label"]),
+        ):
+            bad = (ids < 1) | (ids >= 2**31)
+            checks.add(
+                ~tf.reduce_any(bad),
+                "class_range",
+                f"field {key} has class ids outside [1, 2**31):",
+                tf.boolean_mask(ids, bad),
+            )
+        count = tf.size(labels)
+        if self._table is not None:
+            looked_up = self._table.lookup(texts)
+            text_count_ok = _check_per_box(checks, texts, num, "image/object/class/text", "class_count")
+            if self.unknown_classes == "error":
+                checks.add(
+                    tf.reduce_all(looked_up > 0),
+                    "class_unknown",
+                    "field image/object/class/text has names not in the label map:",
+                    tf.boolean_mask(texts, looked_up <= 0),
+                )
+            both = (tf.size(labels) > 0) & (tf.size(texts) > 0)
+            comparable = both & text_count_ok & tf.equal(tf.size(labels), tf.size(texts))
+            checks.add(
+                checks.when(
+                    comparable, lambda: tf.reduce_all((looked_up <= 0) | (looked_up == labels))
+                ),
+                "class_mismatch",
+                "fields image/object/class/label",
+                labels,
+                "and image/object/class/text",
+                texts,
+                "disagree: the label map gives",
+                looked_up,
+            )
+            count = tf.where(count > 0, count, tf.size(texts))
+        checks.add(
+            tf.equal(count, num),
+            "class_count",
+            "has",
+            num,
+            "boxes but",
+            count,
+            "classes (image/object/class/label, or class/text with a label map)",
+        )
+
+    def _check_masks(
+        self,
+        parsed: dict[str, tf.Tensor],
+        num: tf.Tensor,
+        size: tf.Tensor,
+        checks: errors.RecordChecks,
+    ) -> None:
+        raw = parsed["image/object/mask"]
+        if self.masks == "numerical":
+            expected = tf.cast(num, tf.int64) * tf.reduce_prod(tf.cast(size, tf.int64))
+            checks.add(
+                tf.equal(tf.size(raw, out_type=tf.int64), expected),
+                "mask",
+                "field image/object/mask has",
+                tf.size(raw),
+                "values, expected boxes x height x width =",
+                expected,
+            )
+            return
+        count_ok = checks.add(
+            tf.equal(tf.size(raw), num),
+            "mask",
+            "field image/object/mask has",
+            tf.size(raw),
+            "PNGs for",
+            num,
+            "boxes",
+        )
+        mask_sizes = tf.map_fn(_png_size, raw, fn_output_signature=tf.TensorSpec([2], tf.int32))
+        checks.add(
+            checks.when(count_ok, lambda: tf.reduce_all(tf.equal(mask_sizes, size))),
+            "mask",
+            "field image/object/mask holds PNGs of height, width",
+            mask_sizes,
+            "for an image of",
+            size,
+        )
+
+    def _build(
+        self,
+        parsed: dict[str, tf.Tensor],
+        size: tf.Tensor,
+        record_id: tf.Tensor,
+        defer_image: bool,
+    ) -> dict[str, tf.Tensor]:
+        """The feature dict of a record that passed its checks."""
         if defer_image:
-            image_checks = self._check_image(parsed, record_id)
-            size = self._image_size(parsed, record_id)
             image = tf.zeros(tf.concat([size, [0]], axis=0), tf.uint8)
         else:
-            image = self._decode_image(parsed, record_id)
+            image = self._decode_image(parsed, size)
         out: dict[str, tf.Tensor] = {
             fields.IMAGE: image,
             fields.IMAGE_SHAPE: tf.shape(image)[:2],
@@ -165,18 +468,13 @@ class ExampleDecoder:
             fields.KEY: parsed["image/key/sha256"],
             fields.RECORD_ID: record_id,
         }
-        boxes, checks = self._decode_boxes(parsed, record_id)
-        checks += image_checks
+        boxes = tf.clip_by_value(tf.stack([parsed[k] for k in _BOX_KEYS], axis=1), 0.0, 1.0)
         num = tf.shape(boxes)[0]
         out[fields.BOXES] = boxes
-
-        classes, class_checks = self._decode_classes(parsed, num, record_id)
-        checks += class_checks
-        out[fields.CLASSES] = classes
+        out[fields.CLASSES] = self._classes(parsed)
         height, width = tf.shape(image)[0], tf.shape(image)[1]
         for key, (name, dtype) in _PER_BOX_LISTS.items():
             values = parsed[key]
-            checks.append(_assert_per_box(values, num, key, record_id))
             out[name] = tf.cond(
                 tf.size(values) > 0,
                 lambda v=values: v,
@@ -187,16 +485,11 @@ class ExampleDecoder:
         out[fields.TRACK_IDS] = tf.cast(out[fields.TRACK_IDS], tf.int32)
 
         if self.masks:
-            masks, mask_checks = self._decode_masks(parsed, num, height, width, record_id)
-            out[fields.MASKS] = masks
-            checks += mask_checks
+            out[fields.MASKS] = self._decode_masks(parsed, num, size, height, width)
         if self.num_keypoints:
-            out.update(self._decode_keypoints(parsed, num, record_id, checks))
+            out.update(self._decode_keypoints(parsed, num))
         if self.multiclass_scores:
             scores = parsed["image/object/class/multiclass_scores"]
-            checks.append(
-                _assert_divisible(scores, num, "image/object/class/multiclass_scores", record_id)
-            )
             out[fields.MULTICLASS_SCORES] = tf.reshape(
                 scores, [num, tf.size(scores) // tf.maximum(num, 1)]
             )
@@ -204,227 +497,123 @@ class ExampleDecoder:
         for key in self.extra_features:
             out[key] = parsed[key]
 
-        out[fields.NUM_DROPPED_BOXES] = tf.constant(0, tf.int32)
+        keep = tf.ones([num], tf.bool)
         if self._table is not None and self.unknown_classes == "drop":
-            keep = out[fields.CLASSES] > 0
-            out[fields.NUM_DROPPED_BOXES] = tf.reduce_sum(tf.cast(~keep, tf.int32))
-            indices = tf.reshape(tf.where(keep), [-1])
-            for name in fields.per_box_fields():
-                if name in out:
-                    out[name] = tf.gather(out[name], indices)
-
+            keep &= out[fields.CLASSES] > 0
+        if self.boxes_out_of_range == "clip":
+            original = tf.stack([parsed[k] for k in _BOX_KEYS], axis=1)
+            # A box the clip left without area lay outside the image; a degenerate one stays.
+            keep &= (_area(boxes) > 0) | (_area(original) <= 0)
+        out[fields.NUM_DROPPED_BOXES] = tf.constant(0, tf.int32)
+        if (self._table is not None and self.unknown_classes == "drop") or (
+            self.boxes_out_of_range == "clip"
+        ):
+            out = core.mask_boxes(out, keep)
         if defer_image:
             out = deferred.defer(out, parsed["image/encoded"], size[0], size[1])
-        with tf.control_dependencies(checks):
-            return {k: tf.identity(v) for k, v in out.items()}
+        return out
 
-    def _image_size(self, parsed: dict[str, tf.Tensor], record_id: tf.Tensor) -> tf.Tensor:
-        """(height, width) read from the JPEG or PNG header; other formats are decoded for it."""
-        encoded = parsed["image/encoded"]
-        head = tf.strings.substr(encoded, 0, 4)
+    def _decode_pixels(self, encoded: tf.Tensor) -> tf.Tensor:
+        return tf.io.decode_image(encoded, channels=self.channels, expand_animations=False)
 
-        def png_size() -> tf.Tensor:
-            # IHDR: width then height, 4 big-endian bytes each, from byte 16.
-            digits = tf.cast(
-                tf.io.decode_raw(tf.strings.substr(encoded, 16, 8), tf.uint8), tf.int32
-            )
-            sizes = tf.reduce_sum(tf.reshape(digits, [2, 4]) * [2**24, 2**16, 2**8, 1], axis=1)
-            return tf.stack([sizes[1], sizes[0]])
-
-        return tf.case(
-            [
-                (
-                    tf.strings.substr(head, 0, 3) == b"\xff\xd8\xff",
-                    lambda: tf.io.extract_jpeg_shape(encoded)[:2],
-                ),
-                (head == b"\x89PNG", png_size),
-            ],
-            default=lambda: tf.shape(self._decode_image(parsed, record_id))[:2],
-        )
-
-    def _check_image(self, parsed: dict[str, tf.Tensor], record_id: tf.Tensor) -> list:
-        """Assertions that the record holds image bytes of a known format."""
+    def _decode_image(self, parsed: dict[str, tf.Tensor], size: tf.Tensor) -> tf.Tensor:
         encoded = parsed["image/encoded"]
         is_raw = tf.equal(tf.strings.lower(parsed["image/format"]), "raw")
-        present = tf.debugging.Assert(
-            tf.strings.length(encoded) > 0,
-            ["record", record_id, "has no image: field image/encoded is missing or empty"],
-        )
-        head = tf.strings.substr(encoded, 0, 4)
-        is_image = tf.reduce_any([tf.strings.substr(head, 0, len(m)) == m for m in _IMAGE_MAGIC])
-        valid = tf.debugging.Assert(
-            is_raw | is_image,
-            [
-                "record",
-                record_id,
-                "field image/encoded is not a JPEG, PNG, GIF or BMP image (format:",
-                parsed["image/format"],
-                ")",
-            ],
-        )
-        return [present, valid]
-
-    def _decode_image(self, parsed: dict[str, tf.Tensor], record_id: tf.Tensor) -> tf.Tensor:
-        encoded = parsed["image/encoded"]
-        is_raw = tf.equal(tf.strings.lower(parsed["image/format"]), "raw")
-        with tf.control_dependencies(self._check_image(parsed, record_id)):
+        channels = self.channels or 3
+        if not self.downscales:
             return tf.cond(
                 is_raw,
-                lambda: self._decode_raw(parsed, record_id),
-                lambda: tf.io.decode_image(
-                    encoded, channels=self.channels, expand_animations=False
+                lambda: tf.reshape(
+                    tf.io.decode_raw(encoded, tf.uint8), tf.concat([size, [channels]], 0)
                 ),
+                lambda: self._decode_pixels(encoded),
             )
-
-    def _decode_raw(self, parsed: dict[str, tf.Tensor], record_id: tf.Tensor) -> tf.Tensor:
-        pixels = tf.io.decode_raw(parsed["image/encoded"], tf.uint8)
-        height = tf.cast(parsed["image/height"], tf.int32)
-        width = tf.cast(parsed["image/width"], tf.int32)
-        channels = self.channels or 3
-        check = tf.debugging.Assert(
-            tf.size(pixels) == height * width * channels,
+        target = self._fitted_size(size)
+        is_jpeg = tf.strings.substr(encoded, 0, 3) == _IMAGE_MAGIC[0]
+        # DCT scaling: the largest of 1/2, 1/4, 1/8 that still leaves at least the target size.
+        ratio_index = tf.reduce_sum(
+            tf.cast(size[0] // tf.constant([2, 4, 8]) >= target[0], tf.int32)
+            * tf.cast(size[1] // tf.constant([2, 4, 8]) >= target[1], tf.int32)
+        )
+        image = tf.case(
             [
-                "record",
-                record_id,
-                "field image/encoded (format raw) has",
-                tf.size(pixels),
-                "bytes, expected image/height x image/width x channels =",
-                height * width * channels,
-            ],
-        )
-        with tf.control_dependencies([check]):
-            return tf.reshape(pixels, [height, width, channels])
-
-    def _decode_boxes(
-        self, parsed: dict[str, tf.Tensor], record_id: tf.Tensor
-    ) -> tuple[tf.Tensor, list]:
-        coords = [parsed[k] for k in _BOX_KEYS]
-        sizes = tf.stack([tf.size(c) for c in coords])
-        same = tf.debugging.Assert(
-            tf.reduce_all(tf.equal(sizes, sizes[0])),
-            [
-                "record",
-                record_id,
-                "has box coordinate lists of unequal length: image/object/bbox/"
-                "ymin, xmin, ymax, xmax have",
-                sizes,
-                "values",
-            ],
-        )
-        with tf.control_dependencies([same]):
-            boxes = tf.stack(coords, axis=1)
-        ymin, xmin, ymax, xmax = coords
-        finite = tf.debugging.Assert(
-            tf.reduce_all(tf.math.is_finite(boxes)),
-            ["record", record_id, "field image/object/bbox has non-finite coordinates"],
-        )
-        ordered = tf.debugging.Assert(
-            tf.reduce_all((ymin <= ymax) & (xmin <= xmax)),
-            [
-                "record",
-                record_id,
-                "field image/object/bbox has a box with ymin > ymax or xmin > xmax",
-            ],
-        )
-        return boxes, [same, finite, ordered]
-
-    def _decode_classes(
-        self, parsed: dict[str, tf.Tensor], num: tf.Tensor, record_id: tf.Tensor
-    ) -> tuple[tf.Tensor, list]:
-        labels = parsed["image/object/class/label"]
-        texts = parsed["image/object/class/text"]
-        checks = [_assert_per_box(labels, num, "image/object/class/label", record_id)]
-        if self._table is not None:
-            checks.append(_assert_per_box(texts, num, "image/object/class/text", record_id))
-            looked_up = self._table.lookup(texts)
-            if self.unknown_classes == "error":
-                checks.append(
-                    tf.debugging.Assert(
-                        tf.reduce_all(looked_up > 0),
+                (
+                    is_raw,
+                    lambda: tf.reshape(
+                        tf.io.decode_raw(encoded, tf.uint8), tf.concat([size, [channels]], 0)
+                    ),
+                ),
+                (
+                    is_jpeg,
+                    lambda: tf.switch_case(
+                        ratio_index,
                         [
-                            "record",
-                            record_id,
-                            "field image/object/class/text has names not in the label map:",
-                            tf.boolean_mask(texts, looked_up <= 0),
+                            lambda r=r: tf.io.decode_jpeg(encoded, channels=self.channels, ratio=r)
+                            for r in (1, 2, 4, 8)
                         ],
-                    )
-                )
-            labels = tf.cond(tf.size(labels) > 0, lambda: labels, lambda: looked_up)
-        checks.append(
-            tf.debugging.Assert(
-                tf.equal(tf.size(labels), num),
-                [
-                    "record",
-                    record_id,
-                    "has",
-                    num,
-                    "boxes but no class for each (image/object/class/label or class/text "
-                    "with a label map)",
-                ],
-            )
+                    ),
+                ),
+            ],
+            default=lambda: self._decode_pixels(encoded),
         )
-        return tf.cast(labels, tf.int32), checks
+        return tf.cond(
+            tf.reduce_all(tf.equal(tf.shape(image)[:2], target)),
+            lambda: image,
+            lambda: core.like(tf.image.resize(image, target, method="area"), tf.uint8),
+        )
+
+    def _fitted_size(self, size: tf.Tensor) -> tf.Tensor:
+        """``size`` scaled down, aspect kept, to at most ``max_image_pixels`` (as it is if it fits)."""
+        area = tf.cast(size[0], tf.float64) * tf.cast(size[1], tf.float64)
+        scale = tf.minimum(tf.sqrt(self.max_image_pixels / tf.maximum(area, 1.0)), 1.0)
+        return tf.maximum(tf.cast(tf.floor(tf.cast(size, tf.float64) * scale), tf.int32), 1)
+
+    def _classes(self, parsed: dict[str, tf.Tensor]) -> tf.Tensor:
+        labels = parsed["image/object/class/label"]
+        if self._table is not None:
+            looked_up = self._table.lookup(parsed["image/object/class/text"])
+            labels = tf.cond(tf.size(labels) > 0, lambda: labels, lambda: looked_up)
+        return tf.cast(labels, tf.int32)
 
     def _decode_masks(
         self,
         parsed: dict[str, tf.Tensor],
         num: tf.Tensor,
+        size: tf.Tensor,
         height: tf.Tensor,
         width: tf.Tensor,
-        record_id: tf.Tensor,
-    ) -> tuple[tf.Tensor, list]:
+    ) -> tf.Tensor:
         raw = parsed["image/object/mask"]
         if self.masks == "png":
-            check = _assert_per_box(raw, num, "image/object/mask", record_id, allow_empty=False)
-            with tf.control_dependencies([check]):
-                decoded = tf.cond(
-                    num > 0,
-                    lambda: tf.map_fn(
-                        lambda png: tf.io.decode_png(png, channels=1)[..., 0],
-                        raw,
-                        fn_output_signature=tf.TensorSpec([None, None], tf.uint8),
-                    ),
-                    lambda: tf.zeros([0, height, width], tf.uint8),
-                )
-            return tf.cast(tf.reshape(decoded, [num, height, width]) > 0, tf.uint8), [check]
-        check = tf.debugging.Assert(
-            tf.equal(tf.size(raw), num * height * width),
-            [
-                "record",
-                record_id,
-                "field image/object/mask has",
-                tf.size(raw),
-                "values, expected boxes x height x width =",
-                num * height * width,
-            ],
-        )
-        with tf.control_dependencies([check]):
-            masks = tf.reshape(raw, [num, height, width])
-        return tf.cast(masks > 0, tf.uint8), [check]
+            masks = tf.cond(
+                num > 0,
+                lambda: tf.map_fn(
+                    lambda png: tf.io.decode_png(png, channels=1)[..., 0],
+                    raw,
+                    fn_output_signature=tf.TensorSpec([None, None], tf.uint8),
+                ),
+                lambda: tf.zeros(tf.concat([[0], size], 0), tf.uint8),
+            )
+            masks = tf.cast(tf.reshape(masks, tf.concat([[num], size], 0)) > 0, tf.uint8)
+        else:
+            masks = tf.cast(tf.reshape(raw, tf.concat([[num], size], 0)) > 0, tf.uint8)
+        if self.downscales:
+            masks = tf.cond(
+                tf.reduce_all(tf.equal(size, tf.stack([height, width]))),
+                lambda: masks,
+                lambda: tf.cast(
+                    tf.image.resize(masks[..., tf.newaxis], [height, width], method="nearest"),
+                    tf.uint8,
+                )[..., 0],
+            )
+        return masks
 
-    def _decode_keypoints(
-        self, parsed: dict[str, tf.Tensor], num: tf.Tensor, record_id: tf.Tensor, checks: list
-    ) -> dict[str, tf.Tensor]:
+    def _decode_keypoints(self, parsed: dict[str, tf.Tensor], num: tf.Tensor) -> dict[str, tf.Tensor]:
         k = self.num_keypoints
         y = parsed["image/object/keypoint/y"]
         x = parsed["image/object/keypoint/x"]
         vis = parsed["image/object/keypoint/visibility"]
-        expected = num * k
-        for key, values in (("y", y), ("x", x), ("visibility", vis)):
-            checks.append(
-                tf.debugging.Assert(
-                    tf.equal(tf.size(values), expected) | tf.equal(tf.size(values), 0),
-                    [
-                        "record",
-                        record_id,
-                        f"field image/object/keypoint/{key} has",
-                        tf.size(values),
-                        f"values, expected boxes x num_keypoints ({k}) =",
-                        expected,
-                    ],
-                )
-            )
-        nan = tf.fill([expected], float("nan"))
+        nan = tf.fill([num * k], float("nan"))
         y = tf.cond(tf.size(y) > 0, lambda: y, lambda: nan)
         x = tf.cond(tf.size(x) > 0, lambda: x, lambda: nan)
         keypoints = tf.reshape(tf.stack([y, x], axis=1), [num, k, 2])
@@ -444,6 +633,21 @@ class ExampleDecoder:
             texts = self._table.lookup(parsed["image/class/text"])
             labels = tf.cond(tf.size(labels) > 0, lambda: labels, lambda: texts)
         return tf.cast(labels, tf.int32)
+
+
+def _png_size(encoded: tf.Tensor) -> tf.Tensor:
+    """(height, width) from a PNG's IHDR chunk; (-1, -1) when ``encoded`` is not a PNG."""
+    # IHDR: width then height, 4 big-endian bytes each, from byte 16. Padded so that short or
+    # foreign bytes still give 8 digits.
+    dims = tf.strings.substr(tf.strings.join([tf.strings.substr(encoded, 16, 8), _ZEROS8]), 0, 8)
+    digits = tf.cast(tf.io.decode_raw(dims, tf.uint8), tf.int32)
+    sizes = tf.reduce_sum(tf.reshape(digits, [2, 4]) * [2**24, 2**16, 2**8, 1], axis=1)
+    is_png = tf.equal(tf.strings.substr(encoded, 0, 4), _IMAGE_MAGIC[1])
+    return tf.where(is_png & (tf.strings.length(encoded) >= 24), tf.stack([sizes[1], sizes[0]]), -1)
+
+
+def _area(boxes: tf.Tensor) -> tf.Tensor:
+    return (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
 
 
 def _default(
@@ -466,25 +670,23 @@ def _default(
     return tf.zeros([num], dtype)
 
 
-def _assert_per_box(
-    values: tf.Tensor, num: tf.Tensor, key: str, record_id: tf.Tensor, allow_empty: bool = True
-) -> tf.Operation:
-    ok = tf.equal(tf.size(values), num)
-    if allow_empty:
-        ok |= tf.equal(tf.size(values), 0)
-    return tf.debugging.Assert(
-        ok,
-        ["record", record_id, f"field {key} has", tf.size(values), "values for", num, "boxes"],
-    )
-
-
-def _assert_divisible(
-    values: tf.Tensor, num: tf.Tensor, key: str, record_id: tf.Tensor
-) -> tf.Operation:
-    ok = tf.equal(tf.math.floormod(tf.size(values), tf.maximum(num, 1)), 0)
-    return tf.debugging.Assert(
-        ok,
-        ["record", record_id, f"field {key} has", tf.size(values), "values for", num, "boxes"],
+def _check_per_box(
+    checks: errors.RecordChecks,
+    values: tf.Tensor,
+    num: tf.Tensor,
+    key: str,
+    reason: str = "per_box_count",
+) -> tf.Tensor:
+    """Check that the optional per-box list ``key`` is absent or has one value per box."""
+    count = tf.size(values)
+    return checks.add(
+        tf.equal(count, num) | tf.equal(count, 0),
+        reason,
+        f"field {key} has",
+        count,
+        "values for",
+        num,
+        "boxes",
     )
 
 

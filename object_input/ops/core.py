@@ -89,8 +89,17 @@ def gather_boxes(features: Features, indices: tf.Tensor) -> Features:
 
 
 def mask_boxes(features: Features, keep: tf.Tensor) -> Features:
-    """Keep the boxes where the bool vector ``keep`` is True, in every per-box field."""
-    return gather_boxes(features, tf.reshape(tf.where(keep), [-1]))
+    """Keep the boxes where the bool vector ``keep`` is True, in every per-box field.
+
+    When ``features`` counts ``NUM_DROPPED_BOXES`` (decoded examples do), the boxes removed are
+    added to it, so an example reports what crops and filters took from it. (An absent count stays
+    absent: the ops keep a feature dict's keys.)
+    """
+    out = gather_boxes(features, tf.reshape(tf.where(keep), [-1]))
+    if fields.NUM_DROPPED_BOXES in features:
+        removed = tf.reduce_sum(tf.cast(tf.logical_not(keep), tf.int32))
+        out[fields.NUM_DROPPED_BOXES] = features[fields.NUM_DROPPED_BOXES] + removed
+    return out
 
 
 def concat_boxes(first: Features, second: Features) -> Features:

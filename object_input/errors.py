@@ -1,0 +1,160 @@
+"""Why a record is bad: the reason codes that checks report, under ``on_error="raise"`` or ``"skip"``.
+
+Every record-level check has a reason (a short name and what it means). Under ``raise`` a failed
+check stops the pipeline with an error naming the record, the source id and the field; under
+``skip`` the record carries the reason's code in ``fields.ERROR`` and the pipeline drops it and
+counts it by reason (see :mod:`object_input.stats`). Code 0 means the record is good.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import tensorflow as tf
+
+from object_input import fields
+
+ON_ERROR_POLICIES = ("raise", "skip")
+
+# name -> description; the code of a reason is its position in this table, plus one.
+REASONS: dict[str, str] = {
+    "unreadable_file": "a file is truncated, corrupt, compressed without the flag, or not a TFRecord",
+    "undecodable": "the record could not be parsed, its image decoded, or a step failed on it",
+    "no_image": "image/encoded is missing or empty",
+    "not_an_image": "image/encoded is not a JPEG, PNG, GIF or BMP image (nor raw pixels)",
+    "image_size": "raw image/height, image/width do not match the bytes, or are out of range",
+    "image_too_large": "the image has more pixels than max_image_pixels",
+    "box_lists": "the image/object/bbox/* lists have unequal lengths",
+    "box_not_finite": "a box coordinate is NaN or infinite",
+    "box_order": "a box has ymin > ymax or xmin > xmax",
+    "box_out_of_range": "a box coordinate is outside [0, 1]",
+    "class_count": "the class list does not have one class per box",
+    "class_range": "a class id in image/object/class/label is outside [1, 2**31)",
+    "class_unknown": "a name in image/object/class/text is not in the label map",
+    "class_mismatch": "image/object/class/label and class/text disagree",
+    "per_box_count": "a per-box list (weight, area, flags, track ids, scores) has the wrong length",
+    "mask": "the masks do not match the boxes in count or the image in size",
+    "keypoints": "the keypoint lists do not hold num_keypoints points per box",
+    "too_many_boxes": "the example has more boxes than max_boxes (box_overflow='error')",
+    "empty": "the image has no boxes (dropped because empty_images='drop')",
+}
+OK = 0
+
+
+def code(reason: str) -> int:
+    """The integer code of ``reason`` (a key of :data:`REASONS`)."""
+    return list(REASONS).index(reason) + 1
+
+
+def reason_of(code_value: int) -> str:
+    """The reason name of a nonzero code."""
+    return list(REASONS)[code_value - 1]
+
+
+def check_policy(on_error: str) -> str:
+    """``on_error`` validated: ``"raise"`` or ``"skip"``."""
+    if on_error not in ON_ERROR_POLICIES:
+        raise ValueError(f"on_error must be one of {ON_ERROR_POLICIES}, got {on_error!r}")
+    return on_error
+
+
+class RecordChecks:
+    """The checks of one record, each a scalar bool tensor with a reason and a message.
+
+    Under ``raise`` they become assertions whose message names the record, its source id and
+    the field; under ``skip`` they fold into one error code (the first failed check's reason).
+    Checks must not fail themselves on bad input: guard a check that needs an earlier one to hold
+    with :meth:`when`.
+    """
+
+    def __init__(self, record_id: tf.Tensor, source_id: tf.Tensor | None = None):
+        self.record_id = record_id
+        self.source_id = source_id
+        self.items: list[tuple[tf.Tensor, str, tuple]] = []
+
+    def add(self, ok: Any, reason: str, *message: Any) -> tf.Tensor:
+        """Record check ``ok`` (scalar bool); ``message`` parts (strings, tensors) explain it."""
+        if reason not in REASONS:
+            raise ValueError(f"unknown reason {reason!r}")
+        ok = tf.convert_to_tensor(ok, tf.bool)
+        self.items.append((ok, reason, message))
+        return ok
+
+    @staticmethod
+    def when(condition: tf.Tensor, check: Callable[[], tf.Tensor]) -> tf.Tensor:
+        """``check()`` evaluated only where ``condition`` holds (True elsewhere)."""
+        return tf.cond(condition, check, lambda: tf.constant(True))
+
+    def asserts(self) -> list[tf.Tensor]:
+        """For ``tf.control_dependencies``: raises the first failed check's message, if any.
+
+        The messages are built only when a check fails, so passing records pay one comparison.
+        """
+
+        def fail() -> tf.Tensor:
+            chain: list[tf.Operation] = []
+            for ok, _, message in self.items:
+                with tf.control_dependencies(chain):
+                    chain = [tf.debugging.Assert(ok, [self._message(message)])]
+            with tf.control_dependencies(chain):
+                return tf.constant(False)
+
+        if not self.items:
+            return []
+        all_ok = tf.reduce_all(tf.stack([ok for ok, _, _ in self.items]))
+        return [tf.cond(all_ok, lambda: tf.constant(True), fail)]
+
+    def _message(self, parts: tuple) -> tf.Tensor:
+        where = [tf.constant("record "), self.record_id]
+        if self.source_id is not None:
+            where.append(
+                tf.where(
+                    tf.equal(self.source_id, ""),
+                    "",
+                    tf.strings.join([" (source_id ", self.source_id, ")"]),
+                )
+            )
+        text = [
+            p if isinstance(p, str) else tf.strings.format("{}", p, summarize=20) for p in parts
+        ]
+        return tf.strings.join([tf.strings.join(where), ": ", tf.strings.join(text, " ")])
+
+    def error_code(self) -> tf.Tensor:
+        """int32 scalar: 0 when every check holds, else the code of the first failed one."""
+        result = tf.constant(OK, tf.int32)
+        for ok, reason, _ in reversed(self.items):
+            result = tf.where(ok, result, code(reason))
+        return result
+
+
+def guarded(
+    checks: RecordChecks,
+    on_error: str,
+    build: Callable[[Any], dict[str, tf.Tensor]],
+    inputs: Any,
+    placeholder: Any,
+) -> dict[str, tf.Tensor]:
+    """``build(inputs)`` once ``checks`` hold: under ``raise`` after their assertions; under
+    ``skip`` from ``placeholder`` (known-good inputs) when a check fails, with the error code in
+    ``fields.ERROR`` so that the pipeline drops and counts the record.
+    """
+    if check_policy(on_error) == "raise":
+        with tf.control_dependencies(checks.asserts()):
+            inputs = tf.nest.map_structure(tf.identity, inputs)
+        return build(inputs)
+    error = checks.error_code()
+    out = tf.cond(tf.equal(error, OK), lambda: build(inputs), lambda: build(placeholder))
+    out = dict(out)
+    out[fields.ERROR] = error
+    return out
+
+
+def zeros_like_spec(values: Mapping[str, tf.Tensor], **overrides: Any) -> dict[str, tf.Tensor]:
+    """Zeros (empty strings) of each tensor's static shape, unknown dimensions 0; then overrides."""
+    out = {}
+    for key, value in values.items():
+        shape = [0 if d is None else d for d in value.shape.as_list()]
+        out[key] = tf.zeros(shape, value.dtype)
+    out.update({k: tf.convert_to_tensor(v, values[k].dtype) for k, v in overrides.items()})
+    return out
