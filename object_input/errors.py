@@ -1,4 +1,4 @@
-"""Why a record is bad: the reason codes that checks report, under ``on_error="raise"`` or ``"skip"``.
+"""Why a record is bad: the reason codes of record checks, for ``on_error="raise"`` or ``"skip"``.
 
 Every record-level check has a reason (a short name and what it means). Under ``raise`` a failed
 check stops the pipeline with an error naming the record, the source id and the field; under
@@ -19,7 +19,7 @@ ON_ERROR_POLICIES = ("raise", "skip")
 
 # name -> description; the code of a reason is its position in this table, plus one.
 REASONS: dict[str, str] = {
-    "unreadable_file": "a file is truncated, corrupt, compressed without the flag, or not a TFRecord",
+    "unreadable_file": "a file is truncated, corrupt, compressed (no flag) or not a TFRecord",
     "undecodable": "the record could not be parsed, its image decoded, or a step failed on it",
     "no_image": "image/encoded is missing or empty",
     "not_an_image": "image/encoded is not a JPEG, PNG, GIF or BMP image (nor raw pixels)",
@@ -150,11 +150,11 @@ def guarded(
     return out
 
 
-def zeros_like_spec(values: Mapping[str, tf.Tensor], **overrides: Any) -> dict[str, tf.Tensor]:
-    """Zeros (empty strings) of each tensor's static shape, unknown dimensions 0; then overrides."""
+def placeholder(specs: Mapping[str, tf.TensorSpec], **overrides: Any) -> dict[str, tf.Tensor]:
+    """Zeros (empty strings) of each spec's shape, unknown dimensions 0; then ``overrides``."""
     out = {}
-    for key, value in values.items():
-        shape = [0 if d is None else d for d in value.shape.as_list()]
-        out[key] = tf.zeros(shape, value.dtype)
-    out.update({k: tf.convert_to_tensor(v, values[k].dtype) for k, v in overrides.items()})
+    for key, spec in specs.items():
+        shape = [0 if d is None else d for d in spec.shape.as_list()]
+        out[key] = tf.zeros(shape, spec.dtype)
+    out.update({k: tf.convert_to_tensor(v, specs[k].dtype) for k, v in overrides.items()})
     return out

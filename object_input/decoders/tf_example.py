@@ -206,8 +206,9 @@ class ExampleDecoder:
         checks = errors.RecordChecks(record_id, parsed["image/source_id"])
         size = self._validate(parsed, checks)
         placeholder = (
-            errors.zeros_like_spec(
-                parsed, **{"image/encoded": _PLACEHOLDER_PNG, "image/format": "png"}
+            errors.placeholder(
+                self._parsed_specs(parsed),
+                **{"image/encoded": _PLACEHOLDER_PNG, "image/format": "png"},
             ),
             tf.ones([2], tf.int32),
         )
@@ -223,6 +224,17 @@ class ExampleDecoder:
             empty = tf.equal(tf.shape(out[fields.BOXES])[0], 0) & tf.equal(error, errors.OK)
             out[fields.ERROR] = tf.where(empty, errors.code("empty"), error)
         return out
+
+    def _parsed_specs(self, parsed: dict[str, tf.Tensor]) -> dict[str, tf.TensorSpec]:
+        """Shapes of the parsed record that hold for every record (lists empty)."""
+        specs = {}
+        for key, value in parsed.items():
+            feature = self.spec[key]
+            if isinstance(feature, tf.io.FixedLenFeature):
+                specs[key] = tf.TensorSpec(feature.shape, value.dtype)
+            else:
+                specs[key] = tf.TensorSpec([0] * value.shape.rank, value.dtype)
+        return specs
 
     def _validate(self, parsed: dict[str, tf.Tensor], checks: errors.RecordChecks) -> tf.Tensor:
         """Add every check the record allows before decoding; return its (height, width)."""
@@ -377,7 +389,9 @@ class ExampleDecoder:
         count = tf.size(labels)
         if self._table is not None:
             looked_up = self._table.lookup(texts)
-            text_count_ok = _check_per_box(checks, texts, num, "image/object/class/text", "class_count")
+            text_count_ok = _check_per_box(
+                checks, texts, num, "image/object/class/text", "class_count"
+            )
             if self.unknown_classes == "error":
                 checks.add(
                     tf.reduce_all(looked_up > 0),
@@ -563,7 +577,7 @@ class ExampleDecoder:
         )
 
     def _fitted_size(self, size: tf.Tensor) -> tf.Tensor:
-        """``size`` scaled down, aspect kept, to at most ``max_image_pixels`` (as it is if it fits)."""
+        """``size`` scaled down, aspect kept, to at most ``max_image_pixels`` pixels."""
         area = tf.cast(size[0], tf.float64) * tf.cast(size[1], tf.float64)
         scale = tf.minimum(tf.sqrt(self.max_image_pixels / tf.maximum(area, 1.0)), 1.0)
         return tf.maximum(tf.cast(tf.floor(tf.cast(size, tf.float64) * scale), tf.int32), 1)
@@ -608,7 +622,9 @@ class ExampleDecoder:
             )
         return masks
 
-    def _decode_keypoints(self, parsed: dict[str, tf.Tensor], num: tf.Tensor) -> dict[str, tf.Tensor]:
+    def _decode_keypoints(
+        self, parsed: dict[str, tf.Tensor], num: tf.Tensor
+    ) -> dict[str, tf.Tensor]:
         k = self.num_keypoints
         y = parsed["image/object/keypoint/y"]
         x = parsed["image/object/keypoint/x"]
