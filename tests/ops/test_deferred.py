@@ -66,3 +66,42 @@ def test_rotation_refuses_a_deferred_image():
 
     with pytest.raises(ValueError, match="deferred"):
         rotate90(lazy)
+
+
+def test_dct_ratio_is_the_largest_that_still_covers_the_output():
+    sides = tf.constant([100, 199, 200, 399, 400, 800, 2000])
+    got = deferred.dct_ratio(sides, tf.constant(2000), (100, 100))
+    np.testing.assert_array_equal(got, [1, 1, 2, 2, 4, 8, 8])
+    np.testing.assert_array_equal(
+        deferred.dct_ratio(tf.constant(800), tf.constant(150), (100, 100)), 1
+    )
+
+
+@pytest.mark.parametrize(
+    ("window", "min_size", "ratio"),
+    [
+        ((0, 0, 96, 128), (40, 60), 2),
+        ((8, 16, 64, 96), (16, 20), 4),
+        ((0, 0, 96, 128), (12, 16), 8),
+        ((5, 7, 60, 70), (40, 40), 1),
+    ],
+)
+def test_dct_scaled_window_is_the_scaled_decode_of_that_window(window, min_size, ratio):
+    rng = np.random.default_rng(2)
+    pixels = tf.image.resize(rng.uniform(0, 255, (12, 16, 3)), (96, 128)).numpy().astype(np.uint8)
+    encoded = tf.io.encode_jpeg(pixels, quality=90)
+    top, left, height, width = window
+    features = deferred.defer({}, encoded, 96, 128)
+    features[fields.IMAGE] = tf.zeros([height, width, 0], tf.uint8)
+    features[fields.IMAGE_VIEW] = tf.constant([top, left, 0, 0, 96, 128])
+    image = deferred.realize(features, 3, dct_min_size=min_size)[fields.IMAGE].numpy()
+    scaled = tf.io.decode_jpeg(encoded, ratio=ratio).numpy()
+    expected = scaled[
+        round(top / ratio) : round((top + height) / ratio),
+        round(left / ratio) : round((left + width) / ratio),
+    ]
+    np.testing.assert_array_equal(image, expected)
+    exact = deferred.realize(features, 3)[fields.IMAGE]
+    np.testing.assert_array_equal(
+        exact, tf.io.decode_jpeg(encoded)[top : top + height, left : left + width]
+    )
