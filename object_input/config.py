@@ -256,19 +256,14 @@ def _from_yaml(path: str) -> PipelineConfig:
             f"{path}: reading YAML configs needs PyYAML (pip install object-input[yaml])"
         ) from None
 
-    class Loader(yaml.SafeLoader):
-        """SafeLoader that also reads ``1e-3`` as a float (YAML 1.1 wants ``1.0e-3``)."""
-
-    Loader.add_implicit_resolver(
-        "tag:yaml.org,2002:float",
-        re.compile(r"^[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)[eE][-+]?[0-9]+$"),
-        list("-+0123456789."),
-    )
     try:
-        with open(path, encoding="utf-8") as f:
-            data = yaml.load(f, Loader=Loader)
+        with open(path, "rb") as f:
+            text = textproto.decode_text(f.read(), path)
+        data = yaml.load(text, Loader=_yaml_loader(yaml))
     except OSError as err:
         raise ConfigError(f"cannot read config {path!r}: {err}") from None
+    except TextFormatError as err:
+        raise ConfigError(str(err)) from None
     except yaml.YAMLError as err:
         raise ConfigError(f"{path}: invalid YAML: {err}") from None
     if data is None:
@@ -279,6 +274,49 @@ def _from_yaml(path: str) -> PipelineConfig:
     if not isinstance(data, Mapping):
         raise ConfigError(f"{path}: expected a mapping of settings or a list of steps")
     return _from_mapping(data, base, path)
+
+
+def _yaml_loader(yaml: Any) -> type:
+    """A SafeLoader (no tags that build objects, so no code runs) with located limits."""
+
+    class Loader(yaml.SafeLoader):
+        """Also reads ``1e-3`` as a float (YAML 1.1 wants ``1.0e-3``); bounds depth and ints."""
+
+        depth = 0
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.depth >= textproto.MAX_DEPTH:
+                raise yaml.composer.ComposerError(
+                    None,
+                    None,
+                    f"collections nested deeper than {textproto.MAX_DEPTH} levels",
+                    self.peek_event().start_mark,
+                )
+            self.depth += 1
+            try:
+                return super().compose_node(parent, index)
+            finally:
+                self.depth -= 1
+
+        def construct_yaml_int(self, node: Any) -> int:
+            digits = self.construct_scalar(node)
+            value = None if len(digits) > 100 else super().construct_yaml_int(node)
+            if value is None or not -(2**63) <= value < 2**64:
+                raise yaml.constructor.ConstructorError(
+                    None,
+                    None,
+                    f"integer {digits[:20]}... is outside the 64-bit range",
+                    node.start_mark,
+                )
+            return value
+
+    Loader.add_constructor("tag:yaml.org,2002:int", Loader.construct_yaml_int)
+    Loader.add_implicit_resolver(
+        "tag:yaml.org,2002:float",
+        re.compile(r"^[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)[eE][-+]?[0-9]+$"),
+        list("-+0123456789."),
+    )
+    return Loader
 
 
 def _from_mapping(data: Mapping, base: str | None, where: str) -> PipelineConfig:

@@ -89,8 +89,14 @@ def iterate_records(files: Sequence[str]) -> Iterator[tuple[str, int, bytes | Co
         # TensorFlow ends a file quietly at a partial record header; the byte count does not.
         size = tf.io.gfile.stat(path).length
         if not compression and 0 <= framed < size:
-            yield path, index, CorruptRecord(
-                path, index, f"truncated record: {size - framed} bytes after the last full record"
+            yield (
+                path,
+                index,
+                CorruptRecord(
+                    path,
+                    index,
+                    f"truncated record: {size - framed} bytes after the last full record",
+                ),
             )
 
 

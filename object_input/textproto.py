@@ -121,6 +121,10 @@ _NUMBER_TAIL = re.compile(r"[\w.]+")
 _FLOAT_WORDS = {"inf": float("inf"), "infinity": float("inf"), "nan": float("nan")}
 _BOOLS = {"true": True, "True": True, "false": False, "False": False}
 _CLOSING = {"{": "}", "<": ">"}
+# Deeper nesting is an error (no real config comes close), not a RecursionError.
+MAX_DEPTH = 100
+# Integers must fit protobuf's 64-bit fields: int64 from -2**63, uint64 up to 2**64 - 1.
+_INT_RANGE = (-(2**63), 2**64 - 1)
 
 
 def _tokenize(text: str, source: str) -> list[_Token]:
@@ -156,6 +160,7 @@ class _Parser:
         self.source = source
         self.tokens = _tokenize(text, source)
         self.index = 0
+        self.depth = 0
 
     def peek(self) -> _Token:
         return self.tokens[self.index]
@@ -181,6 +186,15 @@ class _Parser:
             raise self.fail(f"expected {text!r} {what}, found {_describe(self.peek())}")
 
     def message(self, start: _Token, closing: str | None) -> Message:
+        if self.depth >= MAX_DEPTH:
+            raise self.fail(f"messages nested deeper than {MAX_DEPTH} levels", start)
+        self.depth += 1
+        try:
+            return self._message_body(start, closing)
+        finally:
+            self.depth -= 1
+
+    def _message_body(self, start: _Token, closing: str | None) -> Message:
         msg = Message(self.source, start.line, start.column)
         while True:
             token = self.peek()
@@ -272,12 +286,20 @@ class _Parser:
         if token.kind == "punct" and token.text == "-":
             number = self.take()
             if number.kind == "number":
-                return -_number(number, self.source), token.line, token.column
+                return (
+                    _in_range(-_number(number, self.source), token, self.source),
+                    token.line,
+                    token.column,
+                )
             if number.kind == "ident" and number.text.lower() in _FLOAT_WORDS:
                 return -_FLOAT_WORDS[number.text.lower()], token.line, token.column
             raise self.fail(f"expected a number after '-', found {_describe(number)}", number)
         if token.kind == "number":
-            return _number(token, self.source), token.line, token.column
+            return (
+                _in_range(_number(token, self.source), token, self.source),
+                token.line,
+                token.column,
+            )
         if token.kind == "string":
             parts = [_unescape(token, self.source)]
             while self.peek().kind == "string":
@@ -302,8 +324,28 @@ def _describe(token: _Token) -> str:
     return repr(token.text)
 
 
+def _in_range(value: int | float, token: _Token, source: str) -> int | float:
+    if isinstance(value, int) and not _INT_RANGE[0] <= value <= _INT_RANGE[1]:
+        raise TextFormatError(
+            f"integer {token.text[:20]}{'...' if len(token.text) > 20 else ''} is outside the "
+            "64-bit range",
+            source,
+            token.line,
+            token.column,
+        )
+    return value
+
+
 def _number(token: _Token, source: str) -> int | float:
     text = token.text
+    if len(text) > 100 and re.fullmatch(r"(0[xX])?[0-9a-fA-F]+", text):
+        # Longer than any 64-bit integer: do not even convert it.
+        raise TextFormatError(
+            f"integer {text[:20]}... ({len(text)} digits) is outside the 64-bit range",
+            source,
+            token.line,
+            token.column,
+        )
     if text[:2] in ("0x", "0X"):
         return int(text, 16)
     if re.fullmatch(r"[0-9]+", text):
@@ -361,10 +403,25 @@ def parse(text: str, source: str = "<string>") -> Message:
 
 
 def parse_file(path: str | os.PathLike) -> Message:
-    """Parse the protobuf text file at ``path`` (UTF-8)."""
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
-    return parse(text, os.fspath(path))
+    """Parse the protobuf text file at ``path`` (UTF-8; other bytes are a located error)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    return parse(decode_text(data, os.fspath(path)), os.fspath(path))
+
+
+def decode_text(data: bytes, source: str) -> str:
+    """``data`` as UTF-8 text, or a :class:`TextFormatError` at the first byte that is not."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        column = err.start - (data.rfind(b"\n", 0, err.start) + 1) + 1
+        raise TextFormatError(
+            f"byte 0x{data[err.start]:02x} is not UTF-8 text (is this a binary file?)",
+            source,
+            line,
+            column,
+        ) from None
 
 
 _REQUIRED = object()
