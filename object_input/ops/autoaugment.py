@@ -20,7 +20,7 @@ import tensorflow as tf
 from object_input import fields
 from object_input.ops import autoaugment_ops as ops
 from object_input.ops import core, transform
-from object_input.ops.registry import ConfigError, register_step
+from object_input.ops.registry import MOVED, PER_BOX, ConfigError, register_step
 
 SubPolicy = Sequence[tuple[str, float, int]]
 
@@ -515,7 +515,8 @@ def apply_policy(
             "keypoints, but the example has keypoints and no keypoint permutation is known"
         )
     image = features[fields.IMAGE]
-    work = {name: features[name] for name in fields.per_box_fields() if name in features}
+    moved = (*fields.per_box_fields(), *transform.moved_fields())
+    work = {name: features[name] for name in moved if name in features}
     work[fields.IMAGE] = core.to_float(image)
     select_seed, ops_seed = core.split_seed(seed, 2)
     choice = core.uniform_int(select_seed, 0, len(policy))
@@ -556,8 +557,8 @@ def _policy_name_check(value: str) -> str | None:
 
 
 @register_step(
-    reads=core.GEOMETRY_FIELDS,
-    writes=(fields.IMAGE, *fields.per_box_fields()),
+    reads=(MOVED, PER_BOX),
+    writes=(MOVED, PER_BOX),
     kind="geometry",
     checks={"policy_name": _policy_name_check},
 )

@@ -31,8 +31,8 @@ from object_input.ops.registry import (
     ConfigError,
     in_range,
     non_negative,
+    ordered,
     register_step,
-    require_ordered,
 )
 
 # ITU-R 601 luma weights, the ones tf.image.rgb_to_grayscale uses.
@@ -319,14 +319,6 @@ def _run(name: str, features: core.Features, seed: Any, **params: Any) -> core.F
     return out
 
 
-def _run_factor(
-    name: str, features: core.Features, seed: Any, min_delta: float, max_delta: float
-) -> core.Features:
-    """:func:`_run` for a step scaling by a factor drawn from [min_delta, max_delta]."""
-    require_ordered(name, "min_delta", min_delta, "max_delta", max_delta)
-    return _run(name, features, seed, min_delta=min_delta, max_delta=max_delta)
-
-
 # Registered steps -------------------------------------------------------------------------------
 
 
@@ -338,12 +330,15 @@ def random_adjust_brightness(
     return _run("random_adjust_brightness", features, seed, max_delta=max_delta)
 
 
-@register_step(kind="color", checks={"min_delta": non_negative, "max_delta": non_negative})
+_FACTOR_CHECKS = {"min_delta": non_negative, "max_delta": non_negative}
+
+
+@register_step(kind="color", checks=_FACTOR_CHECKS, validate=ordered(("min_delta", "max_delta")))
 def random_adjust_contrast(
     features: core.Features, *, seed=None, min_delta: float = 0.8, max_delta: float = 1.25
 ) -> core.Features:
     """Scale contrast by a factor U(min_delta, max_delta); float32 out."""
-    return _run_factor("random_adjust_contrast", features, seed, min_delta, max_delta)
+    return _run("random_adjust_contrast", features, seed, min_delta=min_delta, max_delta=max_delta)
 
 
 @register_step(kind="color", checks={"max_delta": in_range(0.0, 0.5)})
@@ -354,12 +349,14 @@ def random_adjust_hue(
     return _run("random_adjust_hue", features, seed, max_delta=max_delta)
 
 
-@register_step(kind="color", checks={"min_delta": non_negative, "max_delta": non_negative})
+@register_step(kind="color", checks=_FACTOR_CHECKS, validate=ordered(("min_delta", "max_delta")))
 def random_adjust_saturation(
     features: core.Features, *, seed=None, min_delta: float = 0.8, max_delta: float = 1.25
 ) -> core.Features:
     """Scale saturation by a factor U(min_delta, max_delta); float32 out."""
-    return _run_factor("random_adjust_saturation", features, seed, min_delta, max_delta)
+    return _run(
+        "random_adjust_saturation", features, seed, min_delta=min_delta, max_delta=max_delta
+    )
 
 
 def _ordering_check(value: int) -> str | None:

@@ -15,15 +15,6 @@ from object_input import fields
 
 Features = dict[str, Any]
 
-# The fields a geometric transform of the image moves along with it (reads/writes of such steps).
-GEOMETRY_FIELDS = (
-    fields.IMAGE,
-    fields.BOXES,
-    fields.MASKS,
-    fields.KEYPOINTS,
-    fields.KEYPOINT_VISIBILITIES,
-)
-
 _INT32_MAX = 2**31 - 1
 
 

@@ -13,13 +13,19 @@ import tensorflow as tf
 from object_input import fields
 from object_input.ops import boxes as box_ops
 from object_input.ops import core, transform
-from object_input.ops.registry import in_range, non_negative, positive, register_step
+from object_input.ops.registry import (
+    MOVED,
+    PER_BOX,
+    in_range,
+    non_negative,
+    ordered,
+    positive,
+    register_step,
+)
 from object_input.ops.resize import resize_features
 
-# Crops drop boxes, so they read and write every per-box field; user-registered ones are handled
-# at run time by core.mask_boxes.
-CROP_FIELDS = (fields.IMAGE, *fields.per_box_fields())
-CROP_WRITES = (*CROP_FIELDS, fields.IMAGE_SHAPE)
+# Crops drop boxes, so they read and write every per-box field as well as the moved ones.
+CROP_FIELDS = (MOVED, PER_BOX)
 
 _MAX_ATTEMPTS = 100  # tries of sample_distorted_bounding_box before it falls back to the image
 
@@ -107,7 +113,7 @@ def _sample_window(
     return begin[0], begin[1], size[0], size[1]
 
 
-@register_step(reads=CROP_FIELDS, writes=CROP_WRITES, kind="geometry", checks=CROP_CHECKS)
+@register_step(reads=CROP_FIELDS, writes=CROP_FIELDS, kind="geometry", checks=CROP_CHECKS)
 def random_crop_image(
     features: core.Features,
     *,
@@ -145,7 +151,7 @@ def random_crop_image(
 
 @register_step(
     reads=CROP_FIELDS,
-    writes=CROP_WRITES,
+    writes=CROP_FIELDS,
     kind="geometry",
     checks={"aspect_ratio": positive, "overlap_thresh": in_range(0.0, 1.0)},
 )
@@ -193,14 +199,9 @@ def _border(max_border: int, size: tf.Tensor) -> tf.Tensor:
     return tf.gather(candidates, tf.argmax(tf.cast(fits, tf.int32), output_type=tf.int32))
 
 
-def _check_scales(step: str, scale_min: float, scale_max: float) -> None:
-    if scale_min > scale_max:
-        raise ValueError(f"{step}: scale_min {scale_min} must be <= scale_max {scale_max}")
-
-
 @register_step(
     reads=CROP_FIELDS,
-    writes=CROP_WRITES,
+    writes=CROP_FIELDS,
     kind="geometry",
     checks={
         "max_border": non_negative,
@@ -208,6 +209,7 @@ def _check_scales(step: str, scale_min: float, scale_max: float) -> None:
         "scale_max": positive,
         "num_scales": positive,
     },
+    validate=ordered(("scale_min", "scale_max")),
 )
 def random_square_crop_by_scale(
     features: core.Features,
@@ -223,7 +225,6 @@ def random_square_crop_by_scale(
     The scale is one of ``num_scales`` evenly spaced values in [scale_min, scale_max]. The part of
     the square outside the image is zero. Boxes are clipped; boxes left without area are dropped.
     """
-    _check_scales("random_square_crop_by_scale", scale_min, scale_max)
     scale_seed, y_seed, x_seed = core.split_seed(seed, 3)
     height, width = core.image_size(features[fields.IMAGE])
     scales = tf.linspace(float(scale_min), float(scale_max), num_scales)
@@ -242,9 +243,10 @@ def random_square_crop_by_scale(
 
 @register_step(
     reads=CROP_FIELDS,
-    writes=CROP_WRITES,
+    writes=CROP_FIELDS,
     kind="geometry",
     checks={"output_size": positive, "scale_min": positive, "scale_max": positive},
+    validate=ordered(("scale_min", "scale_max")),
 )
 def random_scale_crop_and_pad_to_square(
     features: core.Features,
@@ -260,7 +262,6 @@ def random_scale_crop_and_pad_to_square(
     a random output_size² window is cut from it, zero-filled at the bottom/right where the image
     is smaller. Boxes are clipped; boxes left without area are dropped. The image is float32.
     """
-    _check_scales("random_scale_crop_and_pad_to_square", scale_min, scale_max)
     scale_seed, y_seed, x_seed = core.split_seed(seed, 3)
     height, width = core.image_size(features[fields.IMAGE])
     target = core.uniform(scale_seed, scale_min, scale_max) * float(output_size)

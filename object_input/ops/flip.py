@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from object_input import fields
 from object_input.ops import core, transform
-from object_input.ops.registry import in_range, register_step
+from object_input.ops.registry import MOVED, in_range, register_step
 
 
 def check_permutation(
@@ -66,8 +66,8 @@ def _maybe(flip, features, seed, probability, permutation):
 
 
 @register_step(
-    reads=core.GEOMETRY_FIELDS,
-    writes=core.GEOMETRY_FIELDS,
+    reads=(MOVED,),
+    writes=(MOVED,),
     kind="geometry",
     checks={"probability": in_range(0.0, 1.0)},
 )
@@ -83,8 +83,8 @@ def random_horizontal_flip(
 
 
 @register_step(
-    reads=core.GEOMETRY_FIELDS,
-    writes=core.GEOMETRY_FIELDS,
+    reads=(MOVED,),
+    writes=(MOVED,),
     kind="geometry",
     checks={"probability": in_range(0.0, 1.0)},
 )
@@ -100,8 +100,8 @@ def random_vertical_flip(
 
 
 @register_step(
-    reads=core.GEOMETRY_FIELDS,
-    writes=(*core.GEOMETRY_FIELDS, fields.IMAGE_SHAPE),
+    reads=(MOVED,),
+    writes=(MOVED,),
     kind="geometry",
     checks={"probability": in_range(0.0, 1.0)},
 )

@@ -7,7 +7,7 @@ import tensorflow as tf
 from object_input import fields
 from object_input.ops import boxes as box_ops
 from object_input.ops import core
-from object_input.ops.registry import in_range, register_step
+from object_input.ops.registry import PER_BOX, in_range, register_step
 
 JITTER_MODES = (
     "default",
@@ -114,8 +114,8 @@ def self_concat(features: core.Features, axis: int) -> core.Features:
 
 
 @register_step(
-    reads=(fields.IMAGE, *fields.per_box_fields()),
-    writes=(fields.IMAGE, fields.IMAGE_SHAPE, *fields.per_box_fields()),
+    reads=(fields.IMAGE, PER_BOX),
+    writes=(fields.IMAGE, fields.IMAGE_SHAPE, PER_BOX),
     kind="geometry",
     checks={
         "concat_vertical_probability": in_range(0.0, 1.0),

@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from object_input import fields
 from object_input.ops import core
-from object_input.ops.registry import in_range, positive, register_step
+from object_input.ops.registry import PER_BOX, in_range, positive, register_step
 
 # Written by one_hot_encoding: float32 [num_classes], 1.0 where the image has that class. It is not
 # a per-box field, and not in fields.py because only this step produces it.
@@ -20,8 +20,8 @@ def _class_ids(values: Sequence[int]) -> str | None:
 
 
 @register_step(
-    reads=(fields.CLASSES,),
-    writes=fields.per_box_fields(),
+    reads=(fields.CLASSES, PER_BOX),
+    writes=(PER_BOX,),
     kind="label",
     checks={"dropped_label": positive, "drop_probability": in_range(0.0, 1.0)},
 )

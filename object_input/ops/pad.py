@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import tensorflow as tf
@@ -12,14 +12,11 @@ from object_input.ops import core
 from object_input.ops.crop import (
     CROP_CHECKS,
     CROP_FIELDS,
-    CROP_WRITES,
     all_positive,
     crop_to_window,
     random_crop_image,
 )
-from object_input.ops.registry import non_negative, positive, register_step
-
-PAD_WRITES = (*core.GEOMETRY_FIELDS, fields.IMAGE_SHAPE)
+from object_input.ops.registry import MOVED, non_negative, positive, register_step
 
 # Checks of the padded size ratios, for every step that takes them.
 PADDED_SIZE_CHECKS = {
@@ -67,6 +64,13 @@ def pad_to_window(
     return crop_to_window(features, -top, -left, height, width, clip_boxes=False, fill=color)
 
 
+def _sizes_ordered(params: Mapping[str, Any]) -> str | None:
+    low, high = params["min_image_size"], params["max_image_size"]
+    if low is None or high is None or all(lo <= hi for lo, hi in zip(low, high, strict=True)):
+        return None
+    return f"parameter 'min_image_size' {tuple(low)} exceeds 'max_image_size' {tuple(high)}"
+
+
 def _random_pad(
     features: core.Features,
     seed: Any,
@@ -92,14 +96,15 @@ def _random_pad(
 
 
 @register_step(
-    reads=core.GEOMETRY_FIELDS,
-    writes=PAD_WRITES,
+    reads=(MOVED,),
+    writes=(MOVED,),
     kind="geometry",
     checks={
         "min_image_size": all_positive,
         "max_image_size": all_positive,
         "pad_color": _non_empty,
     },
+    validate=_sizes_ordered,
 )
 def random_pad_image(
     features: core.Features,
@@ -115,12 +120,6 @@ def random_pad_image(
     The sizes default to the image size and twice it, and never go below the image size.
     ``center_pad`` centres the image. The fill is ``pad_color`` (default: the image's mean).
     """
-    both = min_image_size is not None and max_image_size is not None
-    if both and any(lo > hi for lo, hi in zip(min_image_size, max_image_size, strict=True)):
-        raise ValueError(
-            f"random_pad_image: min_image_size {tuple(min_image_size)} exceeds "
-            f"max_image_size {tuple(max_image_size)}"
-        )
     size = tf.shape(features[fields.IMAGE])[:2]
     low = size if min_image_size is None else tf.constant(min_image_size, tf.int32)
     high = 2 * size if max_image_size is None else tf.constant(max_image_size, tf.int32)
@@ -128,8 +127,8 @@ def random_pad_image(
 
 
 @register_step(
-    reads=core.GEOMETRY_FIELDS,
-    writes=PAD_WRITES,
+    reads=(MOVED,),
+    writes=(MOVED,),
     kind="geometry",
     checks={
         "max_height_padding": non_negative,
@@ -153,7 +152,7 @@ def random_absolute_pad_image(
 
 @register_step(
     reads=CROP_FIELDS,
-    writes=CROP_WRITES,
+    writes=CROP_FIELDS,
     kind="geometry",
     checks={**CROP_CHECKS, **PADDED_SIZE_CHECKS, "pad_color": _non_empty},
 )
@@ -194,8 +193,8 @@ def random_crop_pad_image(
 
 
 @register_step(
-    reads=core.GEOMETRY_FIELDS,
-    writes=PAD_WRITES,
+    reads=(MOVED,),
+    writes=(MOVED,),
     kind="geometry",
     checks={"aspect_ratio": positive, **PADDED_SIZE_CHECKS},
 )

@@ -7,7 +7,8 @@ every channel.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import tensorflow as tf
 
@@ -15,12 +16,11 @@ from object_input import fields
 from object_input.ops import core
 from object_input.ops.color import merge_channels, split_channels
 from object_input.ops.registry import (
-    ConfigError,
     in_range,
     non_negative,
+    ordered,
     positive,
     register_step,
-    require_ordered,
 )
 
 
@@ -30,7 +30,16 @@ def _with_image(features: core.Features, image: tf.Tensor) -> core.Features:
     return out
 
 
-@register_step(kind="color")
+def _distinct_original_range(params: Mapping[str, Any]) -> str | None:
+    if params["original_minval"] != params["original_maxval"]:
+        return None
+    return (
+        "parameters 'original_minval' and 'original_maxval' must differ, got "
+        f"{params['original_minval']!r} for both"
+    )
+
+
+@register_step(kind="color", validate=_distinct_original_range)
 def normalize_image(
     features: core.Features,
     *,
@@ -45,11 +54,6 @@ def normalize_image(
     Every channel is remapped; no clipping; float32 out.
     """
     del seed
-    if original_minval == original_maxval:
-        raise ConfigError(
-            "step 'normalize_image': parameters 'original_minval' and 'original_maxval' must "
-            f"differ, got {original_minval!r} for both"
-        )
     scale = (target_maxval - target_minval) / (original_maxval - original_minval)
     image = core.to_float(features[fields.IMAGE])
     return _with_image(features, (image - original_minval) * scale + target_minval)
@@ -77,7 +81,11 @@ def subtract_channel_mean(
     return _with_image(features, core.to_float(image) - tf.constant(means, tf.float32))
 
 
-@register_step(kind="color", checks={"minval": non_negative, "maxval": non_negative})
+@register_step(
+    kind="color",
+    checks={"minval": non_negative, "maxval": non_negative},
+    validate=ordered(("minval", "maxval")),
+)
 def random_pixel_value_scale(
     features: core.Features, *, seed=None, minval: float = 0.9, maxval: float = 1.1
 ) -> core.Features:
@@ -85,7 +93,6 @@ def random_pixel_value_scale(
 
     Float32 out. Channels after the colour channels pass through.
     """
-    require_ordered("random_pixel_value_scale", "minval", minval, "maxval", maxval)
     colour, rest = split_channels(features[fields.IMAGE], "random_pixel_value_scale")
     factors = core.uniform(seed, minval, maxval, shape=tf.shape(colour))
     colour = tf.clip_by_value(colour * factors, 0.0, 255.0)
@@ -142,6 +149,7 @@ def _quality_range_check(value: int) -> str | None:
         "max_jpeg_quality": _quality_range_check,
         "random_coef": in_range(0.0, 1.0),
     },
+    validate=ordered(("min_jpeg_quality", "max_jpeg_quality")),
 )
 def random_jpeg_quality(
     features: core.Features,
@@ -156,13 +164,6 @@ def random_jpeg_quality(
     With probability ``random_coef`` the image is left unchanged. Only 1- or 3-channel images;
     values are rounded to uint8 for encoding; the dtype is kept.
     """
-    require_ordered(
-        "random_jpeg_quality",
-        "min_jpeg_quality",
-        min_jpeg_quality,
-        "max_jpeg_quality",
-        max_jpeg_quality,
-    )
     image = features[fields.IMAGE]
     if image.shape[-1] not in (1, 3):
         raise ValueError(
@@ -189,6 +190,9 @@ def random_jpeg_quality(
         "max_gaussian_stddev": non_negative,
         "random_coef": in_range(0.0, 1.0),
     },
+    validate=ordered(
+        ("min_patch_size", "max_patch_size"), ("min_gaussian_stddev", "max_gaussian_stddev")
+    ),
 )
 def random_patch_gaussian(
     features: core.Features,
@@ -207,20 +211,6 @@ def random_patch_gaussian(
     deviation U(min, max) is on the [0, 1] scale (×255 on ours). Clipped to [0, 255]. With
     probability ``random_coef`` the image is left unchanged. Float32 out.
     """
-    require_ordered(
-        "random_patch_gaussian",
-        "min_patch_size",
-        min_patch_size,
-        "max_patch_size",
-        max_patch_size,
-    )
-    require_ordered(
-        "random_patch_gaussian",
-        "min_gaussian_stddev",
-        min_gaussian_stddev,
-        "max_gaussian_stddev",
-        max_gaussian_stddev,
-    )
     colour, rest = split_channels(features[fields.IMAGE], "random_patch_gaussian")
     height, width = core.image_size(colour)
     keep_seed, size_seed, stddev_seed, y_seed, x_seed, noise_seed = core.split_seed(seed, 6)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import inspect
 import numbers
 import types
@@ -17,8 +18,11 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from object_input import fields
+from object_input.ops import transform
 
 Check = Callable[[Any], str | None]
+# A check of several parameters together: gets every resolved parameter, returns a phrase or None.
+Validate = Callable[[Mapping[str, Any]], str | None]
 
 
 class ConfigError(ValueError):
@@ -29,10 +33,11 @@ class ConfigError(ValueError):
 class StepSpec:
     """What the registry knows about one step.
 
-    ``kind`` tells the pipeline how the step may be scheduled: ``"color"`` steps touch pixel values
-    only (never shapes, boxes or other fields) and may be fused or run on a whole batch;
-    ``"geometry"`` steps may change shapes and move boxes; ``"label"`` steps touch annotations only;
-    ``"image"`` steps change the image without moving boxes.
+    ``reads`` and ``writes`` name the fields the step's output depends on and the fields it may
+    change; ``kind`` says what it may change: ``"color"`` steps change pixel values only (never
+    shapes, boxes or other fields); ``"geometry"`` steps may change shapes and move or drop boxes;
+    ``"label"`` steps change annotations only, never the image; ``"image"`` steps change the image
+    without moving or dropping boxes. A test runs every registered step and holds it to all three.
     """
 
     name: str
@@ -44,6 +49,7 @@ class StepSpec:
     writes: tuple[str, ...]
     kind: str
     doc: str
+    validate: Validate | None = None
 
     def resolve(self, params: Mapping[str, Any] | None) -> dict[str, Any]:
         """Validate ``params`` and return them merged over the defaults."""
@@ -67,10 +73,43 @@ class StepSpec:
         missing = [n for n, v in resolved.items() if v is _REQUIRED]
         if missing:
             raise ConfigError(f"step {self.name!r}: parameter {missing[0]!r} is required")
+        _check_together(self.name, self.validate, resolved)
         return resolved
+
+    def read_fields(self) -> tuple[str, ...]:
+        """The fields the step may read, with :data:`PER_BOX` and :data:`MOVED` expanded."""
+        return _expand(self.reads)
+
+    def written_fields(self) -> tuple[str, ...]:
+        """The fields the step may change, add or remove, with the placeholders expanded."""
+        return _expand(self.writes)
+
+
+def _check_together(step: str, validate: Validate | None, params: Mapping[str, Any]) -> None:
+    problem = validate(params) if validate is not None else None
+    if problem:
+        raise ConfigError(f"step {step!r}: {problem}")
 
 
 _REQUIRED = inspect.Parameter.empty
+
+# Placeholders in ``reads``/``writes``, expanded when asked: user fields register after the steps.
+PER_BOX = "<every per-box field>"
+MOVED = "<every field a geometric transform moves>"
+
+
+def _expand(names: Sequence[str]) -> tuple[str, ...]:
+    out: list[str] = []
+    for name in names:
+        if name == PER_BOX:
+            out.extend(fields.per_box_fields())
+        elif name == MOVED:
+            out.extend(transform.moved_fields())
+        else:
+            out.append(name)
+    return tuple(dict.fromkeys(out))
+
+
 _STEPS: dict[str, StepSpec] = {}
 
 KINDS = ("color", "geometry", "label", "image")
@@ -83,13 +122,17 @@ def register_step(
     writes: Sequence[str] = (fields.IMAGE,),
     kind: str = "image",
     checks: Mapping[str, Check] | None = None,
+    validate: Validate | None = None,
 ) -> Callable[[Callable[..., dict]], Callable[..., dict]]:
     """Decorator registering an op as a config step.
 
     The op must take ``(features, *, seed=None, **params)`` with every parameter keyword-only and
     annotated; defaults become the config defaults (a parameter without default is required).
-    ``reads`` and ``writes`` declare the fields it uses; ``checks`` maps a parameter to a function
-    returning an error phrase (e.g. ``"must be in [0, 1]"``) or None.
+    ``reads`` and ``writes`` declare the fields it uses (:data:`PER_BOX` stands for every
+    registered per-box field, :data:`MOVED` for every field a geometric transform moves);
+    ``checks`` maps a parameter to a function returning an error phrase (e.g.
+    ``"must be in [0, 1]"``) or None. ``validate`` checks parameters against each other (e.g.
+    :func:`ordered`): it runs when a config is loaded, and when the op is called directly.
     """
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
@@ -114,9 +157,18 @@ def register_step(
         bad = sorted(set(checks or {}) - set(params))
         if bad:
             raise TypeError(f"op {step_name!r}: checks name unknown parameters {bad}")
+        op = fn
+        if validate is not None:
+
+            @functools.wraps(fn)
+            def op(features: dict, *, seed: Any = None, **kwargs: Any) -> dict:
+                # Configs are validated by resolve(); a direct call gets the same check here.
+                _check_together(step_name, validate, {**params, **kwargs})
+                return fn(features, seed=seed, **kwargs)
+
         _STEPS[step_name] = StepSpec(
             name=step_name,
-            fn=fn,
+            fn=op,
             defaults=params,
             hints={k: v for k, v in hints.items() if k in params},
             checks=dict(checks or {}),
@@ -124,8 +176,9 @@ def register_step(
             writes=tuple(writes),
             kind=kind,
             doc=inspect.getdoc(fn) or "",
+            validate=validate,
         )
-        return fn
+        return op
 
     return decorate
 
@@ -167,17 +220,22 @@ def non_negative(v: Any) -> str | None:
     return None if v >= 0 else "must be >= 0"
 
 
-def require_ordered(step: str, low_name: str, low: Any, high_name: str, high: Any) -> None:
-    """Raise ConfigError unless ``low <= high``, two parameters of ``step`` that form a range.
+def ordered(*pairs: tuple[str, str]) -> Validate:
+    """A ``validate`` hook: for each ``(low, high)`` pair of parameters, ``low <= high``.
 
-    Checks see one parameter at a time; a step calls this for the order between two, which then
-    fails when the step is traced while the pipeline is built.
+    A pair with a parameter set to None (e.g. an optional bound) is not compared.
     """
-    if low > high:
-        raise ConfigError(
-            f"step {step!r}: parameter {high_name!r} must be >= {low_name!r} ({low!r}), "
-            f"got {high!r}"
-        )
+
+    def validate(params: Mapping[str, Any]) -> str | None:
+        for low_name, high_name in pairs:
+            low, high = params[low_name], params[high_name]
+            if low is None or high is None or low is _REQUIRED or high is _REQUIRED:
+                continue
+            if low > high:
+                return f"parameter {high_name!r} must be >= {low_name!r} ({low!r}), got {high!r}"
+        return None
+
+    return validate
 
 
 def _coerce(step: str, param: str, value: Any, hint: Any) -> Any:

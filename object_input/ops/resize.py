@@ -6,7 +6,7 @@ import tensorflow as tf
 
 from object_input import fields
 from object_input.ops import core, transform
-from object_input.ops.registry import in_range, positive, register_step, require_ordered
+from object_input.ops.registry import MOVED, in_range, ordered, positive, register_step
 
 METHODS = transform.RESIZE_METHODS
 
@@ -22,13 +22,9 @@ def resize_features(
     return transform.apply(features, transform.Resize(height, width, method))
 
 
-_RESIZE_FIELDS = (fields.IMAGE, fields.MASKS)
-_RESIZE_WRITES = (fields.IMAGE, fields.MASKS, fields.IMAGE_SHAPE)
-
-
 @register_step(
-    reads=_RESIZE_FIELDS,
-    writes=_RESIZE_WRITES,
+    reads=(MOVED,),
+    writes=(MOVED,),
     kind="geometry",
     checks={"new_height": positive, "new_width": positive, "method": _method_check},
 )
@@ -73,10 +69,11 @@ def pad_to_size(features: core.Features, height: int, width: int) -> core.Featur
 
 
 @register_step(
-    reads=(*_RESIZE_FIELDS, fields.BOXES, fields.KEYPOINTS),
-    writes=(*_RESIZE_WRITES, fields.BOXES, fields.KEYPOINTS),
+    reads=(MOVED,),
+    writes=(MOVED,),
     kind="geometry",
     checks={"min_dimension": positive, "max_dimension": positive, "method": _method_check},
+    validate=ordered(("min_dimension", "max_dimension")),
 )
 def resize_to_range(
     features: core.Features,
@@ -90,9 +87,6 @@ def resize_to_range(
     """Resize keeping the aspect ratio: short side ``min_dimension`` unless the long side would
     exceed ``max_dimension``. Optionally zero-pad bottom/right to a ``max_dimension`` square."""
     del seed
-    require_ordered(
-        "resize_to_range", "min_dimension", min_dimension, "max_dimension", max_dimension
-    )
     height, width = core.image_size(features[fields.IMAGE])
     new_height, new_width = range_size(height, width, min_dimension, max_dimension)
     out = resize_features(features, new_height, new_width, method)
@@ -102,8 +96,8 @@ def resize_to_range(
 
 
 @register_step(
-    reads=_RESIZE_FIELDS,
-    writes=_RESIZE_WRITES,
+    reads=(MOVED,),
+    writes=(MOVED,),
     kind="geometry",
     checks={"min_dimension": positive, "method": _method_check},
 )
@@ -125,8 +119,8 @@ def resize_to_min_dimension(
 
 
 @register_step(
-    reads=_RESIZE_FIELDS,
-    writes=_RESIZE_WRITES,
+    reads=(MOVED,),
+    writes=(MOVED,),
     kind="geometry",
     checks={"target_height": positive, "target_width": positive},
 )
@@ -153,10 +147,11 @@ def random_resize_method(
 
 
 @register_step(
-    reads=_RESIZE_FIELDS,
-    writes=_RESIZE_WRITES,
+    reads=(MOVED,),
+    writes=(MOVED,),
     kind="geometry",
     checks={"min_scale_ratio": positive, "max_scale_ratio": positive},
+    validate=ordered(("min_scale_ratio", "max_scale_ratio")),
 )
 def random_image_scale(
     features: core.Features,
@@ -168,23 +163,21 @@ def random_image_scale(
     """Resize (bilinear) both sides by one ratio drawn from U(min, max); masks nearest.
 
     Normalized boxes and keypoints do not change."""
-    require_ordered(
-        "random_image_scale", "min_scale_ratio", min_scale_ratio, "max_scale_ratio", max_scale_ratio
-    )
     ratio = core.uniform(seed, min_scale_ratio, max_scale_ratio)
     height, width = core.image_size(features[fields.IMAGE])
     return resize_features(features, _scaled(height, ratio), _scaled(width, ratio))
 
 
 @register_step(
-    reads=_RESIZE_FIELDS,
-    writes=_RESIZE_WRITES,
+    reads=(MOVED,),
+    writes=(MOVED,),
     kind="geometry",
     checks={
         "min_target_pixels": positive,
         "max_target_pixels": positive,
         "random_coef": in_range(0.0, 1.0),
     },
+    validate=ordered(("min_target_pixels", "max_target_pixels")),
 )
 def random_downscale_to_target_pixels(
     features: core.Features,
@@ -198,13 +191,6 @@ def random_downscale_to_target_pixels(
     has more pixels than that; with probability ``random_coef`` leave it as it is.
 
     The image always comes out float32, resized or not, so every example has one dtype."""
-    require_ordered(
-        "random_downscale_to_target_pixels",
-        "min_target_pixels",
-        min_target_pixels,
-        "max_target_pixels",
-        max_target_pixels,
-    )
     keep_seed, target_seed = core.split_seed(seed, 2)
     target = tf.cast(
         core.uniform_int(target_seed, min_target_pixels, max_target_pixels + 1), tf.float32

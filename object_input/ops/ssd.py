@@ -15,7 +15,7 @@ from typing import Any
 import tensorflow as tf
 
 from object_input.ops import core
-from object_input.ops.crop import CROP_FIELDS, CROP_WRITES, random_crop_image
+from object_input.ops.crop import CROP_FIELDS, random_crop_image
 from object_input.ops.crop import random_crop_to_aspect_ratio as crop_to_aspect_ratio
 from object_input.ops.pad import PADDED_SIZE_CHECKS, random_crop_pad_image
 from object_input.ops.pad import random_pad_to_aspect_ratio as pad_to_aspect_ratio
@@ -188,7 +188,7 @@ def _crop(features: core.Features, seed: tf.Tensor, operation: Operation) -> cor
 
 @register_step(
     reads=CROP_FIELDS,
-    writes=CROP_WRITES,
+    writes=CROP_FIELDS,
     kind="geometry",
     checks={"operations": _operations_check(_CROP_KEYS)},
 )
@@ -223,7 +223,7 @@ def _crop_pad(features: core.Features, seed: tf.Tensor, operation: Operation) ->
 
 @register_step(
     reads=CROP_FIELDS,
-    writes=CROP_WRITES,
+    writes=CROP_FIELDS,
     kind="geometry",
     checks={"operations": _operations_check(_CROP_PAD_KEYS)},
 )
@@ -250,7 +250,7 @@ def ssd_random_crop_pad(
 
 @register_step(
     reads=CROP_FIELDS,
-    writes=CROP_WRITES,
+    writes=CROP_FIELDS,
     kind="geometry",
     checks={"operations": _operations_check(_FIXED_ASPECT_KEYS), "aspect_ratio": positive},
 )
@@ -291,7 +291,7 @@ def ssd_random_crop_fixed_aspect_ratio(
 
 @register_step(
     reads=CROP_FIELDS,
-    writes=CROP_WRITES,
+    writes=CROP_FIELDS,
     kind="geometry",
     checks={
         "operations": _operations_check(_CROP_KEYS),

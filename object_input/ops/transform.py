@@ -516,21 +516,29 @@ _BUILTIN_HANDLERS: dict[str, Handler] = {
     fields.BOXES: boxes_handler(fields.BOXES),
     fields.KEYPOINTS: points_handler(fields.KEYPOINTS, fields.KEYPOINT_VISIBILITIES, permute=True),
 }
+# Fields handlers update besides their own.
+_BUILTIN_ALSO_WRITES = {
+    fields.IMAGE: (fields.IMAGE_SHAPE,),
+    fields.KEYPOINTS: (fields.KEYPOINT_VISIBILITIES,),
+}
 _handlers: dict[str, Handler] = dict(_BUILTIN_HANDLERS)
+_also_writes: dict[str, tuple[str, ...]] = dict(_BUILTIN_ALSO_WRITES)
 
 
-def register_handler(name: str, handler: Handler) -> None:
+def register_handler(name: str, handler: Handler, also_writes: Sequence[str] = ()) -> None:
     """Make every geometric op move field ``name`` with ``handler(features, transform)``.
 
-    The handler returns the fields it updates (usually just ``name``). See :func:`raster_handler`,
-    :func:`points_handler` and :func:`boxes_handler` for the common field types. A per-box field
-    must also be registered with :func:`object_input.fields.register_per_box_field`.
+    The handler returns the fields it updates: ``name``, and the ones listed in ``also_writes``
+    (e.g. visibilities of points). See :func:`raster_handler`, :func:`points_handler` and
+    :func:`boxes_handler` for the common field types. A per-box field must also be registered
+    with :func:`object_input.fields.register_per_box_field`.
     """
     if not isinstance(name, str) or not name:
         raise ValueError(f"a field name must be a non-empty string, got {name!r}")
     if name in _BUILTIN_HANDLERS:
         raise ValueError(f"{name!r} has a built-in handler and cannot be replaced")
     _handlers[name] = handler
+    _also_writes[name] = tuple(also_writes)
 
 
 def unregister_handler(name: str) -> None:
@@ -538,11 +546,18 @@ def unregister_handler(name: str) -> None:
     if name in _BUILTIN_HANDLERS:
         raise ValueError(f"{name!r} has a built-in handler and cannot be unregistered")
     _handlers.pop(name, None)
+    _also_writes.pop(name, None)
 
 
 def handled_fields() -> tuple[str, ...]:
-    """Names of every field a geometric op moves, built-in first."""
+    """Names of every field with a handler, built-in first."""
     return tuple(_handlers)
+
+
+def moved_fields() -> tuple[str, ...]:
+    """Every field a geometric transform may update: handled fields and their side fields."""
+    names = [n for name in _handlers for n in (name, *_also_writes.get(name, ()))]
+    return tuple(dict.fromkeys(names))
 
 
 def apply(features: core.Features, t: Transform) -> core.Features:
@@ -557,7 +572,14 @@ def apply(features: core.Features, t: Transform) -> core.Features:
     moved = dict(out)
     for name, handler in _handlers.items():
         if name in out:
-            moved.update(handler(out, t))
+            updates = handler(out, t)
+            unexpected = set(updates) - {name, *_also_writes.get(name, ())}
+            if unexpected:
+                raise ValueError(
+                    f"the handler of {name!r} wrote {sorted(unexpected)}; declare them with "
+                    "register_handler(..., also_writes=...)"
+                )
+            moved.update(updates)
     if before is not None:
         keep = t.keep_moved(before, moved[fields.BOXES])
         if keep is not None:

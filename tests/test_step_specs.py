@@ -1,0 +1,137 @@
+"""Every registered step keeps to what its StepSpec declares: ``reads``, ``writes`` and ``kind``.
+
+Each step runs on an example holding every built-in field, a user per-box field and a user
+raster field with a geometry handler:
+- writes: every field it changes, adds or removes is declared in ``writes``;
+- reads: changing every field it does not declare in ``reads`` changes none of its writes;
+- kind: colour steps change pixel values only, label steps never the image, image steps never
+  boxes.
+"""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from object_input import fields
+from object_input.ops import get_step, registered_steps, transform
+
+# Parameters each step needs to run (required ones) and to do something (probabilities at 1). A
+# new step with required parameters must be added here.
+PARAMS = {
+    "random_horizontal_flip": {"probability": 1.0, "keypoint_flip_permutation": [1, 0]},
+    "random_vertical_flip": {"probability": 1.0, "keypoint_flip_permutation": [0, 1]},
+    "random_rotation90": {"probability": 1.0, "keypoint_rot_permutation": [0, 1]},
+    "random_absolute_pad_image": {"max_height_padding": 5, "max_width_padding": 5},
+    "resize_to_range": {"min_dimension": 9, "max_dimension": 20, "pad_to_max_dimension": True},
+    "random_resize_method": {"target_height": 9, "target_width": 11},
+    "normalize_image": {"original_minval": 0.0, "original_maxval": 255.0},
+    "subtract_channel_mean": {"means": [1.0, 2.0, 3.0]},
+    "drop_label_probabilistically": {"dropped_label": 1},
+    "remap_labels": {"original_labels": [1], "new_label": 3},
+    "one_hot_encoding": {"num_classes": 6},
+    "random_rgb_to_gray": {"probability": 1.0},
+    "random_black_patches": {"probability": 1.0},
+    "random_downscale_to_target_pixels": {"min_target_pixels": 50, "max_target_pixels": 100},
+    "random_self_concat_image": {
+        "concat_vertical_probability": 1.0,
+        "concat_horizontal_probability": 1.0,
+    },
+    "autoaugment_image": {"policy_name": "v3"},
+}
+
+HEATMAP = "test_heatmap"
+BOX_ID = "test_box_id"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def user_fields():
+    fields.register_per_box_field(BOX_ID)
+    transform.register_handler(HEATMAP, transform.raster_handler(HEATMAP))
+    yield
+    transform.unregister_handler(HEATMAP)
+    fields.unregister_per_box_field(BOX_ID)
+
+
+def _example():
+    rng = np.random.default_rng(0)
+    height, width, n = 12, 17, 3
+    boxes = np.array([[0.1, 0.2, 0.5, 0.7], [0.4, 0.05, 0.95, 0.4], [0.6, 0.6, 0.9, 0.95]])
+    masks = np.zeros([n, height, width], np.uint8)
+    for i, (y0, x0, y1, x1) in enumerate(boxes):
+        masks[i, int(y0 * height) : int(y1 * height), int(x0 * width) : int(x1 * width)] = 1
+    return {
+        fields.IMAGE: tf.constant(rng.integers(0, 256, [height, width, 3]), tf.uint8),
+        fields.IMAGE_SHAPE: tf.constant([height, width]),
+        fields.SOURCE_ID: tf.constant("id"),
+        fields.BOXES: tf.constant(boxes, tf.float32),
+        fields.CLASSES: tf.constant([1, 2, 1]),
+        fields.WEIGHTS: tf.constant([1.0, 0.5, 0.25]),
+        fields.AREA: tf.constant([10.0, 20.0, 30.0]),
+        fields.IS_CROWD: tf.constant([False, True, False]),
+        fields.DIFFICULT: tf.constant([True, False, False]),
+        fields.GROUP_OF: tf.constant([False, False, True]),
+        fields.MASKS: tf.constant(masks),
+        fields.KEYPOINTS: tf.constant(
+            (boxes[:, None, :2] + boxes[:, None, 2:]) / 2 + [[0.0], [0.01]], tf.float32
+        ),
+        fields.KEYPOINT_VISIBILITIES: tf.constant([[True, False]] * n),
+        fields.TRACK_IDS: tf.constant([7, 8, 9]),
+        fields.MULTICLASS_SCORES: tf.constant(rng.uniform(size=[n, 4]), tf.float32),
+        fields.IMAGE_CLASSES: tf.constant([1, 4]),
+        BOX_ID: tf.constant([100, 101, 102]),
+        HEATMAP: tf.constant(rng.uniform(size=[height, width]), tf.float32),
+    }
+
+
+def _perturbed(value):
+    """A different value of the same shape and dtype."""
+    if value.dtype == tf.bool:
+        return tf.logical_not(value)
+    if value.dtype == tf.string:
+        return value + "x"
+    if value.dtype == tf.uint8:
+        return value // 2 + 3
+    if value.dtype.is_floating:
+        return value * 0.5 + 0.125
+    return value + 1
+
+
+def _same(a, b):
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    return np.array_equal(a, b, equal_nan=a.dtype.kind == "f")
+
+
+def _run(spec, features):
+    return spec.fn(features, seed=tf.constant([4, 2]), **spec.resolve(PARAMS.get(spec.name, {})))
+
+
+@pytest.mark.parametrize("name", registered_steps())
+def test_step_keeps_to_its_spec(name):
+    spec = get_step(name)
+    features = _example()
+    try:
+        out = _run(spec, features)
+    except Exception as error:  # noqa: BLE001  (the message must name the table to extend)
+        pytest.fail(f"{name} did not run ({error}); give it parameters in PARAMS")
+    writes = set(spec.written_fields())
+    changed = {k for k in set(features) | set(out) if k not in out or k not in features}
+    changed |= {k for k in set(features) & set(out) if not _same(features[k], out[k])}
+    assert changed <= writes, f"{name} changed undeclared fields {sorted(changed - writes)}"
+
+    reads = set(spec.read_fields())
+    others = {k: _perturbed(v) for k, v in features.items() if k not in reads}
+    again = _run(spec, {**features, **others})
+    for key in writes & set(out):
+        assert _same(out[key], again[key]), f"{name}: {key} depends on an undeclared read"
+
+    if spec.kind == "color":
+        assert changed <= {fields.IMAGE}, f"{name} (colour) changed {sorted(changed)}"
+        assert out[fields.IMAGE].shape == features[fields.IMAGE].shape
+    elif spec.kind == "label":
+        assert fields.IMAGE not in changed, f"{name} (label) changed the image"
+    elif spec.kind == "image":
+        assert not changed & set(fields.per_box_fields()), f"{name} moved or dropped boxes"
+    else:
+        assert spec.kind == "geometry"
