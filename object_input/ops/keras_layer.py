@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from object_input import fields, keras_layout
 from object_input.ops import core
-from object_input.ops.registry import ConfigError, register_step
+from object_input.ops.registry import PER_BOX, ConfigError, register_step
 
 
 def _seed_generator(seed: tf.Tensor) -> Any:
@@ -51,8 +51,9 @@ def _apply(layer: Any, data: dict[str, Any], seed: tf.Tensor) -> dict[str, Any]:
 
 
 @register_step(
-    reads=(fields.IMAGE, fields.BOXES, fields.CLASSES, fields.MASKS),
-    writes=(fields.IMAGE, fields.BOXES, fields.CLASSES, fields.MASKS),
+    # Boxes go to the layer relative to image_shape; dropped boxes take every per-box field.
+    reads=(fields.IMAGE, fields.IMAGE_SHAPE, PER_BOX),
+    writes=(fields.IMAGE, fields.IMAGE_SHAPE, PER_BOX),
     kind="geometry",
 )
 def keras_layer(features: core.Features, *, seed=None, layer: Any) -> core.Features:
