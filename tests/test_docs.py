@@ -1,9 +1,9 @@
-"""The op reference documents every registered step."""
+"""The op reference documents every registered step, with parameter tables generated from specs."""
 
 import pathlib
 import re
 
-from object_input.ops import registered_steps
+from object_input.ops import get_step, reference, registered_steps
 
 DOCS = pathlib.Path(__file__).resolve().parents[1] / "docs"
 
@@ -15,3 +15,35 @@ def test_every_step_has_a_section_in_the_op_reference():
     missing = [name for name in registered_steps() if name not in headings]
     assert not missing, f"steps without a ### section in docs/ops.md: {missing}"
     assert set(registered_steps()) <= listed
+
+
+def test_parameter_tables_are_generated_from_the_specs():
+    text = (DOCS / "ops.md").read_text()
+    with_params = {name for name in registered_steps() if get_step(name).defaults}
+    missing = sorted(with_params - reference.documented_steps(text))
+    assert not missing, f"steps without a <!-- params: NAME --> table in docs/ops.md: {missing}"
+    assert reference.render(text) == text, (
+        "docs/ops.md tables are stale: run python -m object_input.ops.reference docs/ops.md"
+    )
+
+
+def test_every_parameter_has_a_meaning_and_every_check_a_rule():
+    text = (DOCS / "ops.md").read_text()
+    blank = re.findall(r"^\| `(\w+)` \|[^\n]*\|\s*\|$", text, re.M)
+    assert not blank, f"parameters without a meaning in docs/ops.md: {blank}"
+    for name in registered_steps():
+        spec = get_step(name)
+        for param, check in spec.checks.items():
+            assert getattr(check, "rule", None), f"{name}.{param}: the check has no rule"
+        assert spec.validate is None or getattr(spec.validate, "rule", None), name
+
+
+def test_a_stale_table_is_regenerated_keeping_the_meanings():
+    page = (
+        "<!-- params: random_horizontal_flip -->\n| parameter | type | default | allowed | meaning "
+        "|\n|---|---|---|---|---|\n| `probability` | int | `0.9` |  | chance of flipping |\n"
+        "<!-- /params -->\n"
+    )
+    rendered = reference.render(page)
+    assert "| `probability` | float | `0.5` | in [0.0, 1.0] | chance of flipping |" in rendered
+    assert "| `keypoint_flip_permutation` | list[int] or None | `None` |  |  |" in rendered

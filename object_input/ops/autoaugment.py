@@ -20,7 +20,7 @@ import tensorflow as tf
 from object_input import fields
 from object_input.ops import autoaugment_ops as ops
 from object_input.ops import core, transform
-from object_input.ops.registry import MOVED, PER_BOX, ConfigError, register_step
+from object_input.ops.registry import MOVED, PER_BOX, ConfigError, register_step, rule
 
 SubPolicy = Sequence[tuple[str, float, int]]
 
@@ -552,6 +552,7 @@ def apply_policy(
     return out
 
 
+@rule("v0, v1, v2 or v3")
 def _policy_name_check(value: str) -> str | None:
     return None if value in POLICIES else f"must be one of {sorted(POLICIES)}"
 

@@ -33,6 +33,7 @@ from object_input.ops.registry import (
     non_negative,
     ordered,
     register_step,
+    rule,
 )
 
 # ITU-R 601 luma weights, the ones tf.image.rgb_to_grayscale uses.
@@ -359,6 +360,7 @@ def random_adjust_saturation(
     )
 
 
+@rule("0 or 1")
 def _ordering_check(value: int) -> str | None:
     return None if value in (0, 1) else "must be 0 or 1"
 

@@ -21,6 +21,7 @@ from object_input.ops.registry import (
     ordered,
     positive,
     register_step,
+    rule,
 )
 from object_input.ops.resize import resize_features
 
@@ -30,6 +31,7 @@ CROP_FIELDS = (MOVED, PER_BOX)
 _MAX_ATTEMPTS = 100  # tries of sample_distorted_bounding_box before it falls back to the image
 
 
+@rule("(low, high), 0 < low ≤ high")
 def positive_pair(value: Any) -> str | None:
     """Check that a pair is (low, high) with 0 < low <= high."""
     if not 0 < value[0] <= value[1]:
@@ -37,11 +39,13 @@ def positive_pair(value: Any) -> str | None:
     return None
 
 
+@rule("each > 0")
 def all_positive(value: Any) -> str | None:
     """Check that every number in a sequence is > 0."""
     return None if min(value) > 0 else "must be > 0"
 
 
+@rule("(low, high), 0 < low ≤ high ≤ 1")
 def area_pair(value: Any) -> str | None:
     """Check that a pair is (low, high) with 0 < low <= high <= 1."""
     if not 0 < value[0] <= value[1] <= 1:

@@ -7,7 +7,7 @@ import tensorflow as tf
 from object_input import fields
 from object_input.ops import boxes as box_ops
 from object_input.ops import core
-from object_input.ops.registry import PER_BOX, in_range, register_step
+from object_input.ops.registry import PER_BOX, in_range, register_step, rule
 
 JITTER_MODES = (
     "default",
@@ -20,6 +20,7 @@ JITTER_MODES = (
 )
 
 
+@rule("default, or expand/shrink with an optional _symmetric or _symmetric_xy")
 def _jitter_mode_check(value: str) -> str | None:
     return None if value.lower() in JITTER_MODES else f"must be one of {list(JITTER_MODES)}"
 

@@ -8,13 +8,14 @@ import tensorflow as tf
 
 from object_input import fields
 from object_input.ops import core
-from object_input.ops.registry import PER_BOX, in_range, positive, register_step
+from object_input.ops.registry import PER_BOX, in_range, positive, register_step, rule
 
 # Written by one_hot_encoding: float32 [num_classes], 1.0 where the image has that class. It is not
 # a per-box field, and not in fields.py because only this step produces it.
 IMAGE_CLASSES_MULTI_HOT = "image_classes_multi_hot"
 
 
+@rule("class ids ≥ 1")
 def _class_ids(values: Sequence[int]) -> str | None:
     return None if all(v >= 1 for v in values) else "must hold class ids >= 1"
 

@@ -16,7 +16,7 @@ from object_input.ops.crop import (
     crop_to_window,
     random_crop_image,
 )
-from object_input.ops.registry import MOVED, non_negative, positive, register_step
+from object_input.ops.registry import MOVED, non_negative, positive, register_step, rule
 
 # Checks of the padded size ratios, for every step that takes them.
 PADDED_SIZE_CHECKS = {
@@ -25,6 +25,7 @@ PADDED_SIZE_CHECKS = {
 }
 
 
+@rule("not empty")
 def _non_empty(value: Any) -> str | None:
     return None if len(value) > 0 else "must not be empty"
 
@@ -64,6 +65,7 @@ def pad_to_window(
     return crop_to_window(features, -top, -left, height, width, clip_boxes=False, fill=color)
 
 
+@rule("`min_image_size` ≤ `max_image_size` per dimension")
 def _sizes_ordered(params: Mapping[str, Any]) -> str | None:
     low, high = params["min_image_size"], params["max_image_size"]
     if low is None or high is None or all(lo <= hi for lo, hi in zip(low, high, strict=True)):

@@ -21,6 +21,7 @@ from object_input.ops.registry import (
     ordered,
     positive,
     register_step,
+    rule,
 )
 
 
@@ -30,6 +31,7 @@ def _with_image(features: core.Features, image: tf.Tensor) -> core.Features:
     return out
 
 
+@rule("`original_minval` ≠ `original_maxval`")
 def _distinct_original_range(params: Mapping[str, Any]) -> str | None:
     if params["original_minval"] != params["original_maxval"]:
         return None
@@ -59,6 +61,7 @@ def normalize_image(
     return _with_image(features, (image - original_minval) * scale + target_minval)
 
 
+@rule("not empty")
 def _means_check(value: Sequence[float]) -> str | None:
     return None if len(value) > 0 else "must list at least one mean"
 
@@ -138,6 +141,7 @@ def random_black_patches(
     return _with_image(features, tf.where(black[..., tf.newaxis], tf.zeros_like(image), image))
 
 
+@rule("in [0, 100]")
 def _quality_range_check(value: int) -> str | None:
     return None if 0 <= value <= 100 else "must be in [0, 100]"
 

@@ -204,17 +204,29 @@ def registered_steps() -> tuple[str, ...]:
     return tuple(sorted(_STEPS))
 
 
+def rule(text: str) -> Callable[[Check], Check]:
+    """Decorator giving a check the rule it enforces, as the op reference shows it (``"> 0"``)."""
+
+    def attach(check: Check) -> Check:
+        check.rule = text  # type: ignore[attr-defined]
+        return check
+
+    return attach
+
+
 # Range checks shared by many steps.
 def in_range(lo: float, hi: float) -> Check:
     """Check that a number lies in the closed interval [lo, hi]."""
-    return lambda v: None if lo <= v <= hi else f"must be in [{lo}, {hi}]"
+    return rule(f"in [{lo}, {hi}]")(lambda v: None if lo <= v <= hi else f"must be in [{lo}, {hi}]")
 
 
+@rule("> 0")
 def positive(v: Any) -> str | None:
     """Check that a number is > 0."""
     return None if v > 0 else "must be > 0"
 
 
+@rule("≥ 0")
 def non_negative(v: Any) -> str | None:
     """Check that a number is >= 0."""
     return None if v >= 0 else "must be >= 0"
@@ -235,6 +247,7 @@ def ordered(*pairs: tuple[str, str]) -> Validate:
                 return f"parameter {high_name!r} must be >= {low_name!r} ({low!r}), got {high!r}"
         return None
 
+    validate.rule = "; ".join(f"`{low}` ≤ `{high}`" for low, high in pairs)  # type: ignore[attr-defined]
     return validate
 
 

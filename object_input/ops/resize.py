@@ -6,11 +6,12 @@ import tensorflow as tf
 
 from object_input import fields
 from object_input.ops import core, transform
-from object_input.ops.registry import MOVED, in_range, ordered, positive, register_step
+from object_input.ops.registry import MOVED, in_range, ordered, positive, register_step, rule
 
 METHODS = transform.RESIZE_METHODS
 
 
+@rule("BILINEAR, NEAREST_NEIGHBOR, BICUBIC or AREA (any case)")
 def _method_check(value: str) -> str | None:
     return None if value.upper() in METHODS else f"must be one of {sorted(METHODS)}"
 

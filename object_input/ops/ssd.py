@@ -19,7 +19,7 @@ from object_input.ops.crop import CROP_FIELDS, random_crop_image
 from object_input.ops.crop import random_crop_to_aspect_ratio as crop_to_aspect_ratio
 from object_input.ops.pad import PADDED_SIZE_CHECKS, random_crop_pad_image
 from object_input.ops.pad import random_pad_to_aspect_ratio as pad_to_aspect_ratio
-from object_input.ops.registry import positive, register_step
+from object_input.ops.registry import positive, register_step, rule
 
 Operation = dict[str, Any]
 
@@ -122,6 +122,7 @@ def _operation_problem(operation: Any, keys: Sequence[str]) -> str | None:
 def _operations_check(keys: Sequence[str]) -> Callable[[Any], str | None]:
     """A registry check for an ``operations`` list whose entries take ``keys``."""
 
+    @rule("non-empty list of operations, keys as below")
     def check(operations: Any) -> str | None:
         if len(operations) == 0:
             return "must list at least one operation"
