@@ -16,6 +16,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from common import interleaved_streams, report_streams, write_benchmark_records
 from speed import dataset_batches, standard_dataset
 
+import object_input as oi
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
@@ -31,7 +33,9 @@ def main() -> None:
     pattern = write_benchmark_records(data, args.records, args.height, args.width)
     candidates = {
         f"defer_decode={defer}": dataset_batches(
-            lambda defer=defer: standard_dataset(pattern, args.batch_size, defer_decode=defer)
+            lambda defer=defer: standard_dataset(
+                pattern, args.batch_size, decoding=oi.DecodeOptions(defer_decode=defer)
+            )
         )
         for defer in (True, False)
     }

@@ -289,7 +289,9 @@ def ablation(args: argparse.Namespace, pattern: str, files: list[str]) -> None:
         ),
         "standard (6 steps)": dataset_batches(lambda: standard_dataset(pattern, args.batch_size)),
         "standard, defer_decode=False": dataset_batches(
-            lambda: standard_dataset(pattern, args.batch_size, defer_decode=False)
+            lambda: standard_dataset(
+                pattern, args.batch_size, decoding=oi.DecodeOptions(defer_decode=False)
+            )
         ),
     }
     for removed in STANDARD_STEPS:

@@ -14,20 +14,26 @@ __version__ = "0.1.0"
 # Public name -> module that defines it.
 _EXPORTS = {
     "DatasetOptions": "object_input.pipeline",
+    "DecodeOptions": "object_input.options",
     "ExampleDecoder": "object_input.decoders",
     "PipelineConfig": "object_input.config",
+    "ReadOptions": "object_input.options",
+    "ServiceOptions": "object_input.options",
     "dataset_fn": "object_input.distribute",
     "decode_example": "object_input.decoders",
     "load_pipeline_config": "object_input.config",
     "make_dataset": "object_input.pipeline",
     "unpad_batch": "object_input.batching",
 }
-_SUBMODULES = ("boxes", "converters", "fields", "ops", "writers")
+_SUBMODULES = ("boxes", "converters", "fields", "ops", "sources", "writers")
 
 __all__ = [
     "DatasetOptions",
+    "DecodeOptions",
     "ExampleDecoder",
     "PipelineConfig",
+    "ReadOptions",
+    "ServiceOptions",
     "boxes",
     "converters",
     "dataset_fn",
@@ -36,16 +42,18 @@ __all__ = [
     "load_pipeline_config",
     "make_dataset",
     "ops",
+    "sources",
     "unpad_batch",
     "writers",
 ]
 
 if TYPE_CHECKING:
-    from object_input import boxes, converters, fields, ops, writers
+    from object_input import boxes, converters, fields, ops, sources, writers
     from object_input.batching import unpad_batch
     from object_input.config import PipelineConfig, load_pipeline_config
     from object_input.decoders import ExampleDecoder, decode_example
     from object_input.distribute import dataset_fn
+    from object_input.options import DecodeOptions, ReadOptions, ServiceOptions
     from object_input.pipeline import DatasetOptions, make_dataset
 
 

@@ -58,9 +58,12 @@ def limit_boxes(features: dict, max_boxes: int | None, on_overflow: str = "error
 def prepare(features: dict, max_boxes: int | None, on_overflow: str = "error") -> dict:
     """Everything one example needs before :func:`batch_features`: box limit and shape fields.
 
-    It runs inside the pipeline's parallel per-example map, not as a stage of its own.
+    It runs inside the pipeline's parallel per-example map, not as a stage of its own. Examples
+    without boxes (classification data) have no box limit to enforce.
     """
-    return add_shape_fields(limit_boxes(features, max_boxes, on_overflow))
+    if fields.BOXES in features:
+        features = limit_boxes(features, max_boxes, on_overflow)
+    return add_shape_fields(features)
 
 
 def add_shape_fields(features: dict) -> dict:

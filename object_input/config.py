@@ -29,6 +29,8 @@ from typing import Any
 from object_input import textproto
 from object_input.label_map import load_label_map
 from object_input.ops import Augmentation, ConfigError, StepSpec, get_step, normalize_step
+from object_input.options import DecodeOptions, ReadOptions
+from object_input.pipeline import DEFAULTS
 from object_input.textproto import Message, TextFormatError
 
 __all__ = ["PipelineConfig", "load_pipeline_config", "parse_augmentation"]
@@ -40,7 +42,8 @@ MASK_FORMATS = ("png", "numerical")
 
 @dataclasses.dataclass(frozen=True)
 class PipelineConfig:
-    """Input pipeline settings. Defaults are the Object Detection API input reader defaults.
+    """Input pipeline settings. Unset fields take :func:`~object_input.make_dataset`'s defaults
+    (one table for every entry point); a value a config sets explicitly wins over them.
 
     Attributes:
       input_paths: files or glob patterns of TFRecords (a single string is accepted).
@@ -64,21 +67,21 @@ class PipelineConfig:
 
     input_paths: list[str] = dataclasses.field(default_factory=list)
     label_map_path: str | None = None
-    use_display_name: bool = False
+    use_display_name: bool = DecodeOptions.use_display_name
     augment: list[Step] = dataclasses.field(default_factory=list)
-    batch_size: int = 32
-    max_boxes: int | None = 100
+    batch_size: int = DEFAULTS["batch_size"]
+    max_boxes: int | None = DEFAULTS["max_boxes"]
     shuffle: bool = True
-    shuffle_buffer_size: int = 2048
-    file_shuffle: bool = True
-    num_readers: int = 64
-    read_block_length: int = 32
-    num_epochs: int | None = None
-    masks: str | None = None
-    num_keypoints: int = 0
-    multiclass_scores: bool = False
-    drop_remainder: bool = True
-    seed: int | None = None
+    shuffle_buffer_size: int = DEFAULTS["shuffle_buffer_size"]
+    file_shuffle: bool = ReadOptions.file_shuffle
+    num_readers: int = ReadOptions.num_readers
+    read_block_length: int = ReadOptions.block_length
+    num_epochs: int | None = DEFAULTS["num_epochs"]
+    masks: str | None = DEFAULTS["masks"]
+    num_keypoints: int = DEFAULTS["num_keypoints"]
+    multiclass_scores: bool = DecodeOptions.multiclass_scores
+    drop_remainder: bool = DEFAULTS["drop_remainder"]
+    seed: int | None = DEFAULTS["seed"]
 
     def __post_init__(self) -> None:
         paths = self.input_paths
@@ -104,37 +107,53 @@ class PipelineConfig:
         return Augmentation(self.augment)
 
     def to_dataset_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments of :func:`object_input.make_dataset` for this config.
+        """Keyword arguments of :func:`object_input.make_dataset` for the settings that differ
+        from its defaults (a setting equal to the default changes nothing).
 
-        Keys: source, batch_size, augment, max_boxes, label_map, shuffle, shuffle_buffer_size,
-        file_shuffle, num_readers, block_length, num_epochs, masks, num_keypoints,
-        multiclass_scores, drop_remainder, seed. ``source`` is None when the config names no
-        inputs. The label map file, if any, is loaded here (honouring ``use_display_name``), so
-        a bad one fails before any data is read.
+        Reader settings go into ``reading``, decoder ones into ``decoding``. ``source`` is the
+        input paths, when the config names any. The label map file, if any, is loaded here
+        (honouring ``use_display_name``), so a bad one fails before any data is read.
         """
-        label_map = (
-            None
-            if self.label_map_path is None
-            else load_label_map(self.label_map_path, self.use_display_name)
-        )
-        return {
-            "source": list(self.input_paths) or None,
-            "batch_size": self.batch_size,
-            "augment": copy.deepcopy(self.augment),
-            "max_boxes": self.max_boxes,
-            "label_map": label_map,
-            "shuffle": self.shuffle,
-            "shuffle_buffer_size": self.shuffle_buffer_size,
-            "file_shuffle": self.file_shuffle,
-            "num_readers": self.num_readers,
-            "block_length": self.read_block_length,
-            "num_epochs": self.num_epochs,
-            "masks": self.masks,
-            "num_keypoints": self.num_keypoints,
-            "multiclass_scores": self.multiclass_scores,
-            "drop_remainder": self.drop_remainder,
-            "seed": self.seed,
+        kwargs: dict[str, Any] = {}
+        if self.input_paths:
+            kwargs["source"] = list(self.input_paths)
+        if self.label_map_path is not None:
+            kwargs["label_map"] = load_label_map(self.label_map_path, self.use_display_name)
+        if self.augment:
+            kwargs["augment"] = copy.deepcopy(self.augment)
+        for name in _DATASET_FIELDS:
+            if getattr(self, name) != DEFAULTS[name]:
+                kwargs[name] = getattr(self, name)
+        if self.shuffle is not True:
+            kwargs["shuffle"] = self.shuffle
+        reading = {
+            option: getattr(self, name)
+            for name, option in _READING_FIELDS.items()
+            if getattr(self, name) != getattr(ReadOptions, option)
         }
+        if reading:
+            kwargs["reading"] = reading
+        if self.multiclass_scores:
+            kwargs["decoding"] = {"multiclass_scores": True}
+        return kwargs
+
+
+# Settings passed to make_dataset under the same name, and those that go into ``reading``.
+_DATASET_FIELDS = (
+    "batch_size",
+    "max_boxes",
+    "shuffle_buffer_size",
+    "num_epochs",
+    "masks",
+    "num_keypoints",
+    "drop_remainder",
+    "seed",
+)
+_READING_FIELDS = {
+    "file_shuffle": "file_shuffle",
+    "num_readers": "num_readers",
+    "read_block_length": "block_length",
+}
 
 
 # Field → (type, minimum or None, None allowed).

@@ -33,6 +33,15 @@ RECORD_ID = "record_id"  # string scalar "file:index", names the record in error
 # int32 scalar under on_error="skip": 0 for a good record, else its reason code (see
 # object_input.errors); the pipeline drops and counts flagged records before batching
 ERROR = "error"
+# Classification and other whole-image fields (sources other than detection TFRecords).
+LABEL = "label"  # int32 scalar: the image's class (CIFAR-100: the fine label)
+COARSE_LABEL = "coarse_label"  # int32 scalar: CIFAR-100's coarse (superclass) label
+FLOAT_DATA = "float_data"  # float32 [D]: Caffe Datum float_data
+# Earth Engine image exports: the patch's place in the export.
+PATCH_INDEX = "patch_index"  # int64 scalar: position in export order
+PATCH_ROW = "patch_row"  # int64 scalar: row of the patch grid
+PATCH_COL = "patch_col"  # int64 scalar: column of the patch grid
+PATCH_BOUNDS = "patch_bounds"  # float64 [4]: (xmin, ymin, xmax, ymax) of the unbuffered patch
 # Deferred decoding: while these two are present, IMAGE is a zero-channel placeholder of the true
 # size and the pixels are decoded later, only inside the window the geometric ops chose.
 ENCODED_IMAGE = "encoded_image"  # string scalar: the undecoded image bytes

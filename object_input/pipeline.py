@@ -1,13 +1,14 @@
-"""``make_dataset``: files to a batched, prefetched ``tf.data.Dataset`` of detection examples.
+"""``make_dataset``: a source to a batched, prefetched ``tf.data.Dataset`` of feature dicts.
 
-The pipeline composes the parts: reader (list, shard, shuffle and interleave files) → record
-shuffle → repeat → per-example seed → decode → augment → resize / box limit → padded batch →
-prefetch. Each stage lives in its own module; this one only wires them.
+The pipeline composes the parts and knows nothing of any record format: source (list, shard,
+shuffle and read records) → record shuffle → repeat → per-example seed → decode → augment →
+resize / box limit → padded batch → prefetch. Each stage lives in its own module.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -15,77 +16,166 @@ from typing import Any
 import tensorflow as tf
 
 from object_input import batching, fields
-from object_input.decoders import ExampleDecoder
-from object_input.ops import Augmentation, core, deferred
+from object_input.ops import Augmentation, core
 from object_input.ops.resize import resize_features
-from object_input.readers import list_files, tfrecord_dataset
+from object_input.options import (
+    AUTOTUNE,
+    DecodeOptions,
+    ReadOptions,
+    ServiceOptions,
+    build,
+    checked_keywords,
+    unknown_keyword,
+)
+from object_input.sources import ReadContext, Source, as_source
+from object_input.sources.resolve import PathOptions
 
-AUTOTUNE = tf.data.AUTOTUNE
-SERVICE_MODES = ("distributed_epoch", "parallel_epochs")
 OUTPUT_DTYPES = (None, "uint8", "float32", "bfloat16")
+
+
+class _Default:
+    """A signature default that a config may override; shows as its value in ``help()``."""
+
+    def __init__(self, value: Any):
+        self.value = value
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+
+@checked_keywords
+def make_dataset(
+    source: Any = None,
+    *,
+    config: Any = None,
+    format: str | None = None,
+    batch_size: int | None = _Default(32),
+    augment: Sequence[Any] | Augmentation = _Default(()),
+    image_size: Sequence[int] | None = _Default(None),
+    pad_image_size: Sequence[int] | None = _Default(None),
+    max_boxes: int | None = _Default(None),
+    batching: str = _Default("dynamic"),
+    box_overflow: str = _Default("error"),
+    drop_remainder: bool = _Default(False),
+    shuffle: bool | None = _Default(None),
+    shuffle_buffer_size: int = _Default(2048),
+    num_epochs: int | None = _Default(1),
+    seed: int | None = _Default(None),
+    label_map: str | os.PathLike | Mapping[str, int] | None = _Default(None),
+    masks: str | None = _Default(None),
+    num_keypoints: int = _Default(0),
+    keras: bool = _Default(False),
+    output_dtype: str | None = _Default(None),
+    num_parallel_calls: int = _Default(AUTOTUNE),
+    prefetch: int = _Default(AUTOTUNE),
+    deterministic: bool = _Default(True),
+    reading: ReadOptions | Mapping[str, Any] | None = _Default(None),
+    decoding: DecodeOptions | Mapping[str, Any] | None = _Default(None),
+    service: ServiceOptions | str | None = _Default(None),
+) -> tf.data.Dataset:
+    """A batched, prefetched dataset of decoded, augmented examples.
+
+    Args:
+      source: a path, glob, directory or list of them (format from ``format`` or the suffix), a
+        source object from :mod:`object_input.sources`, or a ``tf.data.Dataset`` of feature dicts.
+      config: a :class:`~object_input.config.PipelineConfig` (e.g. ``load_pipeline_config``): the
+        values it sets replace the defaults; keywords given here replace both.
+      format: the format of path sources when their suffix does not tell
+        (``object_input.sources.formats()`` lists them).
+      batch_size: examples per batch; None yields single examples, unbatched.
+      augment: steps in order: ``[("name", {params}), {"name": {params}}, "name", ...]``.
+      image_size: resize every image to ``(height, width)``.
+      pad_image_size: pad every image up to ``(height, width)`` instead (no resize).
+      max_boxes: the most boxes an example may have (see ``box_overflow``).
+      batching: "dynamic" pads to the batch maxima; "static" to ``max_boxes`` and a fixed
+        image size.
+      box_overflow: more boxes than ``max_boxes``: "error", or "truncate" (counted in
+        ``num_dropped_boxes``).
+      drop_remainder: drop the last, smaller batch.
+      shuffle: shuffle files and records; None: the source's default (on for training data).
+      shuffle_buffer_size: records in the shuffle buffer.
+      num_epochs: passes over the data; None repeats forever.
+      seed: with a seed, batches are identical run after run whatever the parallelism.
+      label_map, masks, num_keypoints: decoding of detection records from path sources.
+      keras: yield ``(images, targets)`` tuples for ``model.fit``.
+      output_dtype: None keeps uint8 until an op makes floats; "uint8", "float32", "bfloat16".
+      num_parallel_calls, prefetch: parallelism of the per-example map and prefetch depth.
+      deterministic: keep the element order independent of thread timing.
+      reading: :class:`~object_input.options.ReadOptions` (sharding, interleave, compression).
+      decoding: :class:`~object_input.options.DecodeOptions` (channels, extra features, ...).
+      service: a tf.data service address or :class:`~object_input.options.ServiceOptions`:
+        decoding, augmentation and batching then run on its workers.
+
+    Every example gets a stateless seed derived from the pipeline seed and its position in the
+    stream, so augmentation does not depend on thread timing.
+    """
+    given = dict(locals())
+    overrides = config.to_dataset_kwargs() if config is not None else {}
+    unknown = sorted(set(overrides) - set(given))
+    if unknown:
+        raise unknown_keyword("make_dataset (from config)", unknown[0], given)
+    values = {}
+    for name, value in given.items():
+        if isinstance(value, _Default):
+            value = overrides.get(name, value.value)
+        values[name] = value
+    if values["source"] is None:
+        values["source"] = overrides.get("source")
+    del values["config"]
+    return _build(DatasetOptions(**values))
 
 
 @dataclasses.dataclass
 class DatasetOptions:
-    """Every ``make_dataset`` option, with its default. See :func:`make_dataset`."""
+    """``make_dataset``'s arguments after defaults and a config are applied, validated."""
 
-    source: Any = None
-    batch_size: int | None = None
-    augment: Sequence[Any] = ()
-    image_size: Sequence[int] | None = None
-    pad_image_size: Sequence[int] | None = None
-    max_boxes: int | None = None
-    batching: str = "dynamic"
-    box_overflow: str = "error"
-    drop_remainder: bool = False
-    shuffle: bool = True
-    shuffle_buffer_size: int = 2048
-    file_shuffle: bool = True
-    num_epochs: int | None = 1
-    num_readers: int = 8
-    block_length: int = 1
-    compression: str | None = "auto"
-    num_shards: int = 1
-    shard_index: int = 0
-    input_context: tf.distribute.InputContext | None = None
-    num_parallel_calls: int = AUTOTUNE
-    prefetch: int = AUTOTUNE
-    deterministic: bool = True
-    seed: int | None = None
-    keras: bool = False
-    channels: int = 3
-    label_map: str | os.PathLike | Mapping[str, int] | None = None
-    masks: str | None = None
-    num_keypoints: int = 0
-    multiclass_scores: bool = False
-    unknown_classes: str = "error"
-    extra_features: Mapping[str, Any] | None = None
-    service: str | None = None
-    service_mode: str = "distributed_epoch"
-    service_job_name: str | None = None
-    defer_decode: bool = True
-    output_dtype: str | None = None
+    source: Any
+    format: str | None
+    batch_size: int | None
+    augment: Any
+    image_size: Sequence[int] | None
+    pad_image_size: Sequence[int] | None
+    max_boxes: int | None
+    batching: str
+    box_overflow: str
+    drop_remainder: bool
+    shuffle: bool | None
+    shuffle_buffer_size: int
+    num_epochs: int | None
+    seed: int | None
+    label_map: Any
+    masks: str | None
+    num_keypoints: int
+    keras: bool
+    output_dtype: str | None
+    num_parallel_calls: int
+    prefetch: int
+    deterministic: bool
+    reading: Any
+    decoding: Any
+    service: Any
 
     def __post_init__(self) -> None:
         if self.source is None:
-            raise ValueError("make_dataset needs a source (glob, file list or directory)")
-        if not isinstance(self.batch_size, int) or self.batch_size < 1:
-            raise ValueError(f"batch_size must be an integer >= 1, got {self.batch_size!r}")
-        if self.batching not in batching.BATCHING_MODES:
             raise ValueError(
-                f"batching must be one of {batching.BATCHING_MODES}, got {self.batching!r}"
+                "make_dataset needs a source: a path, glob, directory, list of them, a source "
+                "object from object_input.sources, or a tf.data.Dataset"
             )
-        if self.box_overflow not in batching.OVERFLOW_POLICIES:
-            raise ValueError(
-                f"box_overflow must be one of {batching.OVERFLOW_POLICIES}, "
-                f"got {self.box_overflow!r}"
-            )
-        if self.max_boxes is not None and self.max_boxes < 1:
-            raise ValueError(f"max_boxes must be >= 1, got {self.max_boxes}")
+        if self.batch_size is not None and (
+            not isinstance(self.batch_size, int)
+            or isinstance(self.batch_size, bool)
+            or self.batch_size < 1
+        ):
+            raise ValueError(f"batch_size must be an integer >= 1 or None, got {self.batch_size!r}")
+        _check_choice("batching", self.batching, batching.BATCHING_MODES)
+        _check_choice("box_overflow", self.box_overflow, batching.OVERFLOW_POLICIES)
+        _check_choice("output_dtype", self.output_dtype, OUTPUT_DTYPES)
+        if self.max_boxes is not None and (
+            not isinstance(self.max_boxes, int) or self.max_boxes < 1
+        ):
+            raise ValueError(f"max_boxes must be an integer >= 1 or None, got {self.max_boxes!r}")
         for name in ("image_size", "pad_image_size"):
-            size = getattr(self, name)
-            if size is not None and (len(size) != 2 or min(size) < 1):
-                raise ValueError(f"{name} must be (height, width) of positive ints, got {size!r}")
+            setattr(self, name, _size(name, getattr(self, name)))
         if self.image_size is not None and self.pad_image_size is not None:
             raise ValueError("give image_size (resize) or pad_image_size (pad), not both")
         if self.batching == "static":
@@ -96,71 +186,76 @@ class DatasetOptions:
                     "batching='static' needs image_size (resize to it) or pad_image_size "
                     "(pad up to it) so that every batch has one shape"
                 )
-        if self.num_epochs is not None and self.num_epochs < 1:
-            raise ValueError(f"num_epochs must be >= 1 or None (forever), got {self.num_epochs}")
-        if self.service_mode not in SERVICE_MODES:
+        if self.num_epochs is not None and (
+            not isinstance(self.num_epochs, int) or self.num_epochs < 1
+        ):
             raise ValueError(
-                f"service_mode must be one of {SERVICE_MODES}, got {self.service_mode!r}"
+                f"num_epochs must be an integer >= 1 or None (forever), got {self.num_epochs!r}"
             )
-        if self.output_dtype not in OUTPUT_DTYPES:
-            raise ValueError(
-                f"output_dtype must be one of {OUTPUT_DTYPES}, got {self.output_dtype!r}"
+        if isinstance(self.augment, (str, Mapping)) and not isinstance(self.augment, Augmentation):
+            raise TypeError(
+                f"augment must be a list of steps, got {type(self.augment).__name__} "
+                f"{self.augment!r}; for one step write augment=[{self.augment!r}]"
             )
-        if self.input_context is not None:
-            self.num_shards = self.input_context.num_input_pipelines
-            self.shard_index = self.input_context.input_pipeline_id
         if not isinstance(self.augment, Augmentation):
             self.augment = Augmentation(self.augment or ())
+        self.reading = build(ReadOptions, "reading", self.reading)
+        self.decoding = build(DecodeOptions, "decoding", self.decoding)
+        if isinstance(self.service, str):
+            self.service = ServiceOptions(self.service)
+        elif self.service is not None and not isinstance(self.service, ServiceOptions):
+            self.service = build(ServiceOptions, "service", self.service)
+        path_options = PathOptions(
+            reading=self.reading,
+            decoding=self.decoding,
+            label_map=self.label_map,
+            masks=self.masks,
+            num_keypoints=self.num_keypoints,
+        )
+        if isinstance(self.source, Source):
+            set_here = [
+                name
+                for name, default in (("label_map", None), ("masks", None), ("num_keypoints", 0))
+                if getattr(self, name) != default
+            ]
+            if set_here or self.format is not None:
+                raise ValueError(
+                    f"{', '.join(set_here) or 'format'} applies to path sources; give it to "
+                    f"the {type(self.source).__name__} source instead"
+                )
+        self.source = as_source(self.source, self.format, path_options)
+        if self.shuffle is None:
+            self.shuffle = self.source.shuffle_by_default
 
 
-def make_dataset(source: Any = None, *, config: Any = None, **options: Any) -> tf.data.Dataset:
-    """A batched, prefetched dataset of decoded, augmented detection examples.
+def _check_choice(name: str, value: Any, choices: Sequence[Any]) -> None:
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {tuple(choices)}, got {value!r}")
 
-    Args:
-      source: glob pattern, directory, file, or list of those (TFRecords of ``tf.train.Example``).
-      config: a :class:`object_input.config.PipelineConfig` (e.g. from ``load_pipeline_config``);
-        explicit keyword options override its values.
-      **options: the fields of :class:`DatasetOptions`:
-        batch_size; augment (list of steps); image_size (resize to (h, w)); pad_image_size;
-        max_boxes; batching ("dynamic" pads to the batch maxima, "static" to max_boxes and a fixed
-        image size); box_overflow ("error" or "truncate", counted in ``num_dropped_boxes``);
-        drop_remainder; shuffle, shuffle_buffer_size, file_shuffle; num_epochs (None = forever);
-        num_readers, block_length, compression; num_shards/shard_index or input_context;
-        num_parallel_calls, prefetch, deterministic, seed; keras (yield ``(images, labels)``);
-        decoder options channels, label_map, masks, num_keypoints, multiclass_scores,
-        unknown_classes, extra_features; service ("grpc://host:port" of a tf.data service
-        dispatcher: decoding, augmentation and batching then run on its workers), service_mode
-        ("distributed_epoch": each example once per epoch across workers; "parallel_epochs":
-        every worker produces whole epochs), service_job_name (consumers sharing a job name share
-        its data); defer_decode (default True: when the steps start with flips and a
-        random_crop_image, decode only the crop window; the pixels are the same); output_dtype
-        (None keeps uint8 until an op makes floats; "uint8" rounds and saturates, "float32",
-        "bfloat16").
 
-    With a ``seed``, batches are identical run after run whatever the parallelism: every example
-    gets a stateless seed derived from the pipeline seed and its position in the stream.
-    """
-    merged = dict(config.to_dataset_kwargs()) if config is not None else {}
-    if source is not None:
-        merged["source"] = source
-    merged.update(options)
-    opts = DatasetOptions(**merged)
-    return _build(opts)
+def _size(name: str, size: Any) -> tuple[int, int] | None:
+    if size is None:
+        return None
+    if isinstance(size, int) and not isinstance(size, bool):
+        raise TypeError(
+            f"{name} must be (height, width), got the single number {size}; "
+            f"write {name}=({size}, {size}) for a square"
+        )
+    if (
+        not isinstance(size, Sequence)
+        or len(size) != 2
+        or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in size)
+    ):
+        raise ValueError(f"{name} must be (height, width) of positive ints, got {size!r}")
+    return tuple(size)
 
 
 def _build(opts: DatasetOptions) -> tf.data.Dataset:
-    files = list_files(opts.source)
-    records = tfrecord_dataset(
-        files,
-        compression=opts.compression,
-        num_shards=opts.num_shards,
-        shard_index=opts.shard_index,
-        shuffle_files=opts.shuffle and opts.file_shuffle,
-        seed=opts.seed,
-        num_readers=opts.num_readers,
-        block_length=opts.block_length,
-        deterministic=opts.deterministic,
+    source = opts.source
+    context = ReadContext(
+        reading=opts.reading, shuffle=opts.shuffle, seed=opts.seed, deterministic=opts.deterministic
     )
+    records = source.records(context)
     if opts.shuffle:
         records = records.shuffle(
             opts.shuffle_buffer_size, seed=opts.seed, reshuffle_each_iteration=True
@@ -168,29 +263,22 @@ def _build(opts: DatasetOptions) -> tf.data.Dataset:
     records = records.repeat(opts.num_epochs)
     records = _with_example_seeds(records, opts)
 
-    decoder = ExampleDecoder(
-        channels=opts.channels,
-        label_map=opts.label_map,
-        masks=opts.masks,
-        num_keypoints=opts.num_keypoints,
-        multiclass_scores=opts.multiclass_scores,
-        unknown_classes=opts.unknown_classes,
-        extra_features=opts.extra_features,
-    )
     augment = opts.augment
     # Leading flips and crops run before decoding: only the crop window is then decoded.
     deferred_steps = 0
-    if opts.defer_decode and opts.channels in (1, 3):
+    if source.can_defer:
+        from object_input.ops import deferred
+
         deferred_steps = deferred.deferrable_prefix(augment.names())
 
     # The ops use tf.cond explicitly: AutoGraph conversion would only slow tracing down.
     @tf.autograph.experimental.do_not_convert
-    def process(seed: tf.Tensor, record_id: tf.Tensor, serialized: tf.Tensor) -> dict:
-        features = decoder(serialized, record_id, defer_image=deferred_steps > 0)
+    def process(seed: tf.Tensor, record_id: tf.Tensor, payload: Any) -> dict:
+        features = source.decode(record_id, payload, defer_image=deferred_steps > 0)
         seed = seed if opts.seed is not None else None
         if deferred_steps:
             features = augment(features, seed, stop=deferred_steps)
-            features = deferred.realize(features, opts.channels)
+            features = source.realize(features)
         if len(augment) > deferred_steps:
             features = augment(features, seed, start=deferred_steps)
         if opts.image_size is not None:
@@ -205,16 +293,19 @@ def _build(opts: DatasetOptions) -> tf.data.Dataset:
         return batching.prepare(features, opts.max_boxes, opts.box_overflow)
 
     dataset = records.map(
-        process, num_parallel_calls=opts.num_parallel_calls, deterministic=opts.deterministic
+        lambda seed, record: process(seed, *record),
+        num_parallel_calls=opts.num_parallel_calls,
+        deterministic=opts.deterministic,
     )
-    dataset = batching.batch_features(
-        dataset,
-        opts.batch_size,
-        mode=opts.batching,
-        max_boxes=opts.max_boxes,
-        image_size=opts.image_size or opts.pad_image_size,
-        drop_remainder=opts.drop_remainder,
-    )
+    if opts.batch_size is not None:
+        dataset = batching.batch_features(
+            dataset,
+            opts.batch_size,
+            mode=opts.batching,
+            max_boxes=opts.max_boxes,
+            image_size=opts.image_size or opts.pad_image_size,
+            drop_remainder=opts.drop_remainder,
+        )
     if opts.keras:
         dataset = dataset.map(to_keras, num_parallel_calls=opts.num_parallel_calls)
     options = tf.data.Options()
@@ -224,7 +315,7 @@ def _build(opts: DatasetOptions) -> tf.data.Dataset:
         # Everything above runs on the tf.data service workers; this process only receives batches.
         dataset = dataset.apply(
             tf.data.experimental.service.distribute(
-                opts.service_mode, opts.service, job_name=opts.service_job_name
+                opts.service.mode, opts.service.address, job_name=opts.service.job_name
             )
         )
     return dataset.prefetch(opts.prefetch)
@@ -239,13 +330,12 @@ def _with_example_seeds(records: tf.data.Dataset, opts: DatasetOptions) -> tf.da
     """
     base = opts.seed if opts.seed is not None else 0
     salts = tf.data.Dataset.random(seed=base, rerandomize_each_iteration=True)
-    shard = opts.shard_index
+    shard = opts.reading.shard_index
 
     @tf.autograph.experimental.do_not_convert
     def attach(position, salt, record):
-        record_id, serialized = record
         seed = core.fold_seed(tf.stack([tf.cast(salt % (2**31), tf.int32), shard]), position)
-        return seed, record_id, serialized
+        return seed, record
 
     return tf.data.Dataset.zip((tf.data.Dataset.counter(), salts, records)).map(attach)
 
@@ -255,3 +345,11 @@ def to_keras(batch: dict) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
     valid = tf.sequence_mask(batch[fields.NUM_BOXES], tf.shape(batch[fields.CLASSES])[1])
     classes = tf.where(valid, batch[fields.CLASSES], -1)
     return batch[fields.IMAGE], {"boxes": batch[fields.BOXES], "classes": classes}
+
+
+#: make_dataset's defaults by parameter name: the one table every entry point uses.
+DEFAULTS = {
+    name: param.default.value
+    for name, param in inspect.signature(make_dataset).parameters.items()
+    if isinstance(param.default, _Default)
+}

@@ -16,25 +16,6 @@ from object_input.pipeline import DatasetOptions, make_dataset
 
 DATA = Path(__file__).parent / "data"
 
-DATASET_KWARGS = {
-    "source",
-    "batch_size",
-    "augment",
-    "max_boxes",
-    "label_map",
-    "shuffle",
-    "shuffle_buffer_size",
-    "file_shuffle",
-    "num_readers",
-    "block_length",
-    "num_epochs",
-    "masks",
-    "num_keypoints",
-    "multiclass_scores",
-    "drop_remainder",
-    "seed",
-}
-
 
 def requires_steps(*names):
     """Skip (saying which) until every step in ``names`` is registered."""
@@ -110,21 +91,20 @@ def test_reference_config_loads():
         batch_size=64,
         max_boxes=100,
     )
-    # Defaults not in the file are the Object Detection API reader defaults.
-    assert (config.shuffle, config.shuffle_buffer_size, config.num_readers) == (True, 2048, 64)
-    assert (config.read_block_length, config.num_epochs, config.drop_remainder) == (32, None, True)
+    # Settings the file leaves out take make_dataset's defaults: one table for every entry point.
+    assert (config.shuffle, config.shuffle_buffer_size, config.num_readers) == (True, 2048, 8)
+    assert (config.read_block_length, config.num_epochs, config.drop_remainder) == (1, 1, False)
 
 
 def test_reference_config_dataset_kwargs():
     requires_steps("random_horizontal_flip", "ssd_random_crop", "random_absolute_pad_image")
     kwargs = load_pipeline_config(str(DATA / "ssd_example.config")).to_dataset_kwargs()
-    assert set(kwargs) == DATASET_KWARGS
+    # Only what the file sets explicitly, differing from make_dataset's defaults.
+    assert set(kwargs) == {"source", "label_map", "augment", "batch_size", "max_boxes"}
     assert set(kwargs) <= {f.name for f in dataclasses.fields(DatasetOptions)}
     assert kwargs["source"] == [str(DATA / "train-?????-of-00010.tfrecord")]
     assert kwargs["label_map"] == {"cat": 1, "dog": 2, "person": 3}
     assert kwargs["batch_size"] == 64 and kwargs["max_boxes"] == 100
-    assert kwargs["block_length"] == 32 and kwargs["num_readers"] == 64
-    assert kwargs["num_epochs"] is None and kwargs["masks"] is None and kwargs["seed"] is None
     assert [next(iter(step)) for step in kwargs["augment"]] == [
         "random_horizontal_flip",
         "ssd_random_crop",
@@ -563,6 +543,7 @@ def test_yaml_config(tmp_path):
         batch_size=8,
         seed=42,
         masks="png",
+        num_epochs=None,
         augment=[
             {"random_horizontal_flip": {}},
             {"random_vertical_flip": {"probability": 0.1}},
@@ -641,7 +622,7 @@ def test_list_of_steps():
         {"random_horizontal_flip": {}},
         {"random_vertical_flip": {"probability": 1.0}},
     ]
-    assert config.input_paths == [] and config.to_dataset_kwargs()["source"] is None
+    assert config.input_paths == [] and "source" not in config.to_dataset_kwargs()
     with pytest.raises(ConfigError, match=r"augment step #2: unknown augmentation step 'nope'"):
         load_pipeline_config(["random_horizontal_flip", "nope"])
 
@@ -678,25 +659,23 @@ def test_wrong_source_type():
 def test_defaults_and_normalisation():
     config = PipelineConfig(input_paths=Path("x.tfrecord"), num_epochs=0)
     assert config.input_paths == ["x.tfrecord"] and config.num_epochs is None
-    kwargs = config.to_dataset_kwargs()
-    assert kwargs == {
-        "source": ["x.tfrecord"],
-        "batch_size": 32,
-        "augment": [],
-        "max_boxes": 100,
-        "label_map": None,
-        "shuffle": True,
-        "shuffle_buffer_size": 2048,
-        "file_shuffle": True,
-        "num_readers": 64,
-        "block_length": 32,
-        "num_epochs": None,
-        "masks": None,
-        "num_keypoints": 0,
-        "multiclass_scores": False,
-        "drop_remainder": True,
-        "seed": None,
+    assert config.to_dataset_kwargs() == {"source": ["x.tfrecord"], "num_epochs": None}
+    tuned = PipelineConfig(num_readers=64, read_block_length=32, multiclass_scores=True)
+    assert tuned.to_dataset_kwargs() == {
+        "reading": {"num_readers": 64, "block_length": 32},
+        "decoding": {"multiclass_scores": True},
     }
+
+
+def test_config_values_win_over_defaults_and_keywords_over_both(synthetic_dir):
+    config = PipelineConfig(input_paths=[synthetic_dir], batch_size=5, drop_remainder=True)
+    batches = list(make_dataset(config=config, num_epochs=1, shuffle=False))
+    assert [len(b["image"]) for b in batches] == [5, 5, 5, 5]
+    batches = list(make_dataset(config=config, batch_size=10, shuffle=False))
+    assert [len(b["image"]) for b in batches] == [10, 10]
+    # A keyword equal to make_dataset's default still wins over the config.
+    batches = list(make_dataset(config=config, drop_remainder=False, shuffle=False))
+    assert [len(b["image"]) for b in batches] == [5, 5, 5, 5, 4]
 
 
 @pytest.mark.parametrize(

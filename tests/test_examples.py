@@ -5,11 +5,14 @@ import pathlib
 import subprocess
 import sys
 
-EXAMPLES = pathlib.Path(__file__).resolve().parents[1] / "examples"
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
 
 
 def test_train_keras_example_fits(tmp_path):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    # The checkout first on the path: the examples run against this tree, installed or not.
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=path)
     result = subprocess.run(
         [sys.executable, str(EXAMPLES / "train_keras.py"), "--epochs", "1", "--steps", "2"],
         capture_output=True,

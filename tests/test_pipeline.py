@@ -111,7 +111,10 @@ def test_shards_disjoint_and_complete(synthetic_dir, num_shards):
     parts = [
         _source_ids(
             oi.make_dataset(
-                synthetic_dir, batch_size=4, num_shards=num_shards, shard_index=i, seed=4
+                synthetic_dir,
+                batch_size=4,
+                reading=oi.ReadOptions(num_shards=num_shards, shard_index=i),
+                seed=4,
             )
         )
         for i in range(num_shards)
@@ -123,10 +126,17 @@ def test_shards_disjoint_and_complete(synthetic_dir, num_shards):
 def test_input_context_sets_the_shard(synthetic_dir):
     context = tf.distribute.InputContext(num_input_pipelines=3, input_pipeline_id=1)
     via_context = _source_ids(
-        oi.make_dataset(synthetic_dir, batch_size=4, input_context=context, shuffle=False)
+        oi.make_dataset(
+            synthetic_dir, batch_size=4, reading={"input_context": context}, shuffle=False
+        )
     )
     explicit = _source_ids(
-        oi.make_dataset(synthetic_dir, batch_size=4, num_shards=3, shard_index=1, shuffle=False)
+        oi.make_dataset(
+            synthetic_dir,
+            batch_size=4,
+            reading=oi.ReadOptions(num_shards=3, shard_index=1),
+            shuffle=False,
+        )
     )
     assert via_context == explicit and len(explicit) == 8
 
@@ -271,7 +281,7 @@ def test_deferred_decoding_changes_nothing_but_speed(synthetic_dir):
             batch_size=4,
             seed=3,
             masks="png",
-            defer_decode=defer,
+            decoding=oi.DecodeOptions(defer_decode=defer),
             augment=[
                 "random_horizontal_flip",
                 ("random_crop_image", {"min_object_covered": 0.0}),

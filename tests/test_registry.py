@@ -110,7 +110,7 @@ def test_user_per_box_field_stays_aligned_through_crop_flip_and_padding(tmp_path
         batch_size=3,
         seed=8,
         num_epochs=3,
-        extra_features={score_field: tf.io.VarLenFeature(tf.float32)},
+        decoding={"extra_features": {score_field: tf.io.VarLenFeature(tf.float32)}},
         augment=[
             "random_horizontal_flip",
             ("random_crop_image", {"min_object_covered": 0.0, "area_range": (0.2, 0.5)}),

@@ -38,8 +38,7 @@ def test_distributed_epoch_delivers_every_example_exactly_once(synthetic_dir, se
         batch_size=4,
         seed=3,
         augment=["random_horizontal_flip"],
-        service=service,
-        service_mode="distributed_epoch",
+        service=oi.ServiceOptions(service, mode="distributed_epoch"),
         num_epochs=2,
     )
     ids = _ids(ds)
@@ -52,8 +51,7 @@ def test_parallel_epochs_each_worker_produces_whole_epochs(synthetic_dir, servic
         synthetic_dir,
         batch_size=4,
         seed=3,
-        service=service,
-        service_mode="parallel_epochs",
+        service=oi.ServiceOptions(service, mode="parallel_epochs"),
         num_epochs=1,
     )
     ids = _ids(ds)
@@ -61,9 +59,9 @@ def test_parallel_epochs_each_worker_produces_whole_epochs(synthetic_dir, servic
 
 
 def test_unknown_service_mode_is_rejected(synthetic_dir):
-    with pytest.raises(ValueError, match="service_mode"):
+    with pytest.raises(ValueError, match="service mode"):
         oi.make_dataset(
-            synthetic_dir, batch_size=2, service="grpc://localhost:1", service_mode="one_epoch"
+            synthetic_dir, batch_size=2, service={"address": "grpc://localhost:1", "mode": "x"}
         )
 
 

@@ -1,0 +1,23 @@
+"""Sources: where records are and how to read and decode them, one module per format.
+
+``make_dataset`` takes a source object, or a path, glob, directory or list of them whose format
+comes from ``format=`` or the file suffix (see :func:`as_source`).
+"""
+
+from object_input.sources.base import ReadContext, Source
+from object_input.sources.dataset import Dataset
+from object_input.sources.files import list_files, read_files
+from object_input.sources.resolve import as_source, formats, register_format
+from object_input.sources.tfrecord import TFRecord
+
+__all__ = [
+    "Dataset",
+    "ReadContext",
+    "Source",
+    "TFRecord",
+    "as_source",
+    "formats",
+    "list_files",
+    "read_files",
+    "register_format",
+]

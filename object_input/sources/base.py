@@ -1,0 +1,70 @@
+"""The source contract: list, shard, shuffle and read records; decode one into a feature dict.
+
+``make_dataset`` composes a source with seeds, augmentation, batching and prefetch and knows
+nothing of any format. A new format is one module here with a :class:`Source` subclass.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from typing import Any
+
+import tensorflow as tf
+
+from object_input.options import ReadOptions
+
+
+@dataclasses.dataclass(frozen=True)
+class ReadContext:
+    """What the pipeline asks of a source's reader.
+
+    Attributes:
+      reading: file listing, sharding and interleave options.
+      shuffle: whether the pipeline shuffles; a source shuffles its file (or key) order then.
+      seed: the pipeline seed (None: unseeded).
+      deterministic: keep the record order independent of thread timing.
+    """
+
+    reading: ReadOptions = dataclasses.field(default_factory=ReadOptions)
+    shuffle: bool = True
+    seed: int | None = None
+    deterministic: bool = True
+
+
+class Source(abc.ABC):
+    """A record format and where its records are.
+
+    ``records`` yields ``(record_id, payload)`` pairs: ``record_id`` a string scalar naming the
+    record in errors (``"path:index"``, ``"path:line"``, an LMDB key), ``payload`` any nested
+    structure of tensors. ``decode`` turns one pair into a feature dict in graph mode.
+    """
+
+    #: whether ``make_dataset`` shuffles records when the caller leaves ``shuffle`` unset.
+    shuffle_by_default: bool = True
+
+    @abc.abstractmethod
+    def records(self, context: ReadContext) -> tf.data.Dataset:
+        """``(record_id, payload)`` pairs of this worker's shard, in read order."""
+
+    @abc.abstractmethod
+    def decode(
+        self, record_id: tf.Tensor, payload: Any, *, defer_image: bool = False
+    ) -> dict[str, tf.Tensor]:
+        """One record's feature dict (graph mode; errors name ``record_id`` and the field).
+
+        With ``defer_image`` (only asked when :attr:`can_defer`), the image is left undecoded as
+        a view (see :mod:`object_input.ops.deferred`) until :meth:`realize`.
+        """
+
+    @property
+    def can_defer(self) -> bool:
+        """Whether :meth:`decode` can leave the image undecoded for leading flips and crops."""
+        return False
+
+    def realize(self, features: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        """Decode the window of a deferred image chosen by the leading steps."""
+        raise NotImplementedError(f"{type(self).__name__} does not defer decoding")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"

@@ -1,0 +1,121 @@
+"""From what a user passes as ``source`` to a :class:`Source`: objects, datasets, or paths whose
+format comes from ``format=`` or the file suffix."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import tensorflow as tf
+
+from object_input.options import DecodeOptions, ReadOptions
+from object_input.sources.base import Source
+from object_input.sources.dataset import Dataset
+from object_input.sources.files import list_files
+
+
+@dataclasses.dataclass(frozen=True)
+class PathOptions:
+    """The ``make_dataset`` settings a format factory may use when it builds a source."""
+
+    reading: ReadOptions = dataclasses.field(default_factory=ReadOptions)
+    decoding: DecodeOptions = dataclasses.field(default_factory=DecodeOptions)
+    label_map: str | os.PathLike | Mapping[str, int] | None = None
+    masks: str | None = None
+    num_keypoints: int = 0
+
+
+Factory = Callable[[list[str], PathOptions], Source]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Format:
+    suffixes: tuple[str, ...]
+    factory: Factory
+
+
+_FORMATS: dict[str, _Format] = {}
+
+
+def register_format(name: str, suffixes: Sequence[str], factory: Factory) -> None:
+    """Let ``make_dataset`` build a source of format ``name`` from paths with ``suffixes``."""
+    _FORMATS[name] = _Format(tuple(suffixes), factory)
+
+
+def formats() -> dict[str, tuple[str, ...]]:
+    """Registered format names and their file suffixes."""
+    return {name: fmt.suffixes for name, fmt in sorted(_FORMATS.items())}
+
+
+def _listing() -> str:
+    return ", ".join(
+        f"{name} ({' '.join(fmt.suffixes) or 'format= only'})"
+        for name, fmt in sorted(_FORMATS.items())
+    )
+
+
+def _format_of(path: str) -> str:
+    lower = path.lower()
+    # The longest suffix wins: ".tfrecord.gz" over ".gz".
+    best = max(
+        (
+            (len(s), name)
+            for name, fmt in _FORMATS.items()
+            for s in fmt.suffixes
+            if lower.endswith(s)
+        ),
+        default=None,
+    )
+    if best is None:
+        raise ValueError(
+            f"cannot tell the format of {path!r} from its suffix; pass format= or a source "
+            f"object from object_input.sources. Formats: {_listing()}"
+        )
+    return best[1]
+
+
+def as_source(source: Any, format: str | None = None, options: PathOptions | None = None) -> Source:
+    """``source`` as a :class:`Source`.
+
+    A source object is returned as it is; a ``tf.data.Dataset`` of feature dicts becomes a
+    ``Dataset`` source; a path, glob, directory or list of them is listed and read in the format
+    named by ``format`` or, failing that, by the files' suffix.
+    """
+    if isinstance(source, Source):
+        return source
+    if isinstance(source, tf.data.Dataset):
+        return Dataset(source)
+    if not _is_paths(source):
+        raise TypeError(
+            "source must be a path, glob, directory, list of them, a tf.data.Dataset or a source "
+            f"object from object_input.sources, got {type(source).__name__}"
+        )
+    options = options or PathOptions()
+    if format is not None:
+        if format not in _FORMATS:
+            raise ValueError(f"unknown format {format!r}; formats: {_listing()}")
+        suffixes = _FORMATS[format].suffixes
+        files = list_files(source, suffixes)
+    else:
+        files = list_files(source, [s for fmt in _FORMATS.values() for s in fmt.suffixes])
+        found = {path: _format_of(path) for path in files}
+        names = sorted(set(found.values()))
+        if len(names) > 1:
+            examples = {name: next(p for p, n in found.items() if n == name) for name in names}
+            raise ValueError(
+                f"source mixes formats {names} (e.g. {examples}); pass one format at a time"
+            )
+        format = names[0]
+    return _FORMATS[format].factory(files, options)
+
+
+def _is_paths(source: Any) -> bool:
+    if isinstance(source, (str, os.PathLike)):
+        return True
+    return (
+        isinstance(source, Sequence)
+        and not isinstance(source, (bytes, str))
+        and all(isinstance(item, (str, os.PathLike)) for item in source)
+    )

@@ -1,0 +1,104 @@
+"""TFRecord files (plain, GZIP or ZLIB) of detection ``tf.train.Example`` records."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import tensorflow as tf
+
+from object_input.decoders import ExampleDecoder
+from object_input.ops import deferred
+from object_input.options import DecodeOptions, build
+from object_input.sources.base import ReadContext, Source
+from object_input.sources.files import PathSource, list_files, read_files
+from object_input.sources.resolve import PathOptions, register_format
+
+SUFFIXES = (".tfrecord", ".tfrecords", ".tfrecord.gz", ".tfrecords.gz", ".record", ".record.gz")
+
+
+def compression_of(path: str, compression: str | None = "auto") -> str:
+    """The TFRecord compression of ``path``: explicit, or from a ``.gz`` suffix when ``auto``."""
+    if compression == "auto":
+        return "GZIP" if path.endswith(".gz") else ""
+    if compression not in (None, "", "GZIP", "ZLIB"):
+        raise ValueError(f"compression must be 'auto', None, 'GZIP' or 'ZLIB', got {compression!r}")
+    return compression or ""
+
+
+class TFRecord(Source):
+    """Detection ``tf.train.Example`` records in TFRecord files.
+
+    Args:
+      files: glob pattern, directory, file, or list of those.
+      compression: "auto" (GZIP for a ``.gz`` suffix), None, "GZIP" or "ZLIB".
+      label_map: text label map path or ``{name: id}`` for records that carry class names.
+      masks: None, "png" or "numerical": decode instance masks.
+      num_keypoints: keypoints per box to decode (0: none).
+      decoding: the rarer decoder options (:class:`~object_input.options.DecodeOptions`).
+    """
+
+    def __init__(
+        self,
+        files: PathSource,
+        *,
+        compression: str | None = "auto",
+        label_map: str | os.PathLike | Mapping[str, int] | None = None,
+        masks: str | None = None,
+        num_keypoints: int = 0,
+        decoding: DecodeOptions | Mapping[str, Any] | None = None,
+    ):
+        self.files = list_files(files, SUFFIXES)
+        self.codes = {compression_of(f, compression) for f in self.files}
+        self.decoding = build(DecodeOptions, "decoding", decoding)
+        self.decoder = ExampleDecoder(
+            channels=self.decoding.channels,
+            label_map=label_map,
+            use_display_name=self.decoding.use_display_name,
+            masks=masks,
+            num_keypoints=num_keypoints,
+            multiclass_scores=self.decoding.multiclass_scores,
+            unknown_classes=self.decoding.unknown_classes,
+            extra_features=self.decoding.extra_features,
+        )
+
+    def records(self, context: ReadContext) -> tf.data.Dataset:
+        codes = self.codes
+
+        def read(path: tf.Tensor) -> tf.data.Dataset:
+            if len(codes) == 1:
+                return tf.data.TFRecordDataset(path, compression_type=next(iter(codes)))
+            gz = tf.strings.regex_full_match(path, r".*\.gz")
+            return tf.data.TFRecordDataset(path, compression_type=tf.where(gz, "GZIP", ""))
+
+        return read_files(self.files, read, context)
+
+    def decode(
+        self, record_id: tf.Tensor, payload: Any, *, defer_image: bool = False
+    ) -> dict[str, tf.Tensor]:
+        return self.decoder(payload, record_id, defer_image=defer_image)
+
+    @property
+    def can_defer(self) -> bool:
+        return self.decoding.defer_decode and self.decoding.channels in (1, 3)
+
+    def realize(self, features: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        return deferred.realize(features, self.decoding.channels)
+
+    def __repr__(self) -> str:
+        return f"TFRecord({len(self.files)} files, first {self.files[0]!r})"
+
+
+def _from_paths(files: list[str], options: PathOptions) -> TFRecord:
+    return TFRecord(
+        files,
+        compression=options.reading.compression,
+        label_map=options.label_map,
+        masks=options.masks,
+        num_keypoints=options.num_keypoints,
+        decoding=options.decoding,
+    )
+
+
+register_format("tfrecord", SUFFIXES, _from_paths)
