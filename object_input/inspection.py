@@ -19,7 +19,8 @@ from typing import Any
 import tensorflow as tf
 from google.protobuf.message import DecodeError
 
-from object_input.readers.tfrecord import compression_of, list_files
+from object_input.sources.files import list_files
+from object_input.sources.tfrecord import SUFFIXES, compression_of
 
 # Bytes TFRecordDataset reads ahead; passing it also avoids TensorFlow's unspecified-size warning.
 READ_BUFFER_BYTES = 1 << 20
@@ -315,7 +316,7 @@ def inspect_records(
 
     ``limit`` stops after that many records (corrupt ones included).
     """
-    files = list_files(source)
+    files = list_files(source, SUFFIXES)
     report = Report(files=files)
     for path, index, record in iterate_records(files):
         if limit is not None and report.num_records + len(report.corrupt) >= limit:
