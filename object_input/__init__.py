@@ -25,7 +25,7 @@ _EXPORTS = {
     "make_dataset": "object_input.pipeline",
     "unpad_batch": "object_input.batching",
 }
-_SUBMODULES = ("boxes", "converters", "fields", "ops", "sources", "writers")
+_SUBMODULES = ("boxes", "converters", "earthengine", "fields", "ops", "sources", "writers")
 
 __all__ = [
     "DatasetOptions",
@@ -38,6 +38,7 @@ __all__ = [
     "converters",
     "dataset_fn",
     "decode_example",
+    "earthengine",
     "fields",
     "load_pipeline_config",
     "make_dataset",
@@ -48,7 +49,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from object_input import boxes, converters, fields, ops, sources, writers
+    from object_input import boxes, converters, earthengine, fields, ops, sources, writers
     from object_input.batching import unpad_batch
     from object_input.config import PipelineConfig, load_pipeline_config
     from object_input.decoders import ExampleDecoder, decode_example
