@@ -143,6 +143,7 @@ class Report:
 
     files: list[str]
     num_records: int = 0
+    records_per_file: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     features: dict[str, FeatureStats] = dataclasses.field(default_factory=dict)
     image_sizes: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     image_formats: collections.Counter = dataclasses.field(default_factory=collections.Counter)
@@ -212,6 +213,7 @@ class Report:
         return {
             "files": self.files,
             "num_records": self.num_records,
+            "records_per_file": {f: self.records_per_file[f] for f in self.files},
             "num_corrupt": len(self.corrupt),
             "features": {
                 key: {"type": stats.type, "shape": stats.shape, "records": stats.records}
@@ -252,6 +254,9 @@ class Report:
         lines = [
             f"{len(self.files)} files, {self.num_records} records, {len(self.corrupt)} corrupt"
         ]
+        counts = [self.records_per_file[f] for f in self.files]
+        if len(counts) > 1:
+            lines.append(f"records per file: min {min(counts)}, max {max(counts)}")
         if self.features:
             lines.append(
                 f"features (type, values per record, records having it of {self.num_records}):"
@@ -330,4 +335,5 @@ def inspect_records(
             report.corrupt.append(CorruptRecord(path, index, f"not a tf.train.Example: {err}"))
             continue
         report.add(example.features.feature)
+        report.records_per_file[path] += 1
     return report

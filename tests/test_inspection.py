@@ -42,6 +42,7 @@ def test_counts_schema_sizes_boxes_and_classes(records):
     report = inspect_records(records)
     data = report.to_dict()
     assert data["num_records"] == 3 and data["num_corrupt"] == 0
+    assert data["records_per_file"] == {records[0]: 2, records[1]: 1}
     features = data["features"]
     assert features["image/encoded"] == {"type": "bytes", "shape": "[1]", "records": 3}
     assert features["image/height"] == {"type": "int64", "shape": "[1]", "records": 3}
@@ -124,7 +125,7 @@ def test_limit(records):
 def test_cli_text_json_and_exit_status(records, tmp_path, capsys):
     assert cli.main(["inspect", *records]) == 0
     text = capsys.readouterr().out
-    assert text.startswith("2 files, 3 records, 0 corrupt\n")
+    assert text.startswith("2 files, 3 records, 0 corrupt\nrecords per file: min 1, max 2\n")
     assert "boxes per image: min 0, mean 1.33, max 3; 4 boxes, 1 images without boxes" in text
     assert "      2 dog                  2" in text
     assert cli.main(["inspect", records[0], "--json"]) == 0
