@@ -20,10 +20,7 @@ import tensorflow as tf
 from google.protobuf.message import DecodeError
 
 from object_input.sources.files import list_files
-from object_input.sources.tfrecord import SUFFIXES, compression_of
-
-# Bytes TFRecordDataset reads ahead; passing it also avoids TensorFlow's unspecified-size warning.
-READ_BUFFER_BYTES = 1 << 20
+from object_input.sources.tfrecord import READ_BUFFER_BYTES, SUFFIXES, compression_of
 
 _KINDS = {"bytes_list": "bytes", "float_list": "float", "int64_list": "int64"}
 

@@ -88,6 +88,21 @@ def test_tensorflow_start_up_lines_are_silenced(tmp_path):
     assert result.stderr == ""
 
 
+def test_verbose_shows_tensorflow_logs_and_no_unspecified_buffer_size_line(tmp_path):
+    paths = write_tfrecords([build_example(np.zeros((4, 4, 3), np.uint8))], tmp_path / "x")
+    code = "import sys; from object_input.cli import main; sys.exit(main(sys.argv[1:]))"
+    argv = ["bench", paths[0], "--steps", "1", "--warmup", "0", "--batch-size", "1"]
+    result = _run_python(
+        code, "--verbose", *argv, "--no-progress", env={"TF_CPP_MIN_LOG_LEVEL": "0"}
+    )
+    assert result.returncode == 0, result.stderr
+    assert "images/s" in result.stdout
+    # With --verbose TensorFlow's lines get through (it logs some on start-up), but the reader
+    # gives TFRecordDataset a buffer size, so not this one.
+    assert result.stderr
+    assert "`buffer_size` is unspecified" not in result.stderr
+
+
 def _readme_commands():
     """``object-input`` command lines of the README's shell blocks, in order."""
     text = (ROOT / "README.md").read_text()
