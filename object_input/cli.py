@@ -160,7 +160,10 @@ def _detect(source: Any, options: dict[str, Any]) -> None:
     """Decode masks and keypoints whenever the first records carry them."""
     from object_input.inspection import inspect_records
 
-    report = inspect_records(source, limit=16)
+    try:
+        report = inspect_records(source, limit=16)
+    except (OSError, ValueError):
+        return  # not TFRecord files: make_dataset reads them, or reports what is wrong
     if options.get("masks") is None:
         options["masks"] = report.masks()
     if not options.get("num_keypoints"):

@@ -471,3 +471,31 @@ def test_serialized_records_do_not_depend_on_feature_map_order(tmp_path):
         writer.write(reordered)
     first, second = (Path(p).read_bytes() for p in writer.paths)
     assert first == second
+
+
+def test_progress_bar_counts_the_images(tmp_path, rng, capsys):
+    pytest.importorskip("tqdm")
+    for name in ("a", "b", "c"):
+        _save(tmp_path / "root" / name / "x.png", _image(rng, 4, 4))
+    convert_folders(tmp_path / "root", tmp_path / "out" / "t", progress=True)
+    err = capsys.readouterr().err
+    assert "folders root" in err and "3/3" in err
+
+
+def test_parallel_writing_keeps_order_and_raises_the_first_build_error(tmp_path):
+    from object_input.writers import write_parallel
+
+    def build(i):
+        if i == 13:
+            raise ValueError("item 13 is bad")
+        return None if i % 5 == 0 else str(i).encode()
+
+    with pytest.raises(ValueError, match="item 13 is bad"):
+        write_parallel(range(40), build, tmp_path / "bad", num_workers=3, progress=False)
+    paths, count = write_parallel(
+        range(12), lambda i: build(i), tmp_path / "ok", 2, num_workers=3, progress=False
+    )
+    assert count == 9
+    shards = [[r.numpy() for r in tf.data.TFRecordDataset(p)] for p in paths]
+    kept = [str(i).encode() for i in range(12) if i % 5]
+    assert shards == [kept[0::2], kept[1::2]]
