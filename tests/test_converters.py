@@ -499,3 +499,12 @@ def test_parallel_writing_keeps_order_and_raises_the_first_build_error(tmp_path)
     shards = [[r.numpy() for r in tf.data.TFRecordDataset(p)] for p in paths]
     kept = [str(i).encode() for i in range(12) if i % 5]
     assert shards == [kept[0::2], kept[1::2]]
+
+
+def test_shards_of_another_count_under_the_same_prefix_are_refused(tmp_path, rng):
+    _save(tmp_path / "root" / "a" / "x.png", _image(rng, 4, 4))
+    out = tmp_path / "out" / "t"
+    convert_folders(tmp_path / "root", out, num_shards=3, **QUIET)
+    convert_folders(tmp_path / "root", out, num_shards=3, **QUIET)  # the same names: rewritten
+    with pytest.raises(ConversionError, match=r"t-00000-of-00003\.tfrecord \(and 2 more\) exist"):
+        convert_folders(tmp_path / "root", out, num_shards=2, **QUIET)

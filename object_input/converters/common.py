@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import glob
 import os
 import struct
 from collections.abc import Callable, Iterable, Mapping
@@ -13,7 +14,7 @@ import tensorflow as tf
 
 from object_input.boxes import convert
 from object_input.label_map import LabelMapSource, format_label_map, load_label_map
-from object_input.writers import write_parallel
+from object_input.writers import shard_paths, write_parallel
 
 LABEL_MAP_NAME = "label_map.pbtxt"
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif")
@@ -160,6 +161,18 @@ def order(items: list, shuffle: bool, seed: int) -> list:
     return [items[i] for i in permutation]
 
 
+def _check_stale_shards(prefix: str, num_shards: int, compression: str | None) -> None:
+    """Refuse to mix new shards with shards of another count that a glob would also match."""
+    suffix = ".tfrecord.gz" if compression == "GZIP" else ".tfrecord"
+    wanted = set(shard_paths(prefix, num_shards, suffix))
+    stale = sorted(set(glob.glob(f"{glob.escape(prefix)}-[0-9]*-of-[0-9]*{suffix}")) - wanted)
+    if stale:
+        raise ConversionError(
+            f"{stale[0]} (and {len(stale) - 1} more) exist from a conversion with another shard "
+            f"count, and '{prefix}-*' would read them too; remove them or choose another output"
+        )
+
+
 def run(
     items: list,
     build: Callable[[Any], tf.train.Example],
@@ -181,6 +194,7 @@ def run(
         num_shards = auto_shards(len(items))
     if num_shards < 1:
         raise ValueError(f"num_shards must be >= 1, got {num_shards}")
+    _check_stale_shards(os.fspath(output), num_shards, compression)
     label_map_path = os.fspath(label_map_output or default_label_map_path(output))
     save_label_map(label_map_path, label_map, label_map_source)
     paths, count = write_parallel(
