@@ -217,6 +217,8 @@ def write_predictions(
     accepted = {(height + 2 * buffer_h, width + 2 * buffer_w), (height, width)}
     out_path = os.fspath(out_path)
     compression = "GZIP" if out_path.endswith(".gz") else None
+    if os.path.dirname(out_path):
+        tf.io.gfile.makedirs(os.path.dirname(out_path))
     temp = f"{out_path}.partial-{uuid.uuid4().hex}"
     count = 0
     try:
@@ -312,7 +314,8 @@ def write_export(
     For trying a pipeline without Earth Engine (the docs and examples use it): patches
     row-major, edge patches that do not fit dropped, each buffered by ``⌊k/2⌋`` pixels of its
     neighbours (``default_value`` outside the image), ``patches_per_file`` patches per file
-    ``<prefix>-00000.tfrecord[.gz]``, and ``<prefix>-mixer.json``. Returns the file paths.
+    ``<prefix>-00000.tfrecord[.gz]``, and ``<prefix>-mixer.json`` (folders are created).
+    Returns the file paths.
     """
     image = np.asarray(image)
     if image.ndim != 3 or image.shape[2] != len(band_names):
@@ -332,6 +335,8 @@ def write_export(
     total = rows * cols
     per_file = patches_per_file or total
     prefix = os.fspath(prefix)
+    if os.path.dirname(prefix):
+        tf.io.gfile.makedirs(os.path.dirname(prefix))
     suffix = ".tfrecord.gz" if compressed else ".tfrecord"
     paths = []
     for start in range(0, total, per_file):
