@@ -144,13 +144,17 @@ def batch_features(
 def unpad_batch(batch: Mapping[str, Any]) -> list[dict[str, np.ndarray]]:
     """Split a padded batch back into per-example dicts, exactly as they were before padding."""
     arrays = {k: v.numpy() if hasattr(v, "numpy") else np.asarray(v) for k, v in batch.items()}
-    if fields.NUM_BOXES not in arrays or fields.IMAGE_SHAPE not in arrays:
+    has_boxes = any(fields.is_per_box(k) for k in arrays)
+    if (has_boxes and fields.NUM_BOXES not in arrays) or (
+        fields.IMAGE in arrays and fields.IMAGE_SHAPE not in arrays
+    ):
         raise ValueError("batch lacks num_boxes/image_shape: it was not made by object_input")
     shape_fields = {fields.shape_key(k) for k in arrays} & set(arrays) - {fields.IMAGE_SHAPE}
     examples = []
-    for i in range(len(arrays[fields.NUM_BOXES])):
-        n = int(arrays[fields.NUM_BOXES][i])
-        h, w = (int(d) for d in arrays[fields.IMAGE_SHAPE][i][:2])
+    for i in range(len(next(iter(arrays.values())))):
+        n = int(arrays[fields.NUM_BOXES][i]) if has_boxes else 0
+        if fields.IMAGE_SHAPE in arrays:
+            h, w = (int(d) for d in arrays[fields.IMAGE_SHAPE][i][:2])
         example = {}
         for name, value in arrays.items():
             if name in shape_fields:

@@ -65,10 +65,32 @@ def _valid_rows(batch: Mapping[str, tf.Tensor]) -> tf.Tensor:
     return tf.sequence_mask(batch[fields.NUM_BOXES], tf.shape(batch[fields.CLASSES])[1])
 
 
-def to_keras(batch: Mapping[str, tf.Tensor]) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
-    """``(images, {"boxes", "classes"})`` for ``model.fit``; padded boxes get class -1."""
+def to_keras(batch: Mapping[str, tf.Tensor]) -> tuple[Any, Any]:
+    """``(images, {"boxes", "classes"})`` for ``model.fit``; padded boxes get class -1.
+
+    Examples without boxes give ``(images, labels)`` (see :func:`to_keras_classification`).
+    """
+    if fields.BOXES not in batch:
+        return to_keras_classification(batch)
     classes = tf.where(_valid_rows(batch), batch[fields.CLASSES], PADDING_LABEL)
     return batch[fields.IMAGE], {"boxes": batch[fields.BOXES], "classes": classes}
+
+
+def to_keras_classification(batch: Mapping[str, tf.Tensor]) -> tuple[Any, tf.Tensor]:
+    """``(images, labels)`` of classification data, labels as stored (CIFAR-10: 0-9).
+
+    Without an image (a CSV of numbers), the inputs are the dict of every other field, for a
+    model with one named input per column.
+    """
+    if fields.LABEL not in batch:
+        raise ValueError(
+            f"keras=True needs boxes (detection) or a {fields.LABEL!r} field (classification); "
+            f"the examples have {sorted(batch)}"
+        )
+    if fields.IMAGE in batch:
+        return batch[fields.IMAGE], batch[fields.LABEL]
+    side = {fields.LABEL, fields.RECORD_ID} | {fields.shape_key(name) for name in batch}
+    return {k: v for k, v in batch.items() if k not in side}, batch[fields.LABEL]
 
 
 def keras_boxes(features: Mapping[str, tf.Tensor], bounding_box_format: str) -> tf.Tensor:

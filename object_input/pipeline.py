@@ -16,6 +16,7 @@ from typing import Any
 import tensorflow as tf
 
 from object_input import batching, fields
+from object_input.keras_layout import to_keras
 from object_input.ops import Augmentation, core
 from object_input.ops.resize import resize_features
 from object_input.options import (
@@ -224,6 +225,11 @@ class DatasetOptions:
                     f"the {type(self.source).__name__} source instead"
                 )
         self.source = as_source(self.source, self.format, path_options)
+        if self.service is not None and not self.source.serializable:
+            raise ValueError(
+                f"a {type(self.source).__name__} source runs in this Python process and cannot "
+                "run on tf.data service workers; drop service= or write the data to files first"
+            )
         if self.shuffle is None:
             self.shuffle = self.source.shuffle_by_default
 
@@ -338,13 +344,6 @@ def _with_example_seeds(records: tf.data.Dataset, opts: DatasetOptions) -> tf.da
         return seed, record
 
     return tf.data.Dataset.zip((tf.data.Dataset.counter(), salts, records)).map(attach)
-
-
-def to_keras(batch: dict) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
-    """``(images, {"boxes", "classes"})`` for ``model.fit``; padded boxes get class -1."""
-    valid = tf.sequence_mask(batch[fields.NUM_BOXES], tf.shape(batch[fields.CLASSES])[1])
-    classes = tf.where(valid, batch[fields.CLASSES], -1)
-    return batch[fields.IMAGE], {"boxes": batch[fields.BOXES], "classes": classes}
 
 
 #: make_dataset's defaults by parameter name: the one table every entry point uses.

@@ -147,3 +147,17 @@ def test_step_keeps_to_its_spec(name):
         assert not changed & set(fields.per_box_fields()), f"{name} moved or dropped boxes"
     else:
         assert spec.kind == "geometry"
+
+
+@pytest.mark.parametrize("name", registered_steps())
+def test_step_runs_on_an_example_without_boxes(name):
+    """Classification data (an image and a label) goes through every step."""
+    spec = get_step(name)
+    image = tf.constant(np.random.default_rng(1).integers(0, 256, [12, 17, 3]), tf.uint8)
+    label = tf.constant(3)
+    out = _run(
+        spec, {fields.IMAGE: image, fields.IMAGE_SHAPE: tf.constant([12, 17]), fields.LABEL: label}
+    )
+    assert int(out[fields.LABEL]) == 3
+    assert not set(out) & set(fields.per_box_fields()), f"{name} invented per-box fields"
+    assert out[fields.IMAGE_SHAPE].numpy().tolist() == out[fields.IMAGE].shape[:2]

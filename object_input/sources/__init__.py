@@ -4,17 +4,26 @@
 comes from ``format=`` or the file suffix (see :func:`as_source`).
 """
 
+from object_input.sources.arrays import Arrays
 from object_input.sources.base import ReadContext, Source
 from object_input.sources.dataset import Dataset
 from object_input.sources.earthengine import EarthEngine, EarthEngineTable
 from object_input.sources.files import list_files, read_files
+from object_input.sources.fixed_length import CIFAR10, CIFAR100, Field, FixedLength
+from object_input.sources.generator import Generator
 from object_input.sources.resolve import as_source, formats, register_format
 from object_input.sources.tfrecord import TFRecord
 
 __all__ = [
+    "CIFAR10",
+    "CIFAR100",
+    "Arrays",
     "Dataset",
     "EarthEngine",
     "EarthEngineTable",
+    "Field",
+    "FixedLength",
+    "Generator",
     "ReadContext",
     "Source",
     "TFRecord",

@@ -42,6 +42,9 @@ class Source(abc.ABC):
 
     #: whether ``make_dataset`` shuffles records when the caller leaves ``shuffle`` unset.
     shuffle_by_default: bool = True
+    #: whether the source's records can be read on tf.data service workers (a Python generator
+    #: of this process cannot).
+    serializable: bool = True
 
     @abc.abstractmethod
     def records(self, context: ReadContext) -> tf.data.Dataset:

@@ -14,7 +14,8 @@ class Dataset(Source):
     """Feature dicts from an existing ``tf.data.Dataset`` (one example per element).
 
     Sharding takes every ``num_shards``-th element; record ids are ``"<name>:<position>"``. The
-    elements pass through as they are, plus ``RECORD_ID`` when absent.
+    elements pass through as they are, ragged tensors made dense, plus ``RECORD_ID`` and
+    ``IMAGE_SHAPE`` (of an ``IMAGE``) when absent.
     """
 
     def __init__(self, dataset: tf.data.Dataset, *, name: str = "dataset"):
@@ -40,8 +41,13 @@ class Dataset(Source):
     def decode(
         self, record_id: tf.Tensor, payload: Any, *, defer_image: bool = False
     ) -> dict[str, tf.Tensor]:
-        features = dict(payload)
+        features = {
+            name: value.to_tensor() if isinstance(value, tf.RaggedTensor) else value
+            for name, value in payload.items()
+        }
         features.setdefault(fields.RECORD_ID, record_id)
+        if fields.IMAGE in features and fields.IMAGE_SHAPE not in features:
+            features[fields.IMAGE_SHAPE] = tf.shape(features[fields.IMAGE])[:2]
         return features
 
     def __repr__(self) -> str:

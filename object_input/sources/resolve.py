@@ -40,7 +40,11 @@ _FORMATS: dict[str, _Format] = {}
 
 
 def register_format(name: str, suffixes: Sequence[str], factory: Factory) -> None:
-    """Let ``make_dataset`` build a source of format ``name`` from paths with ``suffixes``."""
+    """Let ``make_dataset`` build a source of format ``name`` from paths with ``suffixes``.
+
+    When formats share a suffix, a path with it gets the one registered first; the others need
+    ``format=``.
+    """
     _FORMATS[name] = _Format(tuple(suffixes), factory)
 
 
@@ -58,7 +62,8 @@ def _listing() -> str:
 
 def _format_of(path: str) -> str:
     lower = path.lower()
-    # The longest suffix wins: ".tfrecord.gz" over ".gz".
+    # The longest suffix wins: ".tfrecord.gz" over ".gz"; of formats sharing a suffix, the one
+    # registered first (".bin": cifar10 before cifar100).
     best = max(
         (
             (len(s), name)
@@ -66,6 +71,7 @@ def _format_of(path: str) -> str:
             for s in fmt.suffixes
             if lower.endswith(s)
         ),
+        key=lambda match: match[0],
         default=None,
     )
     if best is None:

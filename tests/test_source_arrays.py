@@ -1,0 +1,85 @@
+"""Preloaded arrays: dense and ragged fields, through augmentation, both batchings and Keras."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import object_input as oi
+from object_input import fields
+from object_input.sources import Arrays
+
+BOXES = [
+    [[0.0, 0.0, 0.5, 0.25]],
+    [[0.1, 0.2, 0.3, 0.4], [0.5, 0.5, 1.0, 1.0], [0.0, 0.6, 0.2, 0.9]],
+    np.zeros([0, 4]),
+]
+CLASSES = [[2], [1, 3, 1], []]
+
+
+def _data():
+    images = np.arange(3 * 4 * 8 * 3, dtype=np.uint8).reshape(3, 4, 8, 3)
+    return {
+        fields.IMAGE: images,
+        fields.BOXES: [np.array(b, np.float64) for b in BOXES],
+        fields.CLASSES: [np.array(c, np.int64) for c in CLASSES],
+    }
+
+
+def test_ragged_boxes_come_back_per_example_in_pipeline_dtypes():
+    examples = list(oi.make_dataset(Arrays(_data()), batch_size=None, shuffle=False))
+    assert [x[fields.BOXES].shape[0] for x in examples] == [1, 3, 0]
+    for example, boxes, classes in zip(examples, BOXES, CLASSES, strict=True):
+        assert example[fields.BOXES].dtype == tf.float32
+        assert example[fields.CLASSES].dtype == tf.int32
+        np.testing.assert_allclose(example[fields.BOXES].numpy().reshape(-1, 4), boxes)
+        assert example[fields.CLASSES].numpy().tolist() == classes
+        assert example[fields.IMAGE_SHAPE].numpy().tolist() == [4, 8]
+    assert [x[fields.RECORD_ID].numpy() for x in examples] == [
+        b"arrays:0",
+        b"arrays:1",
+        b"arrays:2",
+    ]
+
+
+def test_images_of_different_sizes_become_ragged_then_dense_again():
+    images = [np.full([2, 3, 3], 1, np.uint8), np.full([5, 1, 3], 2, np.uint8)]
+    examples = list(
+        oi.make_dataset(
+            Arrays({fields.IMAGE: images, fields.LABEL: [4, 7]}), batch_size=None, shuffle=False
+        )
+    )
+    for example, image in zip(examples, images, strict=True):
+        np.testing.assert_array_equal(example[fields.IMAGE].numpy(), image)
+    assert [int(x[fields.LABEL]) for x in examples] == [4, 7]
+    assert examples[0][fields.LABEL].dtype == tf.int32
+
+
+def test_augmentation_moves_ragged_boxes_and_dynamic_batches_unpad_exactly():
+    augment = [("random_horizontal_flip", {"probability": 1.0})]
+    (batch,) = oi.make_dataset(Arrays(_data()), batch_size=3, augment=augment, shuffle=False)
+    assert batch[fields.BOXES].shape == (3, 3, 4)
+    assert batch[fields.NUM_BOXES].numpy().tolist() == [1, 3, 0]
+    restored = oi.unpad_batch(batch)
+    for example, boxes in zip(restored, BOXES, strict=True):
+        boxes = np.array(boxes, np.float32).reshape(-1, 4)
+        flipped = np.stack([boxes[:, 0], 1 - boxes[:, 3], boxes[:, 2], 1 - boxes[:, 1]], axis=1)
+        np.testing.assert_allclose(example[fields.BOXES], flipped, atol=1e-6)
+    np.testing.assert_array_equal(restored[1][fields.IMAGE], _data()[fields.IMAGE][1][:, ::-1])
+
+
+def test_static_batching_and_keras_targets():
+    kwargs = {"batch_size": 2, "shuffle": False, "max_boxes": 4, "image_size": (8, 8)}
+    static = list(oi.make_dataset(Arrays(_data()), batching="static", **kwargs))
+    assert [b[fields.BOXES].shape for b in static] == [(2, 4, 4), (1, 4, 4)]
+    images, targets = next(iter(oi.make_dataset(Arrays(_data()), keras=True, **kwargs)))
+    assert images.shape == (2, 8, 8, 3)
+    assert targets["classes"].numpy().tolist() == [[2, -1, -1], [1, 3, 1]]
+
+
+def test_mismatched_lengths_and_ranks_are_errors():
+    with pytest.raises(ValueError, match=r"same number of examples in every field, got .*'a': 2"):
+        Arrays({"a": np.zeros([2]), "b": np.zeros([3])})
+    with pytest.raises(ValueError, match=r"field 'b': per-example arrays must have one rank"):
+        Arrays({"b": [np.zeros([2, 4]), np.zeros([3])]})
+    with pytest.raises(TypeError, match=r"field 'a' must be an array or a list"):
+        Arrays({"a": 3})
