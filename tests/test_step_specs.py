@@ -38,6 +38,13 @@ PARAMS = {
     },
     "autoaugment_image": {"policy_name": "v3"},
     "keras_layer": {"layer": "RandomFlip"},
+    "random_rotation": {"max_angle": 60.0},
+    "random_affine": {"max_rotation": 30.0, "max_shear": 10.0, "max_translation": 0.3},
+    "random_cutout": {"probability": 1.0, "num_patches": 3, "size_range": (0.4, 0.6)},
+    "random_gaussian_blur": {"probability": 1.0},
+    "random_sharpness": {"probability": 1.0},
+    "random_posterize": {"probability": 1.0, "bits_range": (2, 3)},
+    "random_solarize": {"probability": 1.0, "threshold_range": (50.0, 60.0)},
 }
 # Fields a step refuses, left out of its example.
 WITHOUT = {"keras_layer": (fields.KEYPOINTS, fields.KEYPOINT_VISIBILITIES)}

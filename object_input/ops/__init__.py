@@ -3,6 +3,7 @@
 Importing this package registers every built-in step; ``registered_steps()`` lists them.
 """
 
+from object_input.ops.affine import random_affine, random_rotation
 from object_input.ops.autoaugment import autoaugment_image
 from object_input.ops.color import (
     COLOR_STEPS,
@@ -24,6 +25,13 @@ from object_input.ops.crop import (
     random_scale_crop_and_pad_to_square,
     random_square_crop_by_scale,
 )
+from object_input.ops.enhance import (
+    random_gaussian_blur,
+    random_posterize,
+    random_sharpness,
+    random_solarize,
+)
+from object_input.ops.erase import random_cutout
 from object_input.ops.flip import (
     flip_left_right,
     flip_up_down,
@@ -60,6 +68,7 @@ from object_input.ops.pixel import (
     random_pixel_value_scale,
     subtract_channel_mean,
 )
+from object_input.ops.randaugment import randaugment_detection
 from object_input.ops.registry import (
     ConfigError,
     StepSpec,
@@ -103,17 +112,21 @@ __all__ = [
     "normalize_step",
     "one_hot_encoding",
     "pad_to_window",
+    "randaugment_detection",
     "random_absolute_pad_image",
     "random_adjust_brightness",
     "random_adjust_contrast",
     "random_adjust_hue",
     "random_adjust_saturation",
+    "random_affine",
     "random_black_patches",
     "random_crop_image",
     "random_crop_pad_image",
     "random_crop_to_aspect_ratio",
+    "random_cutout",
     "random_distort_color",
     "random_downscale_to_target_pixels",
+    "random_gaussian_blur",
     "random_horizontal_flip",
     "random_image_scale",
     "random_jitter_boxes",
@@ -122,11 +135,15 @@ __all__ = [
     "random_pad_to_aspect_ratio",
     "random_patch_gaussian",
     "random_pixel_value_scale",
+    "random_posterize",
     "random_resize_method",
     "random_rgb_to_gray",
+    "random_rotation",
     "random_rotation90",
     "random_scale_crop_and_pad_to_square",
     "random_self_concat_image",
+    "random_sharpness",
+    "random_solarize",
     "random_square_crop_by_scale",
     "random_vertical_flip",
     "register_step",

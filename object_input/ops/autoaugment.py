@@ -472,6 +472,40 @@ def _policy_tables(policy: Sequence[SubPolicy]):
     return kinds, members, length, tables
 
 
+IDENTITY = "Identity"  # RandAugment's no-op choice
+
+
+def op_table(
+    names: Sequence[str], level: int, probability: float
+) -> tuple[list[str], dict[str, list[str]], dict[str, list]]:
+    """The kinds, per-kind members and per-op rows of ``names``, each at ``level``.
+
+    Rows are lists indexed like ``names`` (for :func:`run_entries` after a gather);
+    :data:`IDENTITY` is a no-op entry.
+    """
+    ops = sorted({name for name in names if name != IDENTITY})
+    kinds = [kind for kind in _KINDS if any(_OPS[name].kind == kind for name in ops)]
+    members = {kind: [name for name in ops if _OPS[name].kind == kind] for kind in kinds}
+    rows: dict[str, list] = {"kind": [], "member": [], "signed": [], "probability": [], "arg": []}
+    for name in names:
+        if name == IDENTITY:
+            values = (0, 0, 0, 0.0, 0.0)
+        else:
+            op = _OPS[name]
+            values = (
+                1 + kinds.index(op.kind),
+                members[op.kind].index(name),
+                int(op.signed),
+                probability,
+                op.level_to_arg(level),
+            )
+        for key, value in zip(
+            ("kind", "member", "signed", "probability", "arg"), values, strict=True
+        ):
+            rows[key].append(value)
+    return kinds, members, rows
+
+
 def _check_policy(policy: Sequence[SubPolicy]) -> None:
     if not policy or not all(policy):
         raise ValueError("an AutoAugment policy needs one or more non-empty sub-policies")
@@ -514,16 +548,33 @@ def apply_policy(
             "Flip_Only_BBoxes mirrors the content of boxes, which swaps left and right "
             "keypoints, but the example has keypoints and no keypoint permutation is known"
         )
+    select_seed, ops_seed = core.split_seed(seed, 2)
+    choice = core.uniform_int(select_seed, 0, len(policy))
+    rows = {key: tf.gather(tf.constant(table), choice) for key, table in tables.items()}
+    return run_entries(features, kinds, members, length, rows, ops_seed)
+
+
+def run_entries(
+    features: core.Features,
+    kinds: Sequence[str],
+    members: dict[str, list[str]],
+    length: int,
+    rows: dict[str, tf.Tensor],
+    seed: tf.Tensor,
+) -> core.Features:
+    """Apply ``length`` op entries in order, each looked up at run time in ``rows``.
+
+    ``rows`` maps ``kind`` (0: nothing to do, else 1 + index into ``kinds``), ``member`` (index
+    of the op among ``members[kind]``), ``signed``, ``probability`` and ``arg`` to ``[length]``
+    tensors. Entry ``i`` draws from ``fold_in(seed, i)``. The image dtype is kept.
+    """
     image = features[fields.IMAGE]
     moved = (*fields.per_box_fields(), *transform.moved_fields())
     work = {name: features[name] for name in moved if name in features}
     work[fields.IMAGE] = core.to_float(image)
-    select_seed, ops_seed = core.split_seed(seed, 2)
-    choice = core.uniform_int(select_seed, 0, len(policy))
-    rows = {key: tf.gather(tf.constant(table), choice) for key, table in tables.items()}
 
     def body(position, work):
-        gate_seed, sign_seed, op_seed = core.split_seed(core.fold_seed(ops_seed, position), 3)
+        gate_seed, sign_seed, op_seed = core.split_seed(core.fold_seed(seed, position), 3)
         arg = rows["arg"][position]
         flip_sign = (rows["signed"][position] > 0) & core.bernoulli(sign_seed, 0.5)
         entry = _Entry(

@@ -220,6 +220,14 @@ def in_range(lo: float, hi: float) -> Check:
     return rule(f"in [{lo}, {hi}]")(lambda v: None if lo <= v <= hi else f"must be in [{lo}, {hi}]")
 
 
+def range_pair(lo: float, hi: float) -> Check:
+    """Check that a pair is (low, high) with lo <= low <= high <= hi."""
+    text = f"(low, high), {lo} ≤ low ≤ high ≤ {hi}"
+    return rule(text)(
+        lambda v: None if lo <= v[0] <= v[1] <= hi else f"must be (low, high) with {text[13:]}"
+    )
+
+
 @rule("> 0")
 def positive(v: Any) -> str | None:
     """Check that a number is > 0."""

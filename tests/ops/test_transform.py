@@ -39,6 +39,16 @@ STEPS = [
         },
     ),
     ("ssd_random_crop", {}),
+    ("random_rotation", {"max_angle": 40.0, "interpolation": "NEAREST"}),
+    (
+        "random_affine",
+        {
+            "max_rotation": 20.0,
+            "max_shear": 10.0,
+            "max_translation": 0.2,
+            "interpolation": "NEAREST",
+        },
+    ),
 ]
 
 

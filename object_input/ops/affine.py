@@ -1,0 +1,188 @@
+"""Rotation by any angle and random affine transforms: one matrix, applied by :mod:`transform`.
+
+Both steps sample a forward 3 × 3 matrix in pixel coordinates about the image centre and hand it
+to :class:`transform.Affine`, which resamples the image with ``ImageProjectiveTransformV3`` (same
+size out, ``fill_value`` where nothing maps), masks with nearest neighbour, moves keypoints (lost
+outside the image) and replaces each box by the clipped hull of its moved corners. With masks
+present and ``boxes_from_masks``, a box becomes instead the tight box of its moved mask, which
+hugs the object where the hull of a rotated box grows.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import tensorflow as tf
+
+from object_input import fields
+from object_input.ops import core, transform
+from object_input.ops.registry import (
+    MOVED,
+    PER_BOX,
+    in_range,
+    range_pair,
+    register_step,
+    rule,
+)
+
+_AFFINE_FIELDS = (MOVED, PER_BOX)
+
+
+@rule("NEAREST or BILINEAR")
+def _interpolation_check(value: str) -> str | None:
+    return None if value in transform.INTERPOLATIONS else "must be NEAREST or BILINEAR"
+
+
+def mask_boxes(masks: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """Tight normalized boxes of ``[N, H, W]`` masks, and whether each mask has any pixel."""
+    height, width = tf.shape(masks)[1], tf.shape(masks)[2]
+    rows = tf.reduce_any(masks > 0, axis=2)
+    cols = tf.reduce_any(masks > 0, axis=1)
+
+    def extent(hits: tf.Tensor, size: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        index = tf.range(size)[tf.newaxis]
+        first = tf.reduce_min(tf.where(hits, index, size), axis=1)
+        last = tf.reduce_max(tf.where(hits, index + 1, 0), axis=1)
+        scale = tf.cast(size, tf.float32)
+        return tf.cast(first, tf.float32) / scale, tf.cast(last, tf.float32) / scale
+
+    ymin, ymax = extent(rows, height)
+    xmin, xmax = extent(cols, width)
+    return tf.stack([ymin, xmin, ymax, xmax], axis=1), tf.reduce_any(rows, axis=1)
+
+
+def warp_example(
+    features: core.Features,
+    matrix: tf.Tensor,
+    *,
+    fill_value: float,
+    interpolation: str,
+    boxes_from_masks: bool,
+) -> core.Features:
+    """Apply the forward pixel ``matrix`` to every field; see the module docstring."""
+    size = core.image_size(features[fields.IMAGE])
+    affine = transform.Affine(size, matrix, fill_value=fill_value, interpolation=interpolation)
+    out = transform.apply(features, affine)
+    if boxes_from_masks and fields.MASKS in out and fields.BOXES in out:
+        tight, has_pixels = mask_boxes(out[fields.MASKS])
+        out[fields.BOXES] = tf.where(has_pixels[:, tf.newaxis], tight, out[fields.BOXES])
+    return out
+
+
+def about_centre(height, width, linear: tf.Tensor, shift_x=0.0, shift_y=0.0) -> tf.Tensor:
+    """The forward matrix applying the 2 × 2 ``linear`` part about the image centre, then moving
+    the result by (``shift_x``, ``shift_y``) pixels."""
+    cx = tf.cast(width, tf.float32) / 2.0
+    cy = tf.cast(height, tf.float32) / 2.0
+    embed = transform.affine_matrix(
+        [[linear[0][0], linear[0][1], 0], [linear[1][0], linear[1][1], 0], [0, 0, 1]]
+    )
+    return (
+        transform.translate_matrix(cx + shift_x, cy + shift_y)
+        @ embed
+        @ transform.translate_matrix(-cx, -cy)
+    )
+
+
+def rotation(degrees: Any) -> list[list[tf.Tensor]]:
+    """The 2 × 2 rotation by ``degrees``, counter-clockwise on screen.
+
+    y points down, so that is x' = c·x + s·y, y' = −s·x + c·y.
+    """
+    radians = tf.cast(degrees, tf.float32) * (math.pi / 180.0)
+    cos, sin = tf.cos(radians), tf.sin(radians)
+    return [[cos, sin], [-sin, cos]]
+
+
+@register_step(
+    reads=_AFFINE_FIELDS,
+    writes=_AFFINE_FIELDS,
+    kind="geometry",
+    checks={
+        "max_angle": in_range(0.0, 180.0),
+        "probability": in_range(0.0, 1.0),
+        "interpolation": _interpolation_check,
+    },
+)
+def random_rotation(
+    features: core.Features,
+    *,
+    seed=None,
+    max_angle: float = 10.0,
+    probability: float = 1.0,
+    fill_value: float = 0.0,
+    interpolation: str = "BILINEAR",
+    boxes_from_masks: bool = True,
+) -> core.Features:
+    """With ``probability``, rotate by an angle U(−max_angle, max_angle) degrees about the centre.
+
+    Positive angles turn the content counter-clockwise. The image keeps its size: corners are cut
+    and uncovered pixels are ``fill_value``. Boxes are the clipped hulls of their rotated corners,
+    or, with masks and ``boxes_from_masks``, the tight boxes of the rotated masks; boxes rotated
+    out of the image are dropped with every per-box field; keypoints leaving it are lost.
+    """
+    gate_seed, angle_seed = core.split_seed(seed, 2)
+    angle = core.uniform(angle_seed, -max_angle, max_angle)
+    angle = tf.where(core.bernoulli(gate_seed, probability), angle, 0.0)
+    height, width = core.image_size(features[fields.IMAGE])
+    matrix = about_centre(height, width, rotation(angle))
+    return warp_example(
+        features,
+        matrix,
+        fill_value=fill_value,
+        interpolation=interpolation,
+        boxes_from_masks=boxes_from_masks,
+    )
+
+
+@register_step(
+    reads=_AFFINE_FIELDS,
+    writes=_AFFINE_FIELDS,
+    kind="geometry",
+    checks={
+        "max_rotation": in_range(0.0, 180.0),
+        "max_shear": in_range(0.0, 60.0),
+        "max_translation": in_range(0.0, 1.0),
+        "scale_range": range_pair(0.01, 100.0),
+        "interpolation": _interpolation_check,
+    },
+)
+def random_affine(
+    features: core.Features,
+    *,
+    seed=None,
+    max_rotation: float = 0.0,
+    max_shear: float = 0.0,
+    max_translation: float = 0.0,
+    scale_range: tuple[float, float] = (1.0, 1.0),
+    fill_value: float = 0.0,
+    interpolation: str = "BILINEAR",
+    boxes_from_masks: bool = True,
+) -> core.Features:
+    """One random affine matrix about the centre: scale, shear, rotation, then translation.
+
+    Per image: scale U(scale_range) (both axes), shear angles U(−max_shear, max_shear) degrees
+    along x and along y, rotation U(−max_rotation, max_rotation) degrees, translation
+    U(−max_translation, max_translation) × width (x) and × height (y). The defaults are the
+    identity. Fields move as in :func:`random_rotation`.
+    """
+    scale_seed, shear_seed, angle_seed, shift_seed = core.split_seed(seed, 4)
+    scale = core.uniform(scale_seed, scale_range[0], scale_range[1])
+    shear = core.uniform(shear_seed, -max_shear, max_shear, shape=[2]) * (math.pi / 180.0)
+    angle = core.uniform(angle_seed, -max_rotation, max_rotation)
+    shift = core.uniform(shift_seed, -max_translation, max_translation, shape=[2])
+    height, width = core.image_size(features[fields.IMAGE])
+    turn = tf.stack([tf.stack(row) for row in rotation(angle)])
+    shear_matrix = tf.stack([tf.stack([1.0, tf.tan(shear[0])]), tf.stack([tf.tan(shear[1]), 1.0])])
+    linear = turn @ shear_matrix * scale
+    shift_x = shift[0] * tf.cast(width, tf.float32)
+    shift_y = shift[1] * tf.cast(height, tf.float32)
+    matrix = about_centre(height, width, linear, shift_x, shift_y)
+    return warp_example(
+        features,
+        matrix,
+        fill_value=fill_value,
+        interpolation=interpolation,
+        boxes_from_masks=boxes_from_masks,
+    )

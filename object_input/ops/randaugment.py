@@ -1,0 +1,62 @@
+"""RandAugment for detection: ``num_layers`` ops of one ``magnitude``, drawn per example.
+
+The ops are AutoAugment's whole-image ones (Cubuk et al. 2020 use the same list): the geometric
+ones move boxes, masks and keypoints through :mod:`transform`, the rest change pixel values. Each
+layer picks one op uniformly (the identity included) with the example's seed; signed ops get a
+random sign. Magnitudes use AutoAugment's level scale, 0–10.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from object_input.ops import autoaugment, core
+from object_input.ops.registry import MOVED, PER_BOX, in_range, positive, register_step
+
+RANDAUGMENT_OPS = (
+    autoaugment.IDENTITY,
+    "AutoContrast",
+    "Equalize",
+    "Rotate_BBox",
+    "Solarize",
+    "Color",
+    "Posterize",
+    "Contrast",
+    "Brightness",
+    "Sharpness",
+    "ShearX_BBox",
+    "ShearY_BBox",
+    "TranslateX_BBox",
+    "TranslateY_BBox",
+)
+
+
+@register_step(
+    reads=(MOVED, PER_BOX),
+    writes=(MOVED, PER_BOX),
+    kind="geometry",
+    checks={
+        "num_layers": positive,
+        "magnitude": in_range(0, autoaugment.MAX_LEVEL),
+        "probability": in_range(0.0, 1.0),
+    },
+)
+def randaugment_detection(
+    features: core.Features,
+    *,
+    seed=None,
+    num_layers: int = 2,
+    magnitude: int = 10,
+    probability: float = 1.0,
+) -> core.Features:
+    """Apply ``num_layers`` ops drawn uniformly from :data:`RANDAUGMENT_OPS`, each at
+    ``magnitude`` (0–10) and each with ``probability``.
+
+    Boxes a geometric op moves out of the image are dropped with every per-box field; the image
+    dtype is kept.
+    """
+    kinds, members, table = autoaugment.op_table(RANDAUGMENT_OPS, magnitude, probability)
+    select_seed, ops_seed = core.split_seed(seed, 2)
+    picks = core.uniform_int(select_seed, 0, len(RANDAUGMENT_OPS), shape=[num_layers])
+    rows = {key: tf.gather(tf.constant(values), picks) for key, values in table.items()}
+    return autoaugment.run_entries(features, kinds, members, num_layers, rows, ops_seed)
