@@ -51,7 +51,7 @@ def test_ops_are_drawn_per_example_and_geometric_ones_move_boxes():
 
 
 def test_validation():
-    with pytest.raises(ConfigError, match="randaugment_detection.*magnitude"):
+    with pytest.raises(ConfigError, match=r"randaugment_detection.*magnitude"):
         get_step("randaugment_detection").resolve({"magnitude": 11})
-    with pytest.raises(ConfigError, match="randaugment_detection.*num_layers"):
+    with pytest.raises(ConfigError, match=r"randaugment_detection.*num_layers"):
         get_step("randaugment_detection").resolve({"num_layers": 0})
