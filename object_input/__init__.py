@@ -25,7 +25,16 @@ _EXPORTS = {
     "make_dataset": "object_input.pipeline",
     "unpad_batch": "object_input.batching",
 }
-_SUBMODULES = ("boxes", "converters", "earthengine", "fields", "ops", "sources", "writers")
+_SUBMODULES = (
+    "boxes",
+    "converters",
+    "earthengine",
+    "fields",
+    "keras_layout",
+    "ops",
+    "sources",
+    "writers",
+)
 
 __all__ = [
     "DatasetOptions",
@@ -40,6 +49,7 @@ __all__ = [
     "decode_example",
     "earthengine",
     "fields",
+    "keras_layout",
     "load_pipeline_config",
     "make_dataset",
     "ops",
@@ -49,7 +59,16 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from object_input import boxes, converters, earthengine, fields, ops, sources, writers
+    from object_input import (
+        boxes,
+        converters,
+        earthengine,
+        fields,
+        keras_layout,
+        ops,
+        sources,
+        writers,
+    )
     from object_input.batching import unpad_batch
     from object_input.config import PipelineConfig, load_pipeline_config
     from object_input.decoders import ExampleDecoder, decode_example

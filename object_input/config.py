@@ -61,7 +61,7 @@ class PipelineConfig:
       masks: instance masks to decode: None, ``"png"`` or ``"numerical"``.
       num_keypoints: keypoints per box to decode (0: none).
       multiclass_scores: decode per-box multiclass scores.
-      drop_remainder: drop the last, smaller batch.
+      drop_remainder: drop the last, smaller batch (None: only with static batching).
       seed: pipeline seed; with one, every batch is reproducible.
     """
 
@@ -80,7 +80,7 @@ class PipelineConfig:
     masks: str | None = DEFAULTS["masks"]
     num_keypoints: int = DEFAULTS["num_keypoints"]
     multiclass_scores: bool = DecodeOptions.multiclass_scores
-    drop_remainder: bool = DEFAULTS["drop_remainder"]
+    drop_remainder: bool | None = DEFAULTS["drop_remainder"]
     seed: int | None = DEFAULTS["seed"]
 
     def __post_init__(self) -> None:
@@ -171,7 +171,7 @@ _VALUE_CHECKS: dict[str, tuple[type, int | None, bool]] = {
     "masks": (str, None, True),
     "num_keypoints": (int, 0, False),
     "multiclass_scores": (bool, None, False),
-    "drop_remainder": (bool, None, False),
+    "drop_remainder": (bool, None, True),
     "seed": (int, None, True),
 }
 

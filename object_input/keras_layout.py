@@ -62,7 +62,7 @@ def keras_output(
 
 def _valid_rows(batch: Mapping[str, tf.Tensor]) -> tf.Tensor:
     """Bool ``[B, N]``: which rows of a padded batch are real boxes."""
-    return tf.sequence_mask(batch[fields.NUM_BOXES], tf.shape(batch[fields.CLASSES])[1])
+    return tf.sequence_mask(batch[fields.NUM_BOXES], tf.shape(batch[fields.CLASSES])[-1])
 
 
 def to_keras(batch: Mapping[str, tf.Tensor]) -> tuple[Any, Any]:

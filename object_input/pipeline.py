@@ -15,8 +15,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from object_input import batching, fields
-from object_input.keras_layout import to_keras
+from object_input import batching, fields, keras_layout
 from object_input.ops import Augmentation, core
 from object_input.ops.resize import resize_features
 from object_input.options import (
@@ -57,7 +56,7 @@ def make_dataset(
     max_boxes: int | None = _Default(None),
     batching: str = _Default("dynamic"),
     box_overflow: str = _Default("error"),
-    drop_remainder: bool = _Default(False),
+    drop_remainder: bool | None = _Default(None),
     shuffle: bool | None = _Default(None),
     shuffle_buffer_size: int = _Default(2048),
     num_epochs: int | None = _Default(1),
@@ -65,7 +64,8 @@ def make_dataset(
     label_map: str | os.PathLike | Mapping[str, int] | None = _Default(None),
     masks: str | None = _Default(None),
     num_keypoints: int = _Default(0),
-    keras: bool = _Default(False),
+    keras: bool | str = _Default(False),
+    bounding_box_format: str | None = _Default(None),
     output_dtype: str | None = _Default(None),
     num_parallel_calls: int = _Default(AUTOTUNE),
     prefetch: int = _Default(AUTOTUNE),
@@ -92,13 +92,19 @@ def make_dataset(
         image size.
       box_overflow: more boxes than ``max_boxes``: "error", or "truncate" (counted in
         ``num_dropped_boxes``).
-      drop_remainder: drop the last, smaller batch.
+      drop_remainder: drop the last, smaller batch; None: only with ``batching='static'``, whose
+        batches then have a known batch size too (pass False to keep every example).
       shuffle: shuffle files and records; None: the source's default (on for training data).
       shuffle_buffer_size: records in the shuffle buffer.
       num_epochs: passes over the data; None repeats forever.
       seed: with a seed, batches are identical run after run whatever the parallelism.
       label_map, masks, num_keypoints: decoding of detection records from path sources.
-      keras: yield ``(images, targets)`` tuples for ``model.fit``.
+      keras: yield ``(images, targets)`` tuples for ``model.fit``: True gives
+        ``{"boxes", "classes"}`` (pipeline boxes, padded rows class -1); "detection" gives
+        ``{"boxes", "labels"}`` for KerasHub detectors: boxes in ``bounding_box_format``, labels
+        ``class id - 1``, padded rows labelled -1.
+      bounding_box_format: the Keras 3 box format of ``keras="detection"`` targets: "xyxy",
+        "yxyx", "xywh", "center_xywh", "center_yxhw" (pixels) or their "rel_" forms.
       output_dtype: None keeps uint8 until an op makes floats; "uint8", "float32", "bfloat16".
       num_parallel_calls, prefetch: parallelism of the per-example map and prefetch depth.
       deterministic: keep the element order independent of thread timing.
@@ -139,7 +145,7 @@ class DatasetOptions:
     max_boxes: int | None
     batching: str
     box_overflow: str
-    drop_remainder: bool
+    drop_remainder: bool | None
     shuffle: bool | None
     shuffle_buffer_size: int
     num_epochs: int | None
@@ -147,7 +153,8 @@ class DatasetOptions:
     label_map: Any
     masks: str | None
     num_keypoints: int
-    keras: bool
+    keras: bool | str
+    bounding_box_format: str | None
     output_dtype: str | None
     num_parallel_calls: int
     prefetch: int
@@ -200,6 +207,9 @@ class DatasetOptions:
             )
         if not isinstance(self.augment, Augmentation):
             self.augment = Augmentation(self.augment or ())
+        if self.drop_remainder is None:
+            self.drop_remainder = self.batching == "static"
+        keras_layout.check_options(self.keras, self.bounding_box_format)
         self.reading = build(ReadOptions, "reading", self.reading)
         self.decoding = build(DecodeOptions, "decoding", self.decoding)
         if isinstance(self.service, str):
@@ -312,7 +322,8 @@ def _build(opts: DatasetOptions) -> tf.data.Dataset:
             image_size=opts.image_size or opts.pad_image_size,
             drop_remainder=opts.drop_remainder,
         )
-    if opts.keras:
+    to_keras = keras_layout.keras_output(opts.keras, opts.bounding_box_format)
+    if to_keras is not None:
         dataset = dataset.map(to_keras, num_parallel_calls=opts.num_parallel_calls)
     options = tf.data.Options()
     options.deterministic = opts.deterministic

@@ -93,7 +93,7 @@ def test_reference_config_loads():
     )
     # Settings the file leaves out take make_dataset's defaults: one table for every entry point.
     assert (config.shuffle, config.shuffle_buffer_size, config.num_readers) == (True, 2048, 8)
-    assert (config.read_block_length, config.num_epochs, config.drop_remainder) == (1, 1, False)
+    assert (config.read_block_length, config.num_epochs, config.drop_remainder) == (1, 1, None)
 
 
 def test_reference_config_dataset_kwargs():
@@ -686,7 +686,7 @@ def test_config_values_win_over_defaults_and_keywords_over_both(synthetic_dir):
         ({"max_boxes": 0}, r"max_boxes must be >= 1"),
         ({"num_epochs": -1}, r"num_epochs must be >= 0"),
         ({"seed": 1.5}, r"seed must be an integer or null"),
-        ({"drop_remainder": None}, r"drop_remainder must be true or false"),
+        ({"drop_remainder": 1}, r"drop_remainder must be true or false or null"),
         ({"masks": "PNG"}, r"masks must be one of"),
         ({"augment": [{"resize_image": {"new_width": -1}}]}, r"augment step #1: .*'new_width'"),
     ],

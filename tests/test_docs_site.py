@@ -3,7 +3,8 @@
 Samples run page by page, in order, in one namespace per page, inside a folder laid out as the docs
 assume: ``data/train-*.tfrecord`` and ``data/val-*.tfrecord`` (small synthetic shapes with masks),
 ``data/label_map.pbtxt`` (also as ``label_map.pbtxt``) and an Object Detection API
-``pipeline.config`` that reads them. A sample that cannot run here (it needs a cluster, a bucket,
+``pipeline.config`` that reads them (also as ``data/pipeline.config``, as ``object-input demo
+--output data`` writes it). A sample that cannot run here (it needs a cluster, a bucket,
 TF1) is marked on the line before its fence with ``<!-- not run: the reason -->``.
 """
 
@@ -67,6 +68,7 @@ def docs_workspace(tmp_path_factory):
     (root / "data/label_map.pbtxt").write_text(LABEL_MAP)
     (root / "label_map.pbtxt").write_text(LABEL_MAP)
     (root / "pipeline.config").write_text(PIPELINE_CONFIG)
+    (root / "data/pipeline.config").write_text(PIPELINE_CONFIG.replace("data/", ""))
     return root
 
 
