@@ -15,6 +15,14 @@ from typing import Any
 
 MARKER = re.compile(r"^<!-- options: ([\w.]+) -->$", re.M)
 SECTIONS = ("Args:", "Attributes:")
+ROLE = re.compile(r":\w+:`(~?)([\w.]+)`")
+
+
+def plain_roles(text: str) -> str:
+    """Sphinx roles as code: ``:class:`~a.b.C``` → ```C```, ``:mod:`a.b``` → ```a.b```."""
+    return ROLE.sub(
+        lambda m: f"`{m.group(2).rsplit('.', 1)[-1] if m.group(1) else m.group(2)}`", text
+    )
 
 
 def resolve(path: str) -> Any:
@@ -96,7 +104,7 @@ def options_table(path: str) -> str:
     texts = docstring_entries(obj)
     rows = ["| option | default | meaning |", "|---|---|---|"]
     for name, default in defaults(obj).items():
-        text = texts.get(name, "").replace("|", "\\|")
+        text = plain_roles(texts.get(name, "")).replace("|", "\\|")
         rows.append(f"| `{name}` | {_show(default)} | {text} |")
     return "\n".join(rows)
 

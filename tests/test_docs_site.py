@@ -194,6 +194,9 @@ def test_the_hook_reads_grouped_and_continued_docstring_entries(monkeypatch):
         "high": 2,
         "step": -1,
     }
+    assert hooks.plain_roles("a :class:`~x.y.Options` or :mod:`x.sources`") == (
+        "a `Options` or `x.sources`"
+    )
     assert hooks.on_page_markdown("x\n<!-- options: docs_hooks_sample.function -->\n") == "x\n" + (
         "| option | default | meaning |\n|---|---|---|\n| `source` | required | where from. |\n"
         "| `low` | `1` | the range, both ends included. |\n"
