@@ -6,6 +6,7 @@ comes from ``format=`` or the file suffix (see :func:`as_source`).
 
 from object_input.sources.arrays import Arrays
 from object_input.sources.base import ReadContext, Source
+from object_input.sources.csv_source import CSV
 from object_input.sources.dataset import Dataset
 from object_input.sources.earthengine import EarthEngine, EarthEngineTable
 from object_input.sources.files import list_files, read_files
@@ -17,6 +18,7 @@ from object_input.sources.tfrecord import TFRecord
 __all__ = [
     "CIFAR10",
     "CIFAR100",
+    "CSV",
     "Arrays",
     "Dataset",
     "EarthEngine",

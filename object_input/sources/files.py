@@ -55,14 +55,15 @@ def read_files(
     context: ReadContext,
     *,
     index_name: str = "",
+    first_index: int = 0,
 ) -> tf.data.Dataset:
     """``(record_id, payload)`` pairs from ``read(path)`` datasets of payloads, one per file.
 
-    ``record_id`` is ``"path:<index_name>index"`` (0-based index within the file, plus any offset
-    the reader counts from, e.g. CSV header lines). Sharding is by file when there are at least
-    ``num_shards`` files, else by record; shards are disjoint and together complete. Files are
-    shuffled (seeded, anew each epoch) when the pipeline shuffles, then interleaved
-    ``num_readers`` at a time, ``block_length`` records from each in turn.
+    ``record_id`` is ``"path:<index_name>index"``: the payload's position within the file,
+    counted from ``first_index`` (CSV: 1-based line numbers after the header). Sharding is by
+    file when there are at least ``num_shards`` files, else by record; shards are disjoint and
+    together complete. Files are shuffled (seeded, anew each epoch) when the pipeline shuffles,
+    then interleaved ``num_readers`` at a time, ``block_length`` records from each in turn.
     """
     reading = context.reading
     files = list(files)
@@ -78,7 +79,7 @@ def read_files(
         prefix = tf.strings.join([path, ":" + index_name])
         return (
             read(path)
-            .enumerate()
+            .enumerate(first_index)
             .map(lambda i, payload: (tf.strings.join([prefix, tf.strings.as_string(i)]), payload))
         )
 
