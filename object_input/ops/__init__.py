@@ -5,6 +5,7 @@ Importing this package registers every built-in step; ``registered_steps()`` lis
 
 from object_input.ops.affine import random_affine, random_rotation
 from object_input.ops.autoaugment import autoaugment_image
+from object_input.ops.caffe import caffe_transform
 from object_input.ops.color import (
     COLOR_STEPS,
     ColorStep,
@@ -101,6 +102,7 @@ __all__ = [
     "StepSpec",
     "adjust_gamma",
     "autoaugment_image",
+    "caffe_transform",
     "convert_class_logits_to_softmax",
     "crop_to_window",
     "drop_label_probabilistically",

@@ -6,6 +6,7 @@ comes from ``format=`` or the file suffix (see :func:`as_source`).
 
 from object_input.sources.arrays import Arrays
 from object_input.sources.base import ReadContext, Source
+from object_input.sources.caffe_lmdb import CaffeLMDB
 from object_input.sources.csv_source import CSV
 from object_input.sources.dataset import Dataset
 from object_input.sources.earthengine import EarthEngine, EarthEngineTable
@@ -20,6 +21,7 @@ __all__ = [
     "CIFAR100",
     "CSV",
     "Arrays",
+    "CaffeLMDB",
     "Dataset",
     "EarthEngine",
     "EarthEngineTable",

@@ -1,0 +1,200 @@
+"""Caffe's ``TransformationParameter`` as one step, with Caffe's numerics.
+
+Caffe's ``DataTransformer`` computes, for every output pixel of the (cropped, mirrored) window,
+``(pixel - mean[position in the uncropped image]) * scale`` in float32. Here the mean is
+subtracted from the whole image, the window is cut and mirrored, and the result is scaled: the
+same float32 operations on the same operands, so the values are identical. The crop offset is
+uniform in ``[0, H - crop_size]`` when training and ``(H - crop_size) // 2`` otherwise; the mirror
+is a fair coin in both phases, as in Caffe.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from object_input import caffe_proto, fields
+from object_input.ops import core, crop, flip
+from object_input.ops.registry import MOVED, non_negative, register_step, rule
+
+_GRAY = (0.299, 0.587, 0.114)
+# round(w * 2**14), summing to 2**14: OpenCV's integer weights for 8-bit images.
+_GRAY_FIXED = (4899, 9617, 1868)
+
+
+@functools.lru_cache(maxsize=8)
+def _read_mean(path: str, mtime_ns: int) -> np.ndarray:
+    del mtime_ns  # part of the cache key: a rewritten file is read again
+    return caffe_proto.read_mean(path)
+
+
+def mean_image(path: str) -> np.ndarray:
+    """The ``[C, H, W]`` float32 mean of a ``.binaryproto`` file, read once per file version."""
+    return _read_mean(path, os.stat(path).st_mtime_ns)
+
+
+@rule("one value, or one per channel")
+def _mean_value_check(value: float | Sequence[float]) -> str | None:
+    if isinstance(value, float) or len(value) in (0, 1, 3):
+        return None
+    return "must be one value or one per channel (1 or 3 values)"
+
+
+@rule(
+    "not both `mean_file` and `mean_value`; not both `force_color` and `force_gray`; the mean "
+    "file is a readable BlobProto with the channels the image will have"
+)
+def _check_params(params: Mapping[str, Any]) -> str | None:
+    mean_values = _mean_values(params["mean_value"])
+    if params["mean_file"] is not None and mean_values:
+        return "give mean_file or mean_value, not both (as in Caffe)"
+    if params["force_color"] and params["force_gray"]:
+        return "give force_color or force_gray, not both"
+    wanted = 1 if params["force_gray"] else 3 if params["force_color"] else None
+    if params["mean_file"] is not None:
+        try:
+            channels = mean_image(params["mean_file"]).shape[0]
+        except (OSError, ValueError) as error:
+            return f"parameter 'mean_file': {error}"
+        if wanted is not None and channels != wanted:
+            return f"mean_file {params['mean_file']} has {channels} channels, the image {wanted}"
+    if params["force_gray"] and len(mean_values) > 1:
+        return f"force_gray leaves one channel, but mean_value has {len(mean_values)} values"
+    return None
+
+
+def _mean_values(value: float | Sequence[float]) -> tuple[float, ...]:
+    return (value,) if isinstance(value, float) else tuple(value)
+
+
+def _record(features: core.Features) -> Any:
+    return features.get(fields.RECORD_ID, "<unnamed>")
+
+
+def _force_channels(image: tf.Tensor, force_color: bool, force_gray: bool, bgr_to_rgb: bool):
+    channels = image.shape[-1]
+    if (force_color or force_gray) and channels not in (1, 3):
+        raise ValueError(
+            f"caffe_transform: force_color and force_gray need an image of 1 or 3 channels known "
+            f"when tracing, got shape {image.shape}"
+        )
+    if force_color and channels == 1:
+        return tf.tile(image, [1, 1, 3])
+    if force_gray and channels == 3:
+        rgb = image if bgr_to_rgb else tf.reverse(image, [2])
+        return _gray(rgb)
+    return image
+
+
+def _gray(rgb: tf.Tensor) -> tf.Tensor:
+    """OpenCV's ``BGR2GRAY``: 0.299 R + 0.587 G + 0.114 B, in 14-bit fixed point for uint8."""
+    if rgb.dtype == tf.uint8:
+        weighted = tf.cast(rgb, tf.int32) * tf.constant(_GRAY_FIXED, tf.int32)
+        total = tf.reduce_sum(weighted, axis=-1, keepdims=True)
+        return tf.cast(tf.bitwise.right_shift(total + (1 << 13), 14), tf.uint8)
+    return tf.reduce_sum(core.to_float(rgb) * tf.constant(_GRAY), axis=-1, keepdims=True)
+
+
+def _mean(
+    image: tf.Tensor, mean_file: str | None, mean_value: tuple[float, ...], bgr_to_rgb: bool
+) -> tf.Tensor | None:
+    """The mean to subtract, broadcastable to ``image``, with the image's channel order."""
+    channels = image.shape[-1]
+    if mean_file is not None:
+        mean = np.transpose(mean_image(mean_file), [1, 2, 0])
+    elif mean_value:
+        mean = np.asarray(mean_value, np.float32)
+    else:
+        return None
+    if mean.shape[-1] not in (1, channels):
+        source = f"mean_file {mean_file}" if mean_file is not None else "mean_value"
+        raise ValueError(
+            f"caffe_transform: {source} has {mean.shape[-1]} channels for an image of "
+            f"{channels} channels"
+        )
+    # Caffe's means are in the Datum's (BGR) order, like its pixels.
+    if bgr_to_rgb and mean.shape[-1] == 3:
+        mean = mean[..., ::-1]
+    return tf.constant(np.ascontiguousarray(mean), tf.float32)
+
+
+@register_step(
+    reads=(MOVED, fields.RECORD_ID),
+    writes=(MOVED,),
+    kind="geometry",
+    checks={"crop_size": non_negative, "mean_value": _mean_value_check},
+    validate=_check_params,
+)
+def caffe_transform(
+    features: core.Features,
+    *,
+    seed=None,
+    scale: float = 1.0,
+    mirror: bool = False,
+    crop_size: int = 0,
+    mean_file: str | None = None,
+    mean_value: float | Sequence[float] = (),
+    force_color: bool = False,
+    force_gray: bool = False,
+    training: bool = True,
+    bgr_to_rgb: bool = True,
+) -> core.Features:
+    """Caffe's data transformation: ``(pixel - mean) * scale`` on the cropped, mirrored window.
+
+    ``mean_file`` (a ``.binaryproto`` of the image's size) is indexed at the uncropped position:
+    cut with the same window, never mirrored. ``mean_value`` is one value or one per channel. Both
+    are in Caffe's channel order (BGR); with ``bgr_to_rgb`` (the image came from
+    ``CaffeLMDB(bgr_to_rgb=True)``) they are reversed to match the RGB image. ``force_color``
+    repeats a gray channel three times; ``force_gray`` takes OpenCV's integer luma.
+    Boxes, masks and keypoints move with the crop and mirror. Float32 out.
+    """
+    image = _force_channels(features[fields.IMAGE], force_color, force_gray, bgr_to_rgb)
+    mean = _mean(image, mean_file, _mean_values(mean_value), bgr_to_rgb)
+    out = core.set_image(features, core.to_float(image))
+    mirror_seed, top_seed, left_seed = core.split_seed(seed, 3)
+    height, width = core.image_size(image)
+    if mean is not None:
+        if mean.shape.rank == 3:
+            check = tf.debugging.Assert(
+                tf.reduce_all(tf.equal(tf.shape(mean)[:2], tf.stack([height, width]))),
+                [
+                    "caffe_transform: record",
+                    _record(features),
+                    "has an image of size",
+                    tf.stack([height, width]),
+                    f"but mean_file {mean_file} is",
+                    tf.shape(mean)[:2],
+                ],
+            )
+            with tf.control_dependencies([check]):
+                mean = tf.identity(mean)
+        out[fields.IMAGE] = out[fields.IMAGE] - mean
+    if crop_size:
+        check = tf.debugging.Assert(
+            (height >= crop_size) & (width >= crop_size),
+            [
+                "caffe_transform: record",
+                _record(features),
+                "has an image of size",
+                tf.stack([height, width]),
+                f"smaller than crop_size {crop_size}",
+            ],
+        )
+        with tf.control_dependencies([check]):
+            if training:
+                top = core.uniform_int(top_seed, 0, height - crop_size + 1)
+                left = core.uniform_int(left_seed, 0, width - crop_size + 1)
+            else:
+                top, left = (height - crop_size) // 2, (width - crop_size) // 2
+        out = crop.crop_to_window(out, top, left, crop_size, crop_size, overlap_thresh=0.0)
+    if mirror:
+        out = tf.cond(
+            core.bernoulli(mirror_seed, 0.5), lambda: flip.flip_left_right(out), lambda: dict(out)
+        )
+    out[fields.IMAGE] = out[fields.IMAGE] * tf.constant(scale, tf.float32)
+    return out

@@ -1,0 +1,103 @@
+"""Caffe databases for tests, encoded here by hand (protobuf wire format), not by the code under
+test: ``Datum`` and ``BlobProto`` bytes, and LMDB databases holding them."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+
+def _varint(value: int) -> bytes:
+    value &= (1 << 64) - 1
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def _key(number: int, wire: int) -> bytes:
+    return _varint(number << 3 | wire)
+
+
+def _int(number: int, value: int) -> bytes:
+    return _key(number, 0) + _varint(value)
+
+
+def _bytes(number: int, value: bytes) -> bytes:
+    return _key(number, 2) + _varint(len(value)) + value
+
+
+def datum(
+    *,
+    channels: int | None = None,
+    height: int | None = None,
+    width: int | None = None,
+    data: bytes | None = None,
+    label: int | None = None,
+    float_data=(),
+    encoded: bool | None = None,
+) -> bytes:
+    """A serialized ``caffe.Datum``; fields left None are absent (float_data unpacked, as Caffe)."""
+    out = b""
+    for number, value in ((1, channels), (2, height), (3, width)):
+        if value is not None:
+            out += _int(number, value)
+    if data is not None:
+        out += _bytes(4, data)
+    if label is not None:
+        out += _int(5, label)
+    for value in float_data:
+        out += _key(6, 5) + struct.pack("<f", value)
+    if encoded is not None:
+        out += _int(7, int(encoded))
+    return out
+
+
+def raw_datum(bgr: np.ndarray, label: int, float_data=()) -> bytes:
+    """A raw Datum of an ``[H, W, C]`` uint8 image in BGR order: planar C × H × W bytes."""
+    height, width, channels = bgr.shape
+    planar = np.ascontiguousarray(np.transpose(bgr, [2, 0, 1]))
+    return datum(
+        channels=channels,
+        height=height,
+        width=width,
+        data=planar.tobytes(),
+        label=label,
+        float_data=float_data,
+    )
+
+
+def encoded_datum(image_bytes: bytes, label: int) -> bytes:
+    """An encoded Datum as convert_imageset --encoded writes it (no channels, height, width)."""
+    return datum(data=image_bytes, label=label, encoded=True)
+
+
+def blob(mean: np.ndarray, *, legacy: bool = False) -> bytes:
+    """A ``.binaryproto`` BlobProto of a ``[C, H, W]`` mean: packed floats, shape ``[1, C, H, W]``
+    (or, ``legacy``, num/channels/height/width)."""
+    channels, height, width = mean.shape
+    values = np.asarray(mean, "<f4").tobytes()
+    if legacy:
+        head = _int(1, 1) + _int(2, channels) + _int(3, height) + _int(4, width)
+    else:
+        dims = b"".join(_varint(d) for d in (1, channels, height, width))
+        head = _bytes(7, _bytes(1, dims))
+    return head + _bytes(5, values)
+
+
+def write_lmdb(path, records: dict[bytes, bytes]) -> str:
+    """An LMDB database at ``path`` (a folder) holding ``records``."""
+    import lmdb
+
+    env = lmdb.open(str(path), map_size=1 << 26)
+    with env.begin(write=True) as txn:
+        for key, value in records.items():
+            txn.put(key, value)
+    env.close()
+    return str(path)
