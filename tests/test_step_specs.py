@@ -45,6 +45,13 @@ PARAMS = {
     "random_sharpness": {"probability": 1.0},
     "random_posterize": {"probability": 1.0, "bits_range": (2, 3)},
     "random_solarize": {"probability": 1.0, "threshold_range": (50.0, 60.0)},
+    "caffe_transform": {
+        "crop_size": 8,
+        "mirror": True,
+        "mean_value": [1.0, 2.0, 3.0],
+        "scale": 0.5,
+        "keypoint_flip_permutation": [1, 0],
+    },
 }
 # Fields a step refuses, left out of its example.
 WITHOUT = {"keras_layer": (fields.KEYPOINTS, fields.KEYPOINT_VISIBILITIES)}

@@ -111,7 +111,7 @@ def _mean(
         mean = np.asarray(mean_value, np.float32)
     else:
         return None
-    if mean.shape[-1] not in (1, channels):
+    if channels is not None and mean.shape[-1] not in (1, channels):
         source = f"mean_file {mean_file}" if mean_file is not None else "mean_value"
         raise ValueError(
             f"caffe_transform: {source} has {mean.shape[-1]} channels for an image of "
@@ -121,6 +121,30 @@ def _mean(
     if bgr_to_rgb and mean.shape[-1] == 3:
         mean = mean[..., ::-1]
     return tf.constant(np.ascontiguousarray(mean), tf.float32)
+
+
+def _subtract(image: tf.Tensor, mean: tf.Tensor, mean_file: str | None, record: Any) -> tf.Tensor:
+    """``image - mean``, once the image has the mean's size (a mean file) and channels."""
+    shape = tf.shape(image)
+    if mean.shape.rank == 3:
+        ok = tf.reduce_all(tf.equal(shape, tf.shape(mean)))
+        what = f"mean_file {mean_file} is (height, width, channels)"
+    else:
+        ok = tf.equal(shape[-1], tf.shape(mean)[-1]) | tf.equal(tf.shape(mean)[-1], 1)
+        what = "mean_value has values"
+    check = tf.debugging.Assert(
+        ok,
+        [
+            "caffe_transform: record",
+            record,
+            "has an image of shape",
+            shape,
+            f"but {what}",
+            tf.shape(mean),
+        ],
+    )
+    with tf.control_dependencies([check]):
+        return image - mean
 
 
 @register_step(
@@ -143,6 +167,7 @@ def caffe_transform(
     force_gray: bool = False,
     training: bool = True,
     bgr_to_rgb: bool = True,
+    keypoint_flip_permutation: Sequence[int] | None = None,
 ) -> core.Features:
     """Caffe's data transformation: ``(pixel - mean) * scale`` on the cropped, mirrored window.
 
@@ -151,7 +176,8 @@ def caffe_transform(
     are in Caffe's channel order (BGR); with ``bgr_to_rgb`` (the image came from
     ``CaffeLMDB(bgr_to_rgb=True)``) they are reversed to match the RGB image. ``force_color``
     repeats a gray channel three times; ``force_gray`` takes OpenCV's integer luma.
-    Boxes, masks and keypoints move with the crop and mirror. Float32 out.
+    Boxes, masks and keypoints move with the crop and mirror (keypoints need
+    ``keypoint_flip_permutation`` when ``mirror``). Float32 out.
     """
     image = _force_channels(features[fields.IMAGE], force_color, force_gray, bgr_to_rgb)
     mean = _mean(image, mean_file, _mean_values(mean_value), bgr_to_rgb)
@@ -159,21 +185,7 @@ def caffe_transform(
     mirror_seed, top_seed, left_seed = core.split_seed(seed, 3)
     height, width = core.image_size(image)
     if mean is not None:
-        if mean.shape.rank == 3:
-            check = tf.debugging.Assert(
-                tf.reduce_all(tf.equal(tf.shape(mean)[:2], tf.stack([height, width]))),
-                [
-                    "caffe_transform: record",
-                    _record(features),
-                    "has an image of size",
-                    tf.stack([height, width]),
-                    f"but mean_file {mean_file} is",
-                    tf.shape(mean)[:2],
-                ],
-            )
-            with tf.control_dependencies([check]):
-                mean = tf.identity(mean)
-        out[fields.IMAGE] = out[fields.IMAGE] - mean
+        out[fields.IMAGE] = _subtract(out[fields.IMAGE], mean, mean_file, _record(features))
     if crop_size:
         check = tf.debugging.Assert(
             (height >= crop_size) & (width >= crop_size),
@@ -193,8 +205,11 @@ def caffe_transform(
                 top, left = (height - crop_size) // 2, (width - crop_size) // 2
         out = crop.crop_to_window(out, top, left, crop_size, crop_size, overlap_thresh=0.0)
     if mirror:
+        permutation = flip.check_permutation(out, keypoint_flip_permutation, "caffe_transform")
         out = tf.cond(
-            core.bernoulli(mirror_seed, 0.5), lambda: flip.flip_left_right(out), lambda: dict(out)
+            core.bernoulli(mirror_seed, 0.5),
+            lambda: flip.flip_left_right(out, permutation),
+            lambda: dict(out),
         )
     out[fields.IMAGE] = out[fields.IMAGE] * tf.constant(scale, tf.float32)
     return out
