@@ -3,6 +3,7 @@ test: ``Datum`` and ``BlobProto`` bytes, and LMDB databases holding them."""
 
 from __future__ import annotations
 
+import itertools
 import struct
 
 import numpy as np
@@ -101,3 +102,37 @@ def write_lmdb(path, records: dict[bytes, bytes]) -> str:
             txn.put(key, value)
     env.close()
     return str(path)
+
+
+def reference(datum, *, mean=None, mean_values=(), scale=1.0, crop=0, offset=(0, 0), mirror=False):
+    """Caffe's output (planar, float32) for a planar uint8 ``datum`` [C, H, W].
+
+    Caffe (data_transformer.cpp, Transform(Datum)) computes, for every channel c and output row h
+    and column w of the crop_size window at (h_off, w_off), in float32:
+
+        top_index  = (c * height + h) * width + (mirror ? width - 1 - w : w)
+        data_index = (c * datum_height + h_off + h) * datum_width + w_off + w
+        top[top_index] = (datum[data_index] - mean[data_index]) * scale      (mean file)
+                       = (datum[data_index] - mean_values[c]) * scale        (mean values)
+    """
+    channels, datum_height, datum_width = datum.shape
+    height, width = (crop, crop) if crop else (datum_height, datum_width)
+    h_off, w_off = offset if crop else (0, 0)
+    flat = datum.reshape(-1).astype(np.float32)
+    top = np.zeros(channels * height * width, np.float32)
+    for c, h, w in itertools.product(range(channels), range(height), range(width)):
+        top_index = (c * height + h) * width + (width - 1 - w if mirror else w)
+        data_index = (c * datum_height + h_off + h) * datum_width + w_off + w
+        if mean is not None:
+            value = flat[data_index] - mean.reshape(-1)[data_index]
+        elif mean_values:
+            value = flat[data_index] - np.float32(mean_values[c if len(mean_values) > 1 else 0])
+        else:
+            value = flat[data_index]
+        top[top_index] = value * np.float32(scale)
+    return top.reshape(channels, height, width)
+
+
+def planar_bgr(rgb_hwc) -> np.ndarray:
+    """An RGB ``[H, W, C]`` image as Caffe's planar BGR ``[C, H, W]``."""
+    return np.transpose(np.asarray(rgb_hwc)[..., ::-1], [2, 0, 1])

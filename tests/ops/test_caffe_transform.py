@@ -1,15 +1,6 @@
-"""caffe_transform against Caffe's DataTransformer arithmetic, written here in NumPy index by index.
-
-Caffe (data_transformer.cpp, Transform(Datum)) computes, for every channel c and output row h and
-column w of the crop_size window at (h_off, w_off):
-
-    top_index  = (c * height + h) * width + (mirror ? width - 1 - w : w)
-    data_index = (c * datum_height + h_off + h) * datum_width + w_off + w
-    top[top_index] = (datum[data_index] - mean[data_index]) * scale      (mean file)
-                   = (datum[data_index] - mean_values[c]) * scale        (mean values)
-
-on the planar BGR datum, in float32. The op sees an RGB [H, W, C] image (as CaffeLMDB yields it);
-its float output is compared exactly, pixel by pixel, after turning it back into planar BGR.
+"""caffe_transform against Caffe's DataTransformer arithmetic (``caffe_db.reference``, written
+index by index in NumPy). The op sees an RGB [H, W, C] image (as CaffeLMDB yields it); its float
+output is compared exactly, pixel by pixel, after turning it back into planar BGR.
 """
 
 import itertools
@@ -18,36 +9,13 @@ import caffe_db
 import numpy as np
 import pytest
 import tensorflow as tf
+from caffe_db import planar_bgr, reference
 from helpers import seeded_graph
 
 from object_input import fields
 from object_input.ops import ConfigError, caffe_transform, get_step
 
 H, W, C = 6, 7, 3
-
-
-def reference(datum, *, mean=None, mean_values=(), scale=1.0, crop=0, offset=(0, 0), mirror=False):
-    """Caffe's output (planar, float32) for a planar uint8 ``datum`` [C, H, W]."""
-    channels, datum_height, datum_width = datum.shape
-    height, width = (crop, crop) if crop else (datum_height, datum_width)
-    h_off, w_off = offset if crop else (0, 0)
-    flat = datum.reshape(-1).astype(np.float32)
-    top = np.zeros(channels * height * width, np.float32)
-    for c, h, w in itertools.product(range(channels), range(height), range(width)):
-        top_index = (c * height + h) * width + (width - 1 - w if mirror else w)
-        data_index = (c * datum_height + h_off + h) * datum_width + w_off + w
-        if mean is not None:
-            value = flat[data_index] - mean.reshape(-1)[data_index]
-        elif mean_values:
-            value = flat[data_index] - np.float32(mean_values[c if len(mean_values) > 1 else 0])
-        else:
-            value = flat[data_index]
-        top[top_index] = value * np.float32(scale)
-    return top.reshape(channels, height, width)
-
-
-def _planar_bgr(rgb_hwc):
-    return np.transpose(np.asarray(rgb_hwc)[..., ::-1], [2, 0, 1])
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +48,7 @@ def _outputs(datum, num_seeds=48, **params):
 
 def _match(out, datum, candidates, **ref):
     """The (offset, mirror) candidates whose Caffe output equals ``out`` exactly."""
-    got = _planar_bgr(out[fields.IMAGE].numpy())
+    got = planar_bgr(out[fields.IMAGE].numpy())
     return [
         (offset, mirror)
         for offset, mirror in candidates
@@ -125,7 +93,7 @@ def test_the_test_phase_centre_is_floored(datum):
     crop = 3  # (6 - 3) / 2 = 1.5 -> 1; (7 - 3) / 2 = 2
     out = _outputs(datum, num_seeds=1, crop_size=crop, training=False)[0]
     np.testing.assert_array_equal(
-        _planar_bgr(out[fields.IMAGE].numpy()), reference(datum, crop=crop, offset=(1, 2))
+        planar_bgr(out[fields.IMAGE].numpy()), reference(datum, crop=crop, offset=(1, 2))
     )
 
 
@@ -133,14 +101,14 @@ def test_the_test_phase_centre_is_floored(datum):
 def test_mean_values_are_per_channel_in_bgr_order_or_one_for_all(datum, values):
     out = _outputs(datum, num_seeds=1, mean_value=values, scale=0.017)[0]
     np.testing.assert_array_equal(
-        _planar_bgr(out[fields.IMAGE].numpy()), reference(datum, mean_values=values, scale=0.017)
+        planar_bgr(out[fields.IMAGE].numpy()), reference(datum, mean_values=values, scale=0.017)
     )
 
 
 def test_a_single_number_mean_value_is_accepted(datum):
     out = _outputs(datum, num_seeds=1, mean_value=10.0)[0]
     np.testing.assert_array_equal(
-        _planar_bgr(out[fields.IMAGE].numpy()), reference(datum, mean_values=[10.0])
+        planar_bgr(out[fields.IMAGE].numpy()), reference(datum, mean_values=[10.0])
     )
 
 
@@ -178,7 +146,7 @@ def test_force_color_repeats_a_gray_image(datum):
     features = {fields.IMAGE: tf.constant(np.transpose(gray, [1, 2, 0]))}
     out = caffe_transform(features, seed=[1, 2], force_color=True, mean_value=[1.0, 2.0, 3.0])
     np.testing.assert_array_equal(
-        _planar_bgr(out[fields.IMAGE].numpy()),
+        planar_bgr(out[fields.IMAGE].numpy()),
         reference(np.repeat(gray, 3, axis=0), mean_values=[1.0, 2.0, 3.0]),
     )
 
