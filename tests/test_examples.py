@@ -1,4 +1,4 @@
-"""The example training script runs end to end."""
+"""The example scripts run end to end."""
 
 import os
 import pathlib
@@ -11,37 +11,42 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 
 
-def test_train_keras_example_fits(tmp_path):
+def _run_example(name, *args, cwd):
     # The checkout first on the path: the examples run against this tree, installed or not.
     path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=path)
     result = subprocess.run(
-        [sys.executable, str(EXAMPLES / "train_keras.py"), "--epochs", "1", "--steps", "2"],
+        [sys.executable, str(EXAMPLES / name), *args],
         capture_output=True,
         text=True,
         env=env,
         timeout=300,
-        cwd=tmp_path,
+        cwd=cwd,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "2/2" in result.stdout and "loss:" in result.stdout
+    return result.stdout
+
+
+def test_train_keras_example_fits(tmp_path):
+    out = _run_example("train_keras.py", "--epochs", "1", "--steps", "2", cwd=tmp_path)
+    assert "2/2" in out and "loss:" in out
 
 
 def test_earthengine_example_trains_writes_back_and_stitches(tmp_path):
-    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=path)
-    script = EXAMPLES / "earthengine_segmentation.py"
-    result = subprocess.run(
-        [sys.executable, str(script), "--out", "ee", "--epochs", "1", "--steps", "3"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        cwd=tmp_path,
+    out = _run_example(
+        "earthengine_segmentation.py", "--out", "ee", "--epochs", "1", "--steps", "3", cwd=tmp_path
     )
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "24 patches, 4 × 6" in result.stdout and "wrote 24 patches" in result.stdout
+    assert "24 patches, 4 × 6" in out and "wrote 24 patches" in out
     png = tf.io.decode_png(tf.io.read_file(str(tmp_path / "ee/water.png")))
     assert png.shape == (64, 96 * 2 + 2, 1)
     written = tf.data.TFRecordDataset(str(tmp_path / "ee/predictions.tfrecord.gz"), "GZIP")
     assert sum(1 for _ in written) == 24
+
+
+def test_caffe_lmdb_example_trains_through_the_data_layer(tmp_path):
+    folder = tmp_path / "caffe"
+    out = _run_example(
+        "caffe_lmdb.py", "--epochs", "1", "--steps", "2", "--output", str(folder), cwd=tmp_path
+    )
+    assert "2/2" in out and "TEST: loss" in out
+    assert (folder / "stripes_lmdb" / "data.mdb").exists()
