@@ -193,3 +193,32 @@ def test_keras_layer_errors_are_named():
     layer = keras.layers.RandomFlip(bounding_box_format="xyxy", name="flip_k")
     with pytest.raises(ConfigError, match="layer 'flip_k' cannot move keypoints"):
         ops.keras_layer(features, layer=layer)
+
+
+def test_a_keras_layer_is_a_step_by_itself():
+    layer = keras.layers.RandomFlip("horizontal", bounding_box_format="yxyx")
+    direct = Augmentation([layer, "random_adjust_contrast"])
+    named = Augmentation([("keras_layer", {"layer": layer}), "random_adjust_contrast"])
+    assert direct.names() == named.names() == ["keras_layer", "random_adjust_contrast"]
+    for seed in ([0, 0], [3, 1]):
+        a, b = direct(example(), seed=tf.constant(seed)), named(example(), seed=tf.constant(seed))
+        np.testing.assert_array_equal(a[fields.BOXES].numpy(), b[fields.BOXES].numpy())
+        np.testing.assert_array_equal(a[fields.IMAGE].numpy(), b[fields.IMAGE].numpy())
+
+
+def test_unbatched_keras_outputs(synthetic_dir):
+    import object_input as oi
+
+    options = dict(batch_size=None, shuffle=False)
+    plain = oi.make_dataset(str(synthetic_dir), **options)
+    keras_pairs = oi.make_dataset(
+        str(synthetic_dir), keras="detection", bounding_box_format="rel_xyxy", **options
+    )
+    total = 0
+    for features, (image, targets) in zip(plain.take(6), keras_pairs.take(6), strict=True):
+        assert image.shape.rank == 3
+        expected = boxes.convert(features[fields.BOXES], "rel_yxyx", "rel_xyxy")
+        np.testing.assert_allclose(targets["boxes"].numpy(), expected.numpy(), rtol=1e-6)
+        np.testing.assert_array_equal(targets["labels"].numpy(), features[fields.CLASSES] - 1)
+        total += len(targets["labels"])
+    assert total > 0

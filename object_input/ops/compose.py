@@ -12,7 +12,10 @@ StepLike = str | tuple[str, Mapping[str, Any] | None] | Mapping[str, Mapping[str
 
 
 def normalize_step(step: StepLike, position: int = 0) -> tuple[str, dict[str, Any]]:
-    """One step as ``(name, params)``, from ``"name"``, ``(name, params)`` or ``{name: params}``."""
+    """One step as ``(name, params)``, from ``"name"``, ``(name, params)`` or ``{name: params}``.
+
+    A Keras 3 image preprocessing layer is the step ``("keras_layer", {"layer": layer})``.
+    """
     if isinstance(step, str):
         return step, {}
     if isinstance(step, Mapping):
@@ -25,10 +28,13 @@ def normalize_step(step: StepLike, position: int = 0) -> tuple[str, dict[str, An
         ((name, params),) = step.items()
     elif isinstance(step, Sequence) and len(step) == 2 and isinstance(step[0], str):
         name, params = step
+    elif hasattr(step, "get_random_transformation"):
+        # A Keras 3 image preprocessing layer stands for the step that runs it.
+        name, params = "keras_layer", {"layer": step}
     else:
         raise ConfigError(
-            f"augmentation step #{position}: expected 'name', (name, params) or {{name: params}}, "
-            f"got {step!r}"
+            f"augmentation step #{position}: expected 'name', (name, params), {{name: params}} "
+            f"or a Keras preprocessing layer, got {step!r}"
         )
     if params is not None and not isinstance(params, Mapping):
         raise ConfigError(f"step {name!r}: parameters must be a mapping, got {params!r}")
