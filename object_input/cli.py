@@ -227,7 +227,7 @@ def _inspect(args: argparse.Namespace) -> int:
     from object_input.inspection import inspect_records
 
     try:
-        report = inspect_records(args.files, limit=args.limit)
+        report = inspect_records(args.files, limit=args.limit, label_map=args.label_map)
     except _user_errors() as err:
         return _fail("inspect", err)
     print(json.dumps(report.to_dict(), indent=2) if args.json else report.format())
@@ -430,6 +430,9 @@ def _add_inspect(commands: Any, common: argparse.ArgumentParser) -> None:
     inspect.add_argument("files", nargs="+", help="TFRecord glob, folder or files")
     inspect.add_argument("--json", action="store_true", help="print the report as JSON")
     inspect.add_argument("--limit", type=int, help="read at most this many records")
+    inspect.add_argument(
+        "--label-map", help="text label map naming the class ids (default: names in the records)"
+    )
     inspect.set_defaults(run=_inspect)
 
 

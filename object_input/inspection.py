@@ -19,6 +19,7 @@ from typing import Any
 import tensorflow as tf
 from google.protobuf.message import DecodeError
 
+from object_input.label_map import LabelMapSource, label_map_to_names
 from object_input.sources.files import list_files
 from object_input.sources.tfrecord import READ_BUFFER_BYTES, SUFFIXES, compression_of
 
@@ -312,14 +313,19 @@ def _text(summary: Mapping[str, float]) -> str:
 
 
 def inspect_records(
-    source: str | os.PathLike | Sequence[str | os.PathLike], limit: int | None = None
+    source: str | os.PathLike | Sequence[str | os.PathLike],
+    limit: int | None = None,
+    label_map: LabelMapSource | None = None,
 ) -> Report:
     """Read the TFRecords of ``source`` (glob, folder, files) and summarize them.
 
-    ``limit`` stops after that many records (corrupt ones included).
+    ``limit`` stops after that many records (corrupt ones included). ``label_map`` (a text label
+    map path or ``{name: id}``) names the class ids; otherwise names come from ``class/text``.
     """
     files = list_files(source, SUFFIXES)
     report = Report(files=files)
+    if label_map is not None:
+        report.class_names.update(label_map_to_names(label_map))
     for path, index, record in iterate_records(files):
         if limit is not None and report.num_records + len(report.corrupt) >= limit:
             break

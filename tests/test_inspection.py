@@ -118,6 +118,17 @@ def test_a_record_that_is_not_an_example_is_listed_and_skipped(tmp_path):
     assert corrupt.error.startswith("not a tf.train.Example")
 
 
+def test_label_map_names_the_ids(records, tmp_path, capsys):
+    from object_input.label_map import write_label_map
+
+    names = {"Cat": 1, "Dog": 2, "Bird": 3, "Fish": 4}
+    report = inspect_records(records, label_map=names)
+    assert [c["name"] for c in report.to_dict()["classes"]] == ["Cat", "Dog", "Bird"]
+    path = write_label_map(tmp_path / "names.pbtxt", names)
+    assert cli.main(["inspect", *records, "--label-map", path]) == 0
+    assert "      2 Dog                  2" in capsys.readouterr().out
+
+
 def test_limit(records):
     assert inspect_records(records, limit=2).num_records == 2
 
