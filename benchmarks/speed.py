@@ -1,18 +1,26 @@
-"""Speed of the standard augmentation pipeline against the floor and the TF1 queue-runner baseline.
+"""Speed of the standard augmentation pipeline against the floor and its peers, side by side.
 
-    python benchmarks/speed.py compare  [--images 640] [--rounds 5]  # the three side by side
+    python benchmarks/speed.py compare  [--images 640] [--rounds 5]  # every pipeline, both sets
     python benchmarks/speed.py cold     [--pipeline standard]       # first batch, fresh process
     python benchmarks/speed.py scaling  [--images 480] [--rounds 5]  # num_parallel_calls 1, 2, auto
     python benchmarks/speed.py ablation [--images 320] [--rounds 3]  # minus one step; step costs
     python benchmarks/speed.py rss      [--images 20000] [--shuffle-buffer 1000] [--every 50]
 
-Data: generated TFRecords of 640×480 JPEGs with 1–20 boxes (``--data``, default /tmp/oi-bench).
-Batches of 8 at 512×512.
+Data (``--data``, default /tmp/oi-bench; ``--sets``): "noisy", generated 640×480 JPEGs of shapes on
+noise with 1–20 boxes, and "photos", random 640×480 crops of scikit-image's sample photographs as
+JPEG q90 with 1–20 random boxes (needs the ``bench`` extra). Batches of 8 at 512×512.
 
 - floor: plain ``tf.data``: read, parse the detection schema (boxes and classes too), decode,
   resize, padded batch, prefetch; the same shuffle buffer as ``make_dataset``; no augmentation.
-- standard: ``object_input.make_dataset`` with flip, crop, brightness, contrast, hue, saturation
-  (every step with its defaults).
+- make_dataset, no steps: the same work through ``object_input.make_dataset``.
+- standard: ``make_dataset`` with flip, crop, brightness, contrast, hue, saturation (every step
+  with its defaults; the colour steps in the default fused stage after the resize), and the same
+  with ``color_stage="exact"``.
+- OD API ``preprocess()`` style: the six steps per example on float images, one ``tf.image`` op
+  each, clipped to [0, 255] after each, under ``tf.data`` (written here, not vendored).
+- Keras 3 layers: ``RandomFlip``, ``RandomColorJitter`` and ``Resizing`` with
+  ``bounding_box_format``, per example, under ``tf.data`` (no crop: Keras has none that keeps
+  boxes).
 - queue runners: the same six steps as a TF1 user wrote them (``benchmarks/queue_runners.py``).
 
 Every round builds each pipeline afresh and tears it down before the next candidate runs, so no
@@ -98,16 +106,15 @@ def standard_dataset(
     pattern: str, batch_size: int, steps: Sequence[str] = STANDARD_STEPS, **options
 ) -> tf.data.Dataset:
     """``make_dataset`` as the benchmark configures it; ``options`` override its keywords."""
-    return oi.make_dataset(
-        pattern,
-        batch_size=batch_size,
-        image_size=SIZE,
-        max_boxes=MAX_BOXES,
-        seed=1,
-        num_epochs=None,
-        augment=list(steps),
-        **options,
-    )
+    keywords = {
+        "batch_size": batch_size,
+        "image_size": SIZE,
+        "max_boxes": MAX_BOXES,
+        "seed": 1,
+        "num_epochs": None,
+        "augment": list(steps),
+    }
+    return oi.make_dataset(pattern, **{**keywords, **options})
 
 
 def dataset_batches(make: Callable[[], tf.data.Dataset]) -> Callable[[], Iterator[int]]:
@@ -208,6 +215,9 @@ def pipelines(
         "floor": dataset_batches(lambda: floor_dataset(files, args.batch_size)),
         "no_steps": dataset_batches(lambda: standard_dataset(pattern, args.batch_size, steps=())),
         "standard": dataset_batches(lambda: standard_dataset(pattern, args.batch_size)),
+        "standard_exact": dataset_batches(
+            lambda: standard_dataset(pattern, args.batch_size, color_stage="exact")
+        ),
         "od_api": dataset_batches(lambda: od_api_dataset(files, args.batch_size)),
         "keras": dataset_batches(lambda: keras_dataset(files, args.batch_size)),
         "queues": lambda: queue_runners.QueueRunnerPipeline(
@@ -220,6 +230,7 @@ LABELS = {
     "floor": "floor (tf.data, no augmentation)",
     "no_steps": "make_dataset, no steps",
     "standard": "standard (make_dataset, 6 steps)",
+    "standard_exact": "standard, color_stage='exact'",
     "od_api": "OD API preprocess() style (tf.data)",
     "keras": "Keras 3 layers (flip, jitter, resize)",
     "queues": "queue runners (TF1, 6 steps)",

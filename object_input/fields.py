@@ -30,6 +30,8 @@ IMAGE_CLASSES = "image_classes"  # int32 [M]: image-level labels, not per box
 # clipped away, boxes that crops and box filters removed, and max_boxes truncation
 NUM_DROPPED_BOXES = "num_dropped_boxes"
 RECORD_ID = "record_id"  # string scalar "file:index", names the record in errors
+# float32 [P]: one image's parameters of the fused colour stage (color_stage="device")
+COLOR_PARAMETERS = "color_parameters"
 # int32 scalar under on_error="skip": 0 for a good record, else its reason code (see
 # object_input.errors); the pipeline drops and counts flagged records before batching
 ERROR = "error"

@@ -69,11 +69,20 @@ def to_keras(batch: Mapping[str, tf.Tensor]) -> tuple[Any, Any]:
     """``(images, {"boxes", "classes"})`` for ``model.fit``; padded boxes get class -1.
 
     Examples without boxes give ``(images, labels)`` (see :func:`to_keras_classification`).
+    With ``color_stage="device"`` the inputs are ``(images, color_parameters)``, what
+    :class:`object_input.layers.FusedColorLayer` takes.
     """
     if fields.BOXES not in batch:
         return to_keras_classification(batch)
     classes = tf.where(_valid_rows(batch), batch[fields.CLASSES], PADDING_LABEL)
-    return batch[fields.IMAGE], {"boxes": batch[fields.BOXES], "classes": classes}
+    return _inputs(batch), {"boxes": batch[fields.BOXES], "classes": classes}
+
+
+def _inputs(batch: Mapping[str, tf.Tensor]) -> Any:
+    """The images, with their colour parameters when the colour stage runs on the device."""
+    if fields.COLOR_PARAMETERS in batch:
+        return batch[fields.IMAGE], batch[fields.COLOR_PARAMETERS]
+    return batch[fields.IMAGE]
 
 
 def to_keras_classification(batch: Mapping[str, tf.Tensor]) -> tuple[Any, tf.Tensor]:
@@ -112,12 +121,15 @@ def keras_boxes(features: Mapping[str, tf.Tensor], bounding_box_format: str) -> 
 def to_keras_detection(
     batch: Mapping[str, tf.Tensor], bounding_box_format: str
 ) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
-    """``(images, {"boxes", "labels"})`` for KerasHub detectors; padded rows labelled -1."""
+    """``(images, {"boxes", "labels"})`` for KerasHub detectors; padded rows labelled -1.
+
+    With ``color_stage="device"`` the inputs are ``(images, color_parameters)``.
+    """
     valid = _valid_rows(batch)
     boxes = keras_boxes(batch, bounding_box_format)
     boxes = tf.where(valid[..., tf.newaxis], boxes, tf.zeros_like(boxes))
     labels = tf.where(valid, batch[fields.CLASSES] - 1, PADDING_LABEL)
-    return batch[fields.IMAGE], {"boxes": boxes, "labels": labels}
+    return _inputs(batch), {"boxes": boxes, "labels": labels}
 
 
 def to_keras_dict(features: Mapping[str, tf.Tensor], bounding_box_format: str) -> dict[str, Any]:

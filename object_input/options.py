@@ -119,6 +119,9 @@ class DecodeOptions:
       extra_features: ``{record key: tf.io feature spec}`` decoded and passed through.
       defer_decode: when the steps start with flips and a ``random_crop_image``, decode only the
         crop window (same pixels, less work).
+      jpeg_dct_scaling: with ``defer_decode`` and an ``image_size``, decode a JPEG window at
+        least twice the output size at 1/2, 1/4 or 1/8 scale in the DCT: cheaper, not
+        bit-identical (docs/performance.md measures the difference).
     """
 
     channels: int = 3
@@ -127,6 +130,7 @@ class DecodeOptions:
     unknown_classes: str = "error"
     extra_features: Mapping[str, Any] | None = None
     defer_decode: bool = True
+    jpeg_dct_scaling: bool = False
 
 
 @dataclasses.dataclass(frozen=True)

@@ -17,6 +17,7 @@ import tensorflow as tf
 
 from object_input import batching, fields, keras_layout
 from object_input.ops import Augmentation, core
+from object_input.ops.fused_color import FusedColor
 from object_input.ops.resize import resize_features
 from object_input.options import (
     AUTOTUNE,
@@ -31,6 +32,7 @@ from object_input.sources import ReadContext, Source, as_source
 from object_input.sources.resolve import PathOptions
 
 OUTPUT_DTYPES = (None, "uint8", "float32", "bfloat16")
+COLOR_STAGES = ("fused", "exact", "device")
 
 
 class _Default:
@@ -67,6 +69,7 @@ def make_dataset(
     keras: bool | str = _Default(False),
     bounding_box_format: str | None = _Default(None),
     output_dtype: str | None = _Default(None),
+    color_stage: str = _Default("fused"),
     num_parallel_calls: int = _Default(AUTOTUNE),
     prefetch: int = _Default(AUTOTUNE),
     deterministic: bool = _Default(True),
@@ -106,6 +109,12 @@ def make_dataset(
       bounding_box_format: the Keras 3 box format of ``keras="detection"`` targets: "xyxy",
         "yxyx", "xywh", "center_xywh", "center_yxhw" (pixels) or their "rel_" forms.
       output_dtype: None keeps uint8 until an op makes floats; "uint8", "float32", "bfloat16".
+      color_stage: where trailing brightness/contrast/hue/saturation steps run when images are
+        resized to ``image_size`` and batched: "fused" (after the resize, on the batch, as one
+        XLA-compiled function; same draws, colour computed on resized pixels), "exact" (in
+        order, per example, before the resize), or "device" (not here: each example carries
+        its ``color_parameters`` for :class:`object_input.layers.FusedColorLayer` on the
+        training device). See docs/performance.md.
       num_parallel_calls, prefetch: parallelism of the per-example map and prefetch depth.
       deterministic: keep the element order independent of thread timing.
       reading: :class:`~object_input.options.ReadOptions` (sharding, interleave, compression).
@@ -156,6 +165,7 @@ class DatasetOptions:
     keras: bool | str
     bounding_box_format: str | None
     output_dtype: str | None
+    color_stage: str
     num_parallel_calls: int
     prefetch: int
     deterministic: bool
@@ -178,6 +188,12 @@ class DatasetOptions:
         _check_choice("batching", self.batching, batching.BATCHING_MODES)
         _check_choice("box_overflow", self.box_overflow, batching.OVERFLOW_POLICIES)
         _check_choice("output_dtype", self.output_dtype, OUTPUT_DTYPES)
+        _check_choice("color_stage", self.color_stage, COLOR_STAGES)
+        if self.color_stage == "device" and (self.image_size is None or self.batch_size is None):
+            raise ValueError(
+                "color_stage='device' needs image_size and batch_size: the stage runs on "
+                "batches of one image size"
+            )
         if self.max_boxes is not None and (
             not isinstance(self.max_boxes, int) or self.max_boxes < 1
         ):
@@ -280,6 +296,10 @@ def _build(opts: DatasetOptions) -> tf.data.Dataset:
     records = _with_example_seeds(records, opts)
 
     augment = opts.augment
+    # Trailing colour steps may leave the per-example map for the batch (color_stage).
+    colour_start, colour = len(augment), None
+    if opts.color_stage != "exact" and opts.image_size is not None and opts.batch_size:
+        colour_start, colour = FusedColor.split(augment)
     # Leading flips and crops run before decoding: only the crop window is then decoded.
     deferred_steps = 0
     if source.can_defer:
@@ -294,13 +314,21 @@ def _build(opts: DatasetOptions) -> tf.data.Dataset:
         seed = seed if opts.seed is not None else None
         if deferred_steps:
             features = augment(features, seed, stop=deferred_steps)
-            features = source.realize(features)
-        if len(augment) > deferred_steps:
-            features = augment(features, seed, start=deferred_steps)
+            features = source.realize(features, opts.image_size)
+        stop = len(augment)
+        if colour is not None and _is_rgb(features, opts.color_stage):
+            stop = colour_start
+        if stop > deferred_steps:
+            features = augment(features, seed, start=deferred_steps, stop=stop)
         if opts.image_size is not None:
             features = resize_features(features, *opts.image_size)
         elif opts.pad_image_size is not None:
             features = batching.check_fits(features, *opts.pad_image_size)
+        if stop < len(augment):
+            features = {**features, fields.COLOR_PARAMETERS: colour.draw(seed)}
+            if opts.color_stage == "fused":
+                # The batch stage casts after the colour.
+                return batching.prepare(features, opts.max_boxes, opts.box_overflow)
         if opts.output_dtype is not None:
             features = dict(features)
             features[fields.IMAGE] = core.like(
@@ -322,6 +350,12 @@ def _build(opts: DatasetOptions) -> tf.data.Dataset:
             image_size=opts.image_size or opts.pad_image_size,
             drop_remainder=opts.drop_remainder,
         )
+    if opts.color_stage == "fused" and fields.COLOR_PARAMETERS in dataset.element_spec:
+        dataset = dataset.map(
+            lambda batch: _fused_colour(batch, colour, opts.output_dtype),
+            num_parallel_calls=opts.num_parallel_calls,
+            deterministic=opts.deterministic,
+        )
     to_keras = keras_layout.keras_output(opts.keras, opts.bounding_box_format)
     if to_keras is not None:
         dataset = dataset.map(to_keras, num_parallel_calls=opts.num_parallel_calls)
@@ -336,6 +370,28 @@ def _build(opts: DatasetOptions) -> tf.data.Dataset:
             )
         )
     return dataset.prefetch(opts.prefetch)
+
+
+def _is_rgb(features: dict, color_stage: str) -> bool:
+    """Whether the image has 3 channels, as the fused colour stage needs (known when traced)."""
+    if features[fields.IMAGE].shape[-1] == 3:
+        return True
+    if color_stage == "device":
+        raise ValueError(
+            "color_stage='device' needs RGB images with 3 channels known when the pipeline is "
+            f"built, got image shape {features[fields.IMAGE].shape}"
+        )
+    return False
+
+
+def _fused_colour(batch: dict, colour: FusedColor, output_dtype: str | None) -> dict:
+    """The batch with its fused colour stage applied (and its parameters consumed)."""
+    out = dict(batch)
+    image = colour(out[fields.IMAGE], out.pop(fields.COLOR_PARAMETERS))
+    if output_dtype is not None:
+        image = core.like(image, tf.as_dtype(output_dtype))
+    out[fields.IMAGE] = image
+    return out
 
 
 def _with_example_seeds(records: tf.data.Dataset, opts: DatasetOptions) -> tf.data.Dataset:

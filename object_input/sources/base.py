@@ -65,8 +65,14 @@ class Source(abc.ABC):
         """Whether :meth:`decode` can leave the image undecoded for leading flips and crops."""
         return False
 
-    def realize(self, features: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
-        """Decode the window of a deferred image chosen by the leading steps."""
+    def realize(
+        self, features: dict[str, tf.Tensor], output_size: tuple[int, int] | None = None
+    ) -> dict[str, tf.Tensor]:
+        """Decode the window of a deferred image chosen by the leading steps.
+
+        ``output_size`` is the pipeline's final image size when it resizes to one: a source may
+        then decode a large window at reduced scale, if its decoding options allow.
+        """
         raise NotImplementedError(f"{type(self).__name__} does not defer decoding")
 
     def __repr__(self) -> str:

@@ -91,8 +91,11 @@ class TFRecord(Source):
     def can_defer(self) -> bool:
         return self.decoding.defer_decode and self.decoding.channels in (1, 3)
 
-    def realize(self, features: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
-        return deferred.realize(features, self.decoding.channels)
+    def realize(
+        self, features: dict[str, tf.Tensor], output_size: tuple[int, int] | None = None
+    ) -> dict[str, tf.Tensor]:
+        dct_min_size = output_size if self.decoding.jpeg_dct_scaling else None
+        return deferred.realize(features, self.decoding.channels, dct_min_size=dct_min_size)
 
     def __repr__(self) -> str:
         return f"TFRecord({len(self.files)} files, first {self.files[0]!r})"
