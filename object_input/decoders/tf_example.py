@@ -282,7 +282,7 @@ class ExampleDecoder:
         head = tf.strings.substr(encoded, 0, 4)
         is_jpeg = tf.strings.substr(head, 0, 3) == _IMAGE_MAGIC[0]
         is_png = head == _IMAGE_MAGIC[1]
-        is_image = tf.reduce_any([tf.strings.substr(head, 0, len(m)) == m for m in _IMAGE_MAGIC])
+        is_image = looks_like_image(encoded)
         checks.add(
             ~present | is_raw | is_image,
             "not_an_image",
@@ -494,9 +494,7 @@ class ExampleDecoder:
                 lambda v=values: v,
                 lambda d=dtype, n=name: _default(n, d, num, boxes, height, width),
             )
-        for name in _FLAGS:
-            out[name] = tf.not_equal(out[name], 0)
-        out[fields.TRACK_IDS] = tf.cast(out[fields.TRACK_IDS], tf.int32)
+        out = _per_box_dtypes(out)
 
         if self.masks:
             out[fields.MASKS] = self._decode_masks(parsed, num, size, height, width)
@@ -660,6 +658,36 @@ def _png_size(encoded: tf.Tensor) -> tf.Tensor:
     sizes = tf.reduce_sum(tf.reshape(digits, [2, 4]) * [2**24, 2**16, 2**8, 1], axis=1)
     is_png = tf.equal(tf.strings.substr(encoded, 0, 4), _IMAGE_MAGIC[1])
     return tf.where(is_png & (tf.strings.length(encoded) >= 24), tf.stack([sizes[1], sizes[0]]), -1)
+
+
+def looks_like_image(encoded: tf.Tensor) -> tf.Tensor:
+    """Whether ``encoded`` starts like a JPEG, PNG, GIF or BMP file (what decode_image reads)."""
+    head = tf.strings.substr(encoded, 0, 4)
+    return tf.reduce_any([tf.strings.substr(head, 0, len(m)) == m for m in _IMAGE_MAGIC])
+
+
+def default_per_box_fields(
+    boxes: tf.Tensor, height: tf.Tensor, width: tf.Tensor
+) -> dict[str, tf.Tensor]:
+    """The optional per-box fields of boxes that come without them, as a record decodes them.
+
+    Weights 1, area = box area in pixels of a ``height`` × ``width`` image, flags False, track
+    ids -1: for sources of boxes other than Examples (annotation CSVs) to match the decoder.
+    """
+    num = tf.shape(boxes)[0]
+    out = {
+        name: _default(name, dtype, num, boxes, height, width)
+        for name, dtype in _PER_BOX_LISTS.values()
+    }
+    return _per_box_dtypes(out)
+
+
+def _per_box_dtypes(out: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+    """Flags as bool and track ids as int32, from the int64 lists records hold."""
+    for name in _FLAGS:
+        out[name] = tf.not_equal(out[name], 0)
+    out[fields.TRACK_IDS] = tf.cast(out[fields.TRACK_IDS], tf.int32)
+    return out
 
 
 def _area(boxes: tf.Tensor) -> tf.Tensor:

@@ -9,6 +9,7 @@ from object_input.sources.base import ReadContext, Source
 from object_input.sources.caffe_lmdb import CaffeLMDB
 from object_input.sources.csv_source import CSV
 from object_input.sources.dataset import Dataset
+from object_input.sources.detection_csv import DetectionCSV
 from object_input.sources.earthengine import EarthEngine, EarthEngineTable
 from object_input.sources.files import list_files, read_files
 from object_input.sources.fixed_length import CIFAR10, CIFAR100, Field, FixedLength
@@ -23,6 +24,7 @@ __all__ = [
     "Arrays",
     "CaffeLMDB",
     "Dataset",
+    "DetectionCSV",
     "EarthEngine",
     "EarthEngineTable",
     "Field",

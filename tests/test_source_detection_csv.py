@@ -1,0 +1,192 @@
+"""Detection annotation CSVs: rows grouped by image, the TFRecord decoder's features, errors."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import object_input as oi
+from object_input import fields
+from object_input.sources import DetectionCSV, TFRecord
+from object_input.writers.tf_example import build_example, encode_image
+
+SIZES = {"a.png": (6, 8), "b.png": (5, 10), "c.png": (4, 4), "unused.png": (3, 3)}
+# One row per box; a.png's rows are spread over the file.
+ROWS = [
+    ("a.png", "dog", 0, 0, 4, 3),
+    ("b.png", "cat", 1, 1, 10, 5),
+    ("a.png", "cat", 2, 3, 8, 6),
+    ("c.png", "bird", 0, 0, 4, 4),
+    ("a.png", "dog", 1, 1, 2, 2),
+]
+
+
+def _image(name):
+    height, width = SIZES[name]
+    seed = sum(name.encode())
+    return np.random.default_rng(seed).integers(0, 256, [height, width, 3], dtype=np.uint8)
+
+
+def _write_images(folder):
+    tf.io.gfile.makedirs(str(folder))
+    for name in SIZES:
+        with tf.io.gfile.GFile(f"{folder}/{name}", "wb") as f:
+            f.write(encode_image(_image(name), "png"))
+
+
+def _csv_text(rows=ROWS, header="filename,width,height,class,xmin,ymin,xmax,ymax"):
+    lines = [header]
+    for name, label, xmin, ymin, xmax, ymax in rows:
+        height, width = SIZES.get(name, (3, 3))
+        lines.append(f"{name},{width},{height},{label},{xmin},{ymin},{xmax},{ymax}")
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture
+def annotated(tmp_path):
+    _write_images(tmp_path / "images")
+    (tmp_path / "train.csv").write_text(_csv_text())
+    return tmp_path
+
+
+def _by_name(dataset):
+    return {x[fields.FILENAME].numpy().decode(): x for x in dataset}
+
+
+def _expected_boxes(name):
+    height, width = SIZES[name]
+    return np.array(
+        [[r[3] / height, r[2] / width, r[5] / height, r[4] / width] for r in ROWS if r[0] == name],
+        np.float32,
+    ).reshape(-1, 4)
+
+
+def test_rows_are_grouped_by_image_wherever_they_are(annotated):
+    source = DetectionCSV(annotated / "train.csv", annotated / "images")
+    examples = _by_name(oi.make_dataset(source, batch_size=None, shuffle=False))
+    assert sorted(examples) == ["a.png", "b.png", "c.png"]  # unused.png has no rows
+    assert source.label_map == {"dog": 1, "cat": 2, "bird": 3}
+    assert examples["a.png"][fields.CLASSES].numpy().tolist() == [1, 2, 1]
+    for name, example in examples.items():
+        np.testing.assert_allclose(example[fields.BOXES].numpy(), _expected_boxes(name))
+        np.testing.assert_array_equal(example[fields.IMAGE].numpy(), _image(name))
+        assert example[fields.SOURCE_ID].numpy().decode() == name
+    ids = {name: x[fields.RECORD_ID].numpy().decode() for name, x in examples.items()}
+    assert ids["a.png"] == f"{annotated}/train.csv:lines 2,4,6"
+    assert ids["c.png"] == f"{annotated}/train.csv:line 5"
+
+
+def test_features_equal_the_tfrecord_decoders(annotated):
+    path = str(annotated / "same.tfrecord")
+    source = DetectionCSV(annotated / "train.csv", annotated / "images")
+    with tf.io.TFRecordWriter(path) as writer:
+        for name in ("a.png", "b.png", "c.png"):
+            classes = [source.label_map[r[1]] for r in ROWS if r[0] == name]
+            example = build_example(
+                _image(name),
+                boxes=_expected_boxes(name),
+                classes=classes,
+                filename=name,
+                source_id=name,
+            )
+            writer.write(example.SerializeToString())
+    from_csv = _by_name(oi.make_dataset(source, batch_size=None, shuffle=False))
+    from_tfrecord = _by_name(oi.make_dataset(TFRecord(path), batch_size=None, shuffle=False))
+    for name, example in from_csv.items():
+        other = from_tfrecord[name]
+        assert set(example) == set(other)
+        # KEY (the image's sha256, written by converters) is left empty: no image is read early.
+        assert example[fields.KEY].numpy() == b""
+        for key in set(example) - {fields.RECORD_ID, fields.KEY}:
+            assert example[key].dtype == other[key].dtype, key
+            if example[key].dtype == tf.string:
+                assert example[key].numpy() == other[key].numpy(), key
+            else:
+                np.testing.assert_allclose(example[key].numpy(), other[key].numpy(), rtol=1e-6)
+
+
+def test_label_map_renamed_columns_and_ram_filesystem():
+    _write_images("ram://dcsv/img")
+    text = _csv_text(header="image,w,h,label,x0,y0,x1,y1")
+    with tf.io.gfile.GFile("ram://dcsv/boxes.csv", "w") as f:
+        f.write(text)
+    source = DetectionCSV(
+        "ram://dcsv/boxes.csv",
+        "ram://dcsv/img",
+        columns={
+            "filename": "image",
+            "width": "w",
+            "height": "h",
+            "class": "label",
+            "xmin": "x0",
+            "ymin": "y0",
+            "xmax": "x1",
+            "ymax": "y1",
+        },
+        label_map={"bird": 1, "cat": 2, "dog": 3},
+    )
+    examples = _by_name(oi.make_dataset(source, batch_size=None, shuffle=False))
+    assert examples["a.png"][fields.CLASSES].numpy().tolist() == [3, 2, 3]
+    assert examples["c.png"][fields.CLASSES].numpy().tolist() == [1]
+
+
+def test_missing_image_names_the_csv_line(annotated):
+    rows = [*ROWS[:3], ("gone.png", "cat", 0, 0, 1, 1), *ROWS[3:]]
+    (annotated / "bad.csv").write_text(_csv_text(rows))
+    with pytest.raises(ValueError, match=r"bad\.csv:line 5: image 'gone\.png' is not in image_dir"):
+        DetectionCSV(annotated / "bad.csv", annotated / "images")
+
+
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        ("a.png,8,6,dog,0,0,9,3", r"line 2: box .* = 0, 0, 9, 3 is not ordered inside the 8 x 6"),
+        ("a.png,8,6,dog,0,0,x,3", r"line 2: column 'xmax' = 'x' is not a number"),
+        ("a.png,8,6,dog,0,0", r"line 2: 6 fields, the header has 8"),
+    ],
+)
+def test_bad_rows_name_the_csv_line(annotated, row, message):
+    (annotated / "bad.csv").write_text("filename,width,height,class,xmin,ymin,xmax,ymax\n" + row)
+    with pytest.raises(ValueError, match=message):
+        DetectionCSV(annotated / "bad.csv", annotated / "images")
+
+
+def test_construction_errors(annotated):
+    (annotated / "c2.csv").write_text(
+        "filename,width,height,class,xmin,ymin,xmax,ymax\na.png,8,6,dog,0,0,1,1\n"
+        "a.png,9,6,dog,0,0,1,1\n"
+    )
+    with pytest.raises(
+        ValueError, match=r"c2\.csv:line 3: a\.png is 9 x 6 here but 8 x 6 at .*:line 2"
+    ):
+        DetectionCSV(annotated / "c2.csv", annotated / "images")
+    with pytest.raises(ValueError, match=r"class 'dog' is not in the label map"):
+        DetectionCSV(annotated / "train.csv", annotated / "images", label_map={"cat": 1})
+    with pytest.raises(ValueError, match=r"train\.csv: no column 'file' in the header"):
+        DetectionCSV(annotated / "train.csv", annotated / "images", columns={"filename": "file"})
+
+
+def test_image_of_another_size_than_its_rows_fails_naming_it(annotated):
+    rows = "filename,width,height,class,xmin,ymin,xmax,ymax\nc.png,5,4,dog,0,0,1,1\n"
+    (annotated / "wrong.csv").write_text(rows)
+    source = DetectionCSV(annotated / "wrong.csv", annotated / "images")
+    with pytest.raises(
+        tf.errors.InvalidArgumentError, match=r"wrong\.csv:line 2 .*has height, width"
+    ):
+        list(oi.make_dataset(source, batch_size=None))
+
+
+def test_augmentation_both_batchings_and_keras(annotated):
+    source = DetectionCSV(annotated / "train.csv", annotated / "images")
+    augment = [("random_horizontal_flip", {"probability": 1.0})]
+    kwargs = {"augment": augment, "shuffle": False, "batch_size": 3, "max_boxes": 4}
+    (batch,) = oi.make_dataset(source, **kwargs)
+    restored = {x[fields.FILENAME].decode(): x for x in oi.unpad_batch(batch)}
+    boxes = _expected_boxes("a.png")
+    flipped = np.stack([boxes[:, 0], 1 - boxes[:, 3], boxes[:, 2], 1 - boxes[:, 1]], axis=1)
+    np.testing.assert_allclose(restored["a.png"][fields.BOXES], flipped, atol=1e-6)
+    np.testing.assert_array_equal(restored["b.png"][fields.IMAGE], _image("b.png")[:, ::-1])
+    (static,) = oi.make_dataset(source, batching="static", image_size=(8, 8), **kwargs)
+    assert static[fields.IMAGE].shape == (3, 8, 8, 3) and static[fields.BOXES].shape == (3, 4, 4)
+    ((images, targets),) = oi.make_dataset(source, keras=True, image_size=(8, 8), **kwargs)
+    assert images.shape == (3, 8, 8, 3)
+    assert sorted(targets["classes"].numpy().tolist()) == [[1, 2, 1], [2, -1, -1], [3, -1, -1]]
