@@ -7,10 +7,14 @@ band and place, buffered for a (3, 5) kernel, spread over three files.
 """
 
 import json
+import os
+import tempfile
 
+import hypothesis.strategies as st
 import numpy as np
 import pytest
 import tensorflow as tf
+from hypothesis import given, settings
 
 from object_input import earthengine, fields, make_dataset
 from object_input.earthengine import Mixer
@@ -465,3 +469,63 @@ def test_table_property_errors_name_file_record_and_property(tmp_path):
         match=rf"record {path}:1: property .'B2.' has 2 values, expected 1",
     ):
         elements(EarthEngineTable(path, ["B2"]), shuffle=False)
+
+
+@settings(max_examples=5)
+@given(
+    st.integers(1, 3),
+    st.integers(1, 3),
+    st.tuples(st.integers(1, 4), st.integers(1, 4)),
+    st.tuples(st.integers(1, 4), st.integers(1, 6)),
+    st.tuples(st.integers(0, 3), st.integers(0, 3)),
+    st.integers(1, 4),
+    st.integers(1, 3),
+)
+def test_export_read_stitch_and_write_back_round_trip(
+    rows, cols, patch, kernel, leftover, per_file, num_shards
+):
+    """Any grid, kernel and file split: every buffered patch is its window of the padded scene,
+    the shards together hold every patch once, stitching gives the scene back and predictions
+    written back hold the unbuffered patches."""
+    (ph, pw), (bh, bw) = patch, (kernel[0] // 2, kernel[1] // 2)
+    # Partial patches at the bottom and right edges are dropped.
+    height, width = rows * ph + leftover[0] % ph, cols * pw + leftover[1] % pw
+    scene = np.arange(height * width * 2, dtype=np.float32).reshape(height, width, 2) + 1
+    with tempfile.TemporaryDirectory() as tmp:
+        prefix = os.path.join(tmp, "p")
+        earthengine.write_export(
+            scene,
+            prefix,
+            band_names=["a", "b"],
+            patch_size=patch,
+            kernel_size=kernel,
+            patches_per_file=per_file,
+            affine=(2.0, 0.0, -10.0, 0.0, -3.0, 7.0),
+        )
+        got = []
+        for shard in range(num_shards):
+            source = EarthEngine(prefix, bands=["a", "b"], patch_size=patch, kernel_size=kernel)
+            got += elements(source, reading=ReadOptions(num_shards=num_shards, shard_index=shard))
+        got.sort(key=lambda e: e[fields.PATCH_INDEX])
+        assert [int(e[fields.PATCH_INDEX]) for e in got] == list(range(rows * cols))
+        padded = np.pad(scene, ((bh, bh), (bw, bw), (0, 0)))
+        for index, element in enumerate(got):
+            row, col = divmod(index, cols)
+            window = padded[row * ph : (row + 1) * ph + 2 * bh, col * pw : (col + 1) * pw + 2 * bw]
+            np.testing.assert_array_equal(element[fields.IMAGE], window)
+            assert element[fields.PATCH_BOUNDS].tolist() == [
+                -10 + 2 * col * pw,
+                7 - 3 * (row + 1) * ph,
+                -10 + 2 * (col + 1) * pw,
+                7 - 3 * row * ph,
+            ]
+        images = [e[fields.IMAGE] for e in got]
+        stitched, _ = earthengine.stitch(images, f"{prefix}-mixer.json")
+        np.testing.assert_array_equal(stitched, scene[: rows * ph, : cols * pw])
+        out = os.path.join(tmp, "out.tfrecord")
+        earthengine.write_predictions(
+            images, out, f"{prefix}-mixer.json", band_names=["a", "b"], kernel_size=kernel
+        )
+        back = EarthEngine(out, bands=["a", "b"], patch_size=patch, mixer=f"{prefix}-mixer.json")
+        again, _ = earthengine.stitch([e[fields.IMAGE] for e in elements(back)], back.mixer)
+        np.testing.assert_array_equal(again, stitched)
