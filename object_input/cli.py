@@ -268,10 +268,13 @@ def _convert(args: argparse.Namespace) -> int:
                 images=args.images,
                 image_set=args.image_set,
                 include_difficult=not args.no_difficult,
+                clip_boxes=args.clip_boxes,
                 **common,
             )
         elif args.format == "csv":
-            result = converters.convert_csv(args.csv, args.images, args.output, **common)
+            result = converters.convert_csv(
+                args.csv, args.images, args.output, clip_boxes=args.clip_boxes, **common
+            )
         else:
             result = converters.convert_folders(args.root, args.output, **common)
     except _user_errors() as err:
@@ -513,6 +516,13 @@ def _add_convert(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     csv.add_argument("csv", help="the CSV file")
     csv.add_argument("images", help="folder the filename column is relative to")
+    for parser in (voc, csv):
+        parser.add_argument(
+            "--clip-boxes",
+            action="store_true",
+            help="clip boxes reaching outside their image (default: stop with an error naming "
+            "the box); boxes left empty are skipped and listed",
+        )
     folders = formats.add_parser(
         "folders",
         parents=[shared],

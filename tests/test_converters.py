@@ -358,6 +358,21 @@ def test_voc_errors(voc, tmp_path):
         )
 
 
+def test_voc_clip_boxes_keeps_flags_aligned(voc, tmp_path):
+    objects = [("dog", (-3, 4, 20, 22), 0, 1, "Left"), ("cat", (40, 1, 50, 12), 1, 0, "Rear")]
+    (voc / "Annotations" / "000001.xml").write_text(_voc_xml("000001.jpg", 32, 24, objects))
+    with pytest.raises(ConversionError, match=r"000001\.xml: object 0: box .* reaches outside"):
+        convert_voc(voc, tmp_path / "out" / "voc", **QUIET)
+    result = convert_voc(voc, tmp_path / "o2" / "voc", clip_boxes=True, **QUIET)
+    assert len(result.skipped) == 1 and "000001.xml: object 1" in result.skipped[0]
+    decoded = _read(result.paths, extra_features=VOC_EXTRA)["000001"][0]
+    np.testing.assert_array_equal(
+        decoded[fields.BOXES], np.array([[4 / 24, 0, 22 / 24, 20 / 32]], np.float32)
+    )
+    np.testing.assert_array_equal(decoded["image/object/truncated"], [1])
+    np.testing.assert_array_equal(decoded[fields.DIFFICULT], [False])
+
+
 def _write(path, text):
     path.write_text(text)
     return path
@@ -417,6 +432,33 @@ def test_csv_errors_name_line_and_column(tmp_path, rng):
     columns = _write(tmp_path / "col.csv", "filename,class\na.png,cat\n")
     with pytest.raises(ConversionError, match=r"col.csv: the header lacks columns \['width'"):
         convert_csv(columns, images, tmp_path / "o" / "t", **QUIET)
+
+
+def test_csv_boxes_outside_the_image_are_an_error_or_clipped(tmp_path, rng):
+    images = tmp_path / "img"
+    _save(images / "a.png", _image(rng, 20, 40))
+    rows = (
+        "filename,width,height,class,xmin,ymin,xmax,ymax\n"
+        "a.png,40,20,cat,-2,1,30,22\n"  # reaches outside: clipped to 0,1,30,20
+        "a.png,40,20,dog,41,0,45,10\n"  # entirely outside: nothing left
+        "a.png,40,20,dog,1,1,2,2\n"
+    )
+    table = _write(tmp_path / "b.csv", rows)
+    with pytest.raises(
+        ConversionError,
+        match=r"b\.csv:2: box \(-2\.0, 1\.0, 30\.0, 22\.0\) .* "
+        r"reaches outside the 40x20 image; clip_boxes=True",
+    ):
+        convert_csv(table, images, tmp_path / "o" / "t", **QUIET)
+    result = convert_csv(table, images, tmp_path / "c" / "t", clip_boxes=True, **QUIET)
+    assert result.num_boxes == 2
+    assert result.skipped == [f"{table}:3: box (41.0, 0.0, 45.0, 10.0) lies outside the image"]
+    decoded = _read(result.paths)["a.png"][0]
+    np.testing.assert_array_equal(
+        decoded[fields.BOXES],
+        np.array([[1 / 20, 0, 1, 30 / 40], [1 / 20, 1 / 40, 2 / 20, 2 / 40]], np.float32),
+    )
+    np.testing.assert_array_equal(decoded[fields.CLASSES], [1, 2])
 
 
 # Class folders ---------------------------------------------------------------------------------

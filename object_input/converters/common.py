@@ -104,6 +104,28 @@ def pixel_boxes_to_normalized(boxes: Any, height: int, width: int) -> np.ndarray
     return convert(pixels, "xyxy", "rel_yxyx", (height, width)).numpy().astype(np.float32)
 
 
+def fit_box(
+    box: tuple[float, float, float, float], width: int, height: int, clip: bool, where: str
+) -> tuple[float, float, float, float] | None:
+    """A pixel ``(xmin, ymin, xmax, ymax)`` box checked against the image.
+
+    A box reaching outside the image is an error naming ``where``, or with ``clip`` is clipped to
+    it; None when the clipped box is empty (the caller skips and lists it).
+    """
+    xmin, ymin, xmax, ymax = box
+    if min(xmin, ymin) >= 0 and xmax <= width and ymax <= height:
+        return box
+    if not clip:
+        raise ConversionError(
+            f"{where}: box {box} (xmin, ymin, xmax, ymax) reaches outside the {width}x{height} "
+            "image; clip_boxes=True (--clip-boxes) clips such boxes to the image"
+        )
+    clipped = (max(xmin, 0), max(ymin, 0), min(xmax, width), min(ymax, height))
+    if clipped[2] <= clipped[0] or clipped[3] <= clipped[1]:
+        return None
+    return clipped
+
+
 def label_map_for(
     names: Iterable[str], label_map: LabelMapSource | None, where: str
 ) -> dict[str, int]:

@@ -18,6 +18,7 @@ from object_input.converters.common import (
     ConversionError,
     ConversionResult,
     check_size,
+    fit_box,
     label_map_for,
     order,
     pixel_boxes_to_normalized,
@@ -41,10 +42,15 @@ class CsvImage:
     where: str  # file:line of its first row
     classes: list[str] = dataclasses.field(default_factory=list)
     boxes: list[tuple[float, float, float, float]] = dataclasses.field(default_factory=list)
+    skipped: list[str] = dataclasses.field(default_factory=list)  # boxes clipped away
 
 
-def read_detection_csv(path: str | os.PathLike) -> list[CsvImage]:
-    """Rows of a detection CSV grouped by image; errors name the file, line and column."""
+def read_detection_csv(path: str | os.PathLike, clip_boxes: bool = False) -> list[CsvImage]:
+    """Rows of a detection CSV grouped by image; errors name the file, line and column.
+
+    A box reaching outside its image is an error, or with ``clip_boxes`` clipped to it (and
+    listed in the image's ``skipped`` when nothing is left).
+    """
     path = os.fspath(path)
     images: dict[str, CsvImage] = {}
     try:
@@ -57,7 +63,7 @@ def read_detection_csv(path: str | os.PathLike) -> list[CsvImage]:
                 )
             for row in reader:
                 where = f"{path}:{reader.line_num}"
-                _add_row(images, row, where)
+                _add_row(images, row, where, clip_boxes)
     except OSError as err:
         raise ConversionError(f"cannot read {path!r}: {err.strerror}") from err
     if not images:
@@ -65,7 +71,7 @@ def read_detection_csv(path: str | os.PathLike) -> list[CsvImage]:
     return list(images.values())
 
 
-def _add_row(images: dict[str, CsvImage], row: dict, where: str) -> None:
+def _add_row(images: dict[str, CsvImage], row: dict, where: str, clip: bool) -> None:
     filename = (row["filename"] or "").strip()
     if not filename:
         raise ConversionError(f"{where}: column filename is empty")
@@ -85,8 +91,12 @@ def _add_row(images: dict[str, CsvImage], row: dict, where: str) -> None:
     xmin, ymin, xmax, ymax = box
     if xmax < xmin or ymax < ymin:
         raise ConversionError(f"{where}: box has xmax < xmin or ymax < ymin: {box}")
+    fitted = fit_box(box, width, height, clip, where)
+    if fitted is None:
+        image.skipped.append(f"{where}: box {box} lies outside the image")
+        return
     image.classes.append(name)
-    image.boxes.append(box)
+    image.boxes.append(fitted)
 
 
 def _parse(row: dict, column: str, where: str, kind: type):
@@ -106,6 +116,7 @@ def convert_csv(
     num_shards: int | None = None,
     label_map: LabelMapSource | None = None,
     label_map_output: str | os.PathLike | None = None,
+    clip_boxes: bool = False,
     shuffle: bool = True,
     seed: int = 0,
     compression: str | None = None,
@@ -123,12 +134,14 @@ def convert_csv(
         get ids 1..N.
       label_map_output: where to write the label map (default ``label_map.pbtxt`` beside the
         shards).
+      clip_boxes: clip boxes that reach outside their image (else that is an error); boxes
+        left empty are skipped and listed in the result's ``skipped``.
       shuffle, seed: write the images in a seeded random order (else in order of appearance).
       compression: None or ``"GZIP"``.
       num_workers: threads building records (default: the CPUs available).
       progress: show a progress bar on stderr.
     """
-    rows = read_detection_csv(csv_path)
+    rows = read_detection_csv(csv_path, clip_boxes)
     mapping = label_map_for((n for image in rows for n in image.classes), label_map, str(csv_path))
     images_dir = os.fspath(images)
 
@@ -161,4 +174,5 @@ def convert_csv(
         progress=progress,
         description=f"CSV {os.path.basename(os.fspath(csv_path))}",
         count_boxes=lambda image: len(image.boxes),
+        skipped=[message for image in rows for message in image.skipped],
     )

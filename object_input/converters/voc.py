@@ -18,6 +18,7 @@ from object_input.converters.common import (
     ConversionError,
     ConversionResult,
     check_size,
+    fit_box,
     label_map_for,
     order,
     pixel_boxes_to_normalized,
@@ -91,6 +92,22 @@ def parse_voc_xml(path: str | os.PathLike) -> VocAnnotation:
     )
 
 
+def _fit(
+    annotation: VocAnnotation, height: int, width: int, clip: bool
+) -> tuple[VocAnnotation, list[str]]:
+    """``annotation`` with its boxes checked against the image (see ``fit_box``), and the
+    objects left out because clipping emptied their box."""
+    kept, skipped = [], []
+    for index, obj in enumerate(annotation.objects):
+        where = f"{annotation.path}: object {index}"
+        box = fit_box(obj.box, width, height, clip, where)
+        if box is None:
+            skipped.append(f"{where}: box {obj.box} lies outside the image")
+        else:
+            kept.append(dataclasses.replace(obj, box=box))
+    return dataclasses.replace(annotation, objects=tuple(kept)), skipped
+
+
 def _text(node: ElementTree.Element, tag: str, where: str, default: str | None = None) -> str:
     child = node.find(tag)
     if child is None or not (child.text or "").strip():
@@ -156,6 +173,7 @@ def convert_voc(
     label_map: LabelMapSource | None = None,
     label_map_output: str | os.PathLike | None = None,
     include_difficult: bool = True,
+    clip_boxes: bool = False,
     shuffle: bool = True,
     seed: int = 0,
     compression: str | None = None,
@@ -176,6 +194,8 @@ def convert_voc(
       label_map_output: where to write the label map (default ``label_map.pbtxt`` beside the
         shards).
       include_difficult: keep ``difficult`` objects (flagged); False leaves them out.
+      clip_boxes: clip boxes that reach outside their image (else that is an error); objects
+        left without a box are skipped and listed in the result's ``skipped``.
       shuffle, seed: write the images in a seeded random order (else in file order).
       compression: None or ``"GZIP"``.
       num_workers: threads building records (default: the CPUs available).
@@ -183,7 +203,13 @@ def convert_voc(
     """
     files = voc_files(annotations, image_set)
     images_dir = _images_folder(os.fspath(annotations), images)
-    parsed = [parse_voc_xml(path) for path in files]
+    parsed, skipped = [], []
+    for path in files:
+        annotation = parse_voc_xml(path)
+        if annotation.height and annotation.width:  # else checked against the image file
+            annotation, left_out = _fit(annotation, annotation.height, annotation.width, clip_boxes)
+            skipped += left_out
+        parsed.append(annotation)
     if not include_difficult:
         parsed = [
             dataclasses.replace(a, objects=tuple(o for o in a.objects if not o.difficult))
@@ -194,7 +220,8 @@ def convert_voc(
     )
 
     def build(annotation: VocAnnotation) -> bytes:
-        return _build(annotation, images_dir, mapping).SerializeToString(deterministic=True)
+        example = _build(annotation, images_dir, mapping, clip_boxes)
+        return example.SerializeToString(deterministic=True)
 
     return run(
         order(parsed, shuffle, seed),
@@ -209,15 +236,17 @@ def convert_voc(
         progress=progress,
         description="VOC",
         count_boxes=lambda annotation: len(annotation.objects),
+        skipped=skipped,
     )
 
 
-def _build(annotation: VocAnnotation, images_dir: str, mapping: dict[str, int]):
+def _build(annotation: VocAnnotation, images_dir: str, mapping: dict[str, int], clip: bool):
     path = os.path.join(images_dir, annotation.filename)
     file = read_image(path)
     height, width = annotation.height, annotation.width
     if height == 0 and width == 0:  # some tools write an empty <size>; trust the image
         height, width = file.height, file.width
+        annotation, _ = _fit(annotation, height, width, clip)
     check_size(file, height, width, annotation.path, path)
     objects = annotation.objects
     return build_example(
