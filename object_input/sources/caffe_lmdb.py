@@ -16,7 +16,9 @@ key index: worker ``i`` of ``n`` reads the records whose index in key order is `
 
 from __future__ import annotations
 
+import itertools
 import os
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -37,6 +39,8 @@ _DTYPES = {
     "float_data": tf.float32,
     "encoded": tf.bool,
 }
+# Records per generator round trip.
+_CHUNK = 64
 # Open environments by real path.
 _ENVIRONMENTS: dict[str, Any] = {}
 # The encodings OpenCV (Caffe's decoder) and tf.io.decode_image both read.
@@ -168,18 +172,22 @@ class CaffeLMDB(Source):
     def records(self, context: ReadContext) -> tf.data.Dataset:
         reading = context.reading
         shards, shard = reading.num_shards, reading.shard_index
-        signature = (tf.TensorSpec([], tf.string), tf.TensorSpec([], tf.string))
+        # Chunks of records per generator call: one Python round trip each, not one per record.
+        signature = (tf.TensorSpec([None], tf.string), tf.TensorSpec([None], tf.string))
         if not context.shuffle:
             entries = tf.data.Dataset.from_generator(
-                lambda: self._entries(0, b"", -1, shards, shard), output_signature=signature
+                lambda: _chunks(self._entries(0, b"", -1, shards, shard)),
+                output_signature=signature,
             )
+            # The cursor reads ahead while the records before are decoded.
+            entries = entries.prefetch(2).unbatch()
         else:
             starts = self.block_starts()
             size = self.shuffle_block
 
             def block(index: np.int64):
                 index = int(index)
-                return self._entries(index * size, starts[index], size, shards, shard)
+                return _chunks(self._entries(index * size, starts[index], size, shards, shard))
 
             entries = (
                 tf.data.Dataset.range(len(starts))
@@ -187,7 +195,7 @@ class CaffeLMDB(Source):
                 .interleave(
                     lambda index: tf.data.Dataset.from_generator(
                         block, args=(index,), output_signature=signature
-                    ),
+                    ).unbatch(),
                     cycle_length=max(1, min(reading.num_readers, len(starts))),
                     block_length=1,
                 )
@@ -273,6 +281,16 @@ class CaffeLMDB(Source):
 
     def __repr__(self) -> str:
         return f"CaffeLMDB({self.path!r}, {self.num_records} records)"
+
+
+def _chunks(entries: Iterator[tuple[bytes, bytes]], size: int = _CHUNK):
+    """``(keys, values)`` lists of up to ``size`` entries at a time."""
+    while True:
+        chunk = list(itertools.islice(entries, size))
+        if not chunk:
+            return
+        keys, values = zip(*chunk, strict=True)
+        yield list(keys), list(values)
 
 
 def _planar_to_hwc(data: tf.Tensor, shape: tf.Tensor) -> tf.Tensor:
