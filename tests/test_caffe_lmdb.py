@@ -187,6 +187,13 @@ def test_an_encoded_datum_that_is_not_an_image_names_the_key(tmp_path):
         _read(CaffeLMDB(path))
 
 
+def test_a_record_that_is_not_a_datum_names_the_key(tmp_path):
+    good = caffe_db.raw_datum(np.zeros([2, 2, 3], np.uint8), 0)
+    path = caffe_db.write_lmdb(tmp_path / "bad", {b"a": good, b"b_truncated": good[:-3]})
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"key b'b_truncated' is not a Caffe"):
+        _read(CaffeLMDB(path))
+
+
 def test_bad_databases_are_clear_errors(tmp_path):
     with pytest.raises(FileNotFoundError, match="no LMDB database"):
         CaffeLMDB(tmp_path / "missing")

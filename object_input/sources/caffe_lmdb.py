@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 import tensorflow as tf
+from google.protobuf.message import DecodeError
 
 from object_input import caffe_proto, errors, fields
 from object_input.sources.base import ReadContext, Source
@@ -102,7 +103,7 @@ class CaffeLMDB(Source):
             if not cursor.first():
                 raise ValueError(f"LMDB database {self.path} is empty")
             key, value = cursor.key(), cursor.value()
-        datum = self._parse_first(key, value)
+        datum = self._parse(key, value)
         self.has_image = len(datum.data) > 0
         self.has_float_data = len(datum.float_data) > 0
         if channels is None and self.has_image:
@@ -121,15 +122,14 @@ class CaffeLMDB(Source):
                 raise ValueError(f"{self.path} is not an LMDB database: {error}") from None
         return _ENVIRONMENTS[real]
 
-    def _parse_first(self, key: bytes, value: bytes) -> Any:
-        datum = caffe_proto.message_class("Datum")()
+    def _parse(self, key: bytes, value: bytes) -> Any:
+        """``value`` as a Python Datum; a ValueError naming the key when it is not one."""
         try:
-            datum.ParseFromString(value)
-        except Exception as error:  # protobuf raises its own DecodeError subclasses
+            return caffe_proto.message_class("Datum").FromString(value)
+        except DecodeError as error:
             raise ValueError(
                 f"{self.path}: the record at key {key!r} is not a Caffe Datum ({error})"
             ) from None
-        return datum
 
     def _channels_of(self, datum: Any, key: bytes) -> int:
         if not datum.encoded:
@@ -158,7 +158,10 @@ class CaffeLMDB(Source):
                 if count >= 0 and index >= start + count:
                     return
                 if index % shards == shard:
-                    yield key, cursor.value()
+                    value = cursor.value()
+                    # tf.io.decode_proto's own error would not name the record: check here.
+                    self._parse(key, value)
+                    yield key, value
                 index += 1
 
     def block_starts(self) -> list[bytes]:
