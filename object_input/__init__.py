@@ -32,6 +32,7 @@ _SUBMODULES = (
     "fields",
     "keras_layout",
     "ops",
+    "recipes",
     "sources",
     "writers",
 )
@@ -53,6 +54,7 @@ __all__ = [
     "load_pipeline_config",
     "make_dataset",
     "ops",
+    "recipes",
     "sources",
     "unpad_batch",
     "writers",
@@ -66,6 +68,7 @@ if TYPE_CHECKING:
         fields,
         keras_layout,
         ops,
+        recipes,
         sources,
         writers,
     )

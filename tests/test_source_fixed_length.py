@@ -7,6 +7,7 @@ import tensorflow as tf
 import object_input as oi
 from object_input import fields
 from object_input.sources import CIFAR10, CIFAR100, Field, FixedLength, formats
+from object_input.writers import write_cifar10, write_cifar100
 
 # One file after the other, so that examples come in file order.
 IN_ORDER = {"reading": {"num_readers": 1}}
@@ -147,3 +148,16 @@ def test_cifar10_through_augmentation_both_batchings_and_keras(cifar10_dir):
     restored = oi.unpad_batch(flipped[1])
     assert [int(x[fields.LABEL]) for x in restored] == labels[4:]
     assert restored[0][fields.IMAGE].shape == (32, 32, 3)
+
+
+def test_cifar_writers_write_the_layout(tmp_path):
+    images = _images(3, seed=2)
+    write_cifar10(tmp_path / "ten.bin", images, [1, 2, 3])
+    assert (tmp_path / "ten.bin").read_bytes() == _cifar_bytes([1, 2, 3], images)
+    write_cifar100(tmp_path / "hundred.bin", images, [50, 60, 70], [5, 6, 7])
+    expected = _cifar_bytes([(5, 50), (6, 60), (7, 70)], images)
+    assert (tmp_path / "hundred.bin").read_bytes() == expected
+    with pytest.raises(ValueError, match=r"uint8 \[N, 32, 32, 3\]"):
+        write_cifar10(tmp_path / "x.bin", images[:, :16], [1, 2, 3])
+    with pytest.raises(ValueError, match="one byte"):
+        write_cifar10(tmp_path / "x.bin", images, [1, 2, 300])

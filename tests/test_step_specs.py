@@ -24,6 +24,7 @@ PARAMS = {
     "random_absolute_pad_image": {"max_height_padding": 5, "max_width_padding": 5},
     "resize_to_range": {"min_dimension": 9, "max_dimension": 20, "pad_to_max_dimension": True},
     "random_resize_method": {"target_height": 9, "target_width": 11},
+    "random_crop_to_size": {"height": 9, "width": 11},
     "normalize_image": {"original_minval": 0.0, "original_maxval": 255.0},
     "subtract_channel_mean": {"means": [1.0, 2.0, 3.0]},
     "drop_label_probabilistically": {"dropped_label": 1},

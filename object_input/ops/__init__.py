@@ -23,6 +23,7 @@ from object_input.ops.crop import (
     crop_to_window,
     random_crop_image,
     random_crop_to_aspect_ratio,
+    random_crop_to_size,
     random_scale_crop_and_pad_to_square,
     random_square_crop_by_scale,
 )
@@ -63,6 +64,7 @@ from object_input.ops.pad import (
 )
 from object_input.ops.pixel import (
     normalize_image,
+    per_image_standardization,
     random_black_patches,
     random_jpeg_quality,
     random_patch_gaussian,
@@ -114,6 +116,7 @@ __all__ = [
     "normalize_step",
     "one_hot_encoding",
     "pad_to_window",
+    "per_image_standardization",
     "randaugment_detection",
     "random_absolute_pad_image",
     "random_adjust_brightness",
@@ -125,6 +128,7 @@ __all__ = [
     "random_crop_image",
     "random_crop_pad_image",
     "random_crop_to_aspect_ratio",
+    "random_crop_to_size",
     "random_cutout",
     "random_distort_color",
     "random_downscale_to_target_pixels",

@@ -196,6 +196,53 @@ def random_crop_to_aspect_ratio(
     )
 
 
+@register_step(
+    reads=CROP_FIELDS,
+    writes=CROP_FIELDS,
+    kind="geometry",
+    checks={"height": positive, "width": positive, "overlap_thresh": in_range(0.0, 1.0)},
+)
+def random_crop_to_size(
+    features: core.Features,
+    *,
+    seed=None,
+    height: int,
+    width: int,
+    center_crop: bool = False,
+    overlap_thresh: float = 0.3,
+    clip_boxes: bool = True,
+) -> core.Features:
+    """Cut a ``height`` × ``width`` window at a random offset (``tf.image.random_crop``).
+
+    ``center_crop`` centres the window instead (offsets rounded down), for evaluation. A side
+    shorter than the window is padded with zeros, the image placed at a random (or centred)
+    offset, so the output is always ``height`` × ``width``. Boxes are kept as in
+    :func:`random_crop_image`.
+    """
+    image_height, image_width = core.image_size(features[fields.IMAGE])
+    spare_height, spare_width = image_height - height, image_width - width
+    if center_crop:
+        top, left = tf.math.floordiv(spare_height, 2), tf.math.floordiv(spare_width, 2)
+    else:
+        top_seed, left_seed = core.split_seed(seed, 2)
+        # Offsets in [0, spare] when the image is larger, in [spare, 0] (a pad) when smaller.
+        top = core.uniform_int(
+            top_seed, tf.minimum(spare_height, 0), tf.maximum(spare_height, 0) + 1
+        )
+        left = core.uniform_int(
+            left_seed, tf.minimum(spare_width, 0), tf.maximum(spare_width, 0) + 1
+        )
+    return crop_to_window(
+        features,
+        top,
+        left,
+        height,
+        width,
+        overlap_thresh=overlap_thresh,
+        clip_boxes=clip_boxes,
+    )
+
+
 def _border(max_border: int, size: tf.Tensor) -> tf.Tensor:
     """``max_border`` halved until twice it is below ``size`` (CenterNet's border rule)."""
     candidates = tf.constant([max_border >> k for k in range(max_border.bit_length() + 1)])

@@ -84,6 +84,22 @@ def subtract_channel_mean(
     return _with_image(features, core.to_float(image) - tf.constant(means, tf.float32))
 
 
+@register_step(kind="color")
+def per_image_standardization(features: core.Features, *, seed=None) -> core.Features:
+    """``(x - mean) / max(stddev, 1 / sqrt(N))`` over all N values of the image (every channel).
+
+    ``tf.image.per_image_standardization``; the CIFAR-10 recipe's last step. Float32 out, mean 0
+    and standard deviation 1 (unless the image is nearly flat).
+    """
+    del seed
+    image = core.to_float(features[fields.IMAGE])
+    axes = [-3, -2, -1]
+    count = tf.cast(tf.reduce_prod(tf.shape(image)[-3:]), tf.float32)
+    mean = tf.reduce_mean(image, axis=axes, keepdims=True)
+    stddev = tf.math.reduce_std(image, axis=axes, keepdims=True)
+    return _with_image(features, (image - mean) / tf.maximum(stddev, tf.math.rsqrt(count)))
+
+
 @register_step(
     kind="color",
     checks={"minval": non_negative, "maxval": non_negative},

@@ -1,5 +1,7 @@
-"""Writers: build detection ``tf.train.Example`` records from numpy and write TFRecord shards."""
+"""Writers: build detection ``tf.train.Example`` records from numpy and write TFRecord shards;
+write CIFAR binaries."""
 
+from object_input.writers.cifar import write_cifar10, write_cifar100
 from object_input.writers.parallel import write_parallel
 from object_input.writers.tf_example import (
     ShardedWriter,
@@ -14,6 +16,8 @@ __all__ = [
     "build_example",
     "encode_image",
     "shard_paths",
+    "write_cifar10",
+    "write_cifar100",
     "write_parallel",
     "write_tfrecords",
 ]

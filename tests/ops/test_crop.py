@@ -28,6 +28,7 @@ from object_input.ops import (
     get_step,
     random_crop_image,
     random_crop_to_aspect_ratio,
+    random_crop_to_size,
     random_scale_crop_and_pad_to_square,
     random_square_crop_by_scale,
 )
@@ -209,6 +210,45 @@ def test_random_crop_to_aspect_ratio_properties(features, seed, ratio, thresh, c
     assert abs(win_w / win_h - ratio) <= max(1.0, ratio) / min(win_h, win_w) + 1e-6
     assert 0 <= top <= height - win_h and 0 <= left <= width - win_w
     check_placed(features, out, window=window, thresh=thresh, clip=clip)
+
+
+@pytest.mark.parametrize(
+    ("shape", "window"),
+    [((32, 32), (4, 4, 24, 24)), ((9, 7), (1, 0, 6, 7)), ((4, 3), (-1, -2, 6, 7))],
+)
+def test_random_crop_to_size_centre(shape, window):
+    features = coord_features(*shape, [[0.1, 0.1, 0.9, 0.6]])
+    out = random_crop_to_size(features, height=window[2], width=window[3], center_crop=True)
+    assert infer_window(out[fields.IMAGE]) == window
+    check_placed(features, out, window=window, thresh=0.3, clip=True)
+
+
+@given(_examples, seeds, st.integers(1, 24), st.integers(1, 24), st.floats(0.0, 1.0))
+def test_random_crop_to_size_properties(features, seed, crop_h, crop_w, thresh):
+    out = random_crop_to_size(
+        features, seed=seed, height=crop_h, width=crop_w, overlap_thresh=thresh
+    )
+    assert out[fields.IMAGE].shape[:2] == (crop_h, crop_w)
+    top, left, _, _ = window = infer_window(out[fields.IMAGE])
+    height, width = features[fields.IMAGE].shape[:2]
+    # Inside the image when it is larger; the whole image inside the window when smaller.
+    assert min(0, height - crop_h) <= top <= max(0, height - crop_h)
+    assert min(0, width - crop_w) <= left <= max(0, width - crop_w)
+    check_placed(features, out, window=window, thresh=thresh, clip=True)
+
+
+def test_random_crop_to_size_offsets_cover_the_range():
+    image = tf.constant(coord_image(6, 5))
+
+    def offsets(seed):
+        out = random_crop_to_size({fields.IMAGE: image}, seed=seed, height=4, width=7)[fields.IMAGE]
+        # Source row shown by the first output row (1-based), and the zero columns left of it.
+        left_pad = tf.reduce_sum(tf.cast(tf.cumsum(out[0, :, 2]) == 0, tf.int32))
+        return tf.reduce_max(out[0, :, 0]), left_pad
+
+    rows, pads = over_seeds(offsets, 5, num=300)
+    assert sorted(set(rows.numpy().astype(int).tolist())) == [1, 2, 3]  # tops 0..2
+    assert sorted(set(pads.numpy().tolist())) == [0, 1, 2]  # 5 columns placed at 0..2 of 7
 
 
 def test_random_crop_to_aspect_ratio_offsets_cover_the_range():

@@ -36,6 +36,31 @@ def assert_binomial(observed, probability, num=400):
     assert abs(observed - probability) <= 5 * np.sqrt(probability * (1 - probability) / num) + 1e-9
 
 
+# per_image_standardization --------------------------------------------------------------------
+
+
+def test_per_image_standardization_exact_and_equal_to_tensorflows():
+    image = np.array([[[0, 2, 4], [6, 8, 10]]], np.uint8)  # mean 5, std sqrt(35/3)
+    out = run_step("per_image_standardization", image)
+    np.testing.assert_allclose(out, (image - 5.0) / np.sqrt(35 / 3), rtol=1e-6)
+    assert out.dtype == tf.float32
+    other = make_image(4)
+    np.testing.assert_allclose(
+        run_step("per_image_standardization", other),
+        tf.image.per_image_standardization(other),
+        atol=1e-5,
+    )
+
+
+def test_per_image_standardization_flat_image_and_batches():
+    flat = np.full([2, 2, 1], 7.0, np.float32)
+    np.testing.assert_array_equal(run_step("per_image_standardization", flat), np.zeros_like(flat))
+    batch = np.stack([make_image(1), make_image(2) * 0.5])
+    out = run_step("per_image_standardization", batch)
+    for got, image in zip(out, batch, strict=True):
+        np.testing.assert_allclose(got, tf.image.per_image_standardization(image), atol=1e-5)
+
+
 # normalize_image / subtract_channel_mean ------------------------------------------------------
 
 
