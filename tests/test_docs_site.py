@@ -72,8 +72,26 @@ def docs_workspace(tmp_path_factory):
     return root
 
 
+@pytest.fixture
+def clean_registries():
+    """Undo what a page registers (per-box fields, steps, transform handlers) once it has run."""
+    from object_input import fields, ops
+    from object_input.ops import transform
+
+    registries = (
+        (fields.per_box_fields, fields.unregister_per_box_field),
+        (ops.registered_steps, ops.unregister_step),
+        (transform.handled_fields, transform.unregister_handler),
+    )
+    before = [set(listed()) for listed, _ in registries]
+    yield
+    for (listed, unregister), known in zip(registries, before, strict=True):
+        for name in set(listed()) - known:
+            unregister(name)
+
+
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(DOCS)))
-def test_python_samples_run(page, docs_workspace, monkeypatch):
+def test_python_samples_run(page, docs_workspace, monkeypatch, clean_registries):
     monkeypatch.chdir(docs_workspace)
     namespace: dict = {"__name__": f"docs_{page.stem}"}
     for line, code, reason in python_samples(page):
