@@ -106,12 +106,9 @@ def main() -> None:
     print(f"wrote {count} patches to {out}")
 
     written = EarthEngine(out, bands=["water_probability"], patch_size=PATCH, mixer=mixer)
-    probability, affine = earthengine.stitch(
-        (e[fields.IMAGE] for e in make_dataset(written, batch_size=None).as_numpy_iterator()),
-        mixer,
-    )
+    probability, affine = earthengine.stitch(make_dataset(written, batch_size=8), mixer)
     labels, _ = earthengine.stitch(
-        (e[fields.IMAGE][..., 3:] for e in make_dataset(source, batch_size=None)), mixer
+        (batch[fields.IMAGE][..., 3:] for batch in make_dataset(source, batch_size=8)), mixer
     )
     accuracy = float(np.mean((probability > 0.5) == (labels > 0.5)))
     print(f"stitched {probability.shape[:2]} at {affine}; pixel accuracy {accuracy:.3f}")

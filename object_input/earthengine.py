@@ -17,11 +17,13 @@ import dataclasses
 import json
 import os
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import tensorflow as tf
+
+from object_input import fields
 
 #: The affine of an unrotated north-up grid of 1-unit pixels with its corner at (0, 0).
 IDENTITY_AFFINE = (1.0, 0.0, 0.0, 0.0, -1.0, 0.0)
@@ -150,23 +152,32 @@ def patch_bounds(mixer: Mixer, index: tf.Tensor) -> tf.Tensor:
     return tf.stack([tf.reduce_min(xs), tf.reduce_min(ys), tf.reduce_max(xs), tf.reduce_max(ys)])
 
 
-def _patches(items: Iterable[Any]) -> Iterator[np.ndarray]:
-    """Patches one by one from arrays ``[H, W, k]``, batches ``[N, H, W, k]`` or a dataset."""
+def _patches(items: Iterable[Any]) -> Iterator[tuple[int | None, np.ndarray]]:
+    """``(patch index or None, patch)`` one by one from arrays ``[H, W, k]``, batches
+    ``[N, H, W, k]``, feature dicts (``IMAGE``, with ``PATCH_INDEX`` when present; batched or
+    not), or a dataset of any of those."""
     if isinstance(items, tf.data.Dataset):
         items = items.as_numpy_iterator()
-    elif isinstance(items, (np.ndarray, tf.Tensor)) and np.ndim(items) == 3:
+    elif isinstance(items, Mapping) or (
+        isinstance(items, (np.ndarray, tf.Tensor)) and np.ndim(items) == 3
+    ):
         items = [items]
     for item in items:
+        indices = None
+        if isinstance(item, Mapping):
+            if fields.PATCH_INDEX in item:
+                indices = np.asarray(item[fields.PATCH_INDEX]).reshape(-1)
+            item = item[fields.IMAGE]
         array = np.asarray(item)
-        if array.ndim == 4:
-            yield from array
-        elif array.ndim == 3:
-            yield array
-        else:
+        if array.ndim == 3:
+            array = array[None]
+        elif array.ndim != 4:
             raise ValueError(
                 f"a patch is an array [height, width, bands] (or a batch of them), got shape "
                 f"{array.shape}"
             )
+        for i, patch in enumerate(array):
+            yield (None if indices is None else int(indices[i])), patch
 
 
 def _unbuffered(patch: np.ndarray, index: int, patch_size: tuple[int, int], what: str):
@@ -195,7 +206,8 @@ def write_predictions(
     Args:
       predictions: ``[H', W', k]`` arrays in export order (a dataset, a list, or batches
         ``[N, H', W', k]`` such as ``model.predict`` returns); ``H'`` is the patch height plus
-        the kernel buffer, or the patch height itself when the model already cropped it.
+        the kernel buffer, or the patch height itself when the model already cropped it. Feature
+        dicts (``IMAGE``, ``PATCH_INDEX``) are checked to be in export order.
       out_path: the file to write; GZIP when it ends with ``.gz``.
       mixer: the export's :class:`Mixer` or its path: patch size and count.
       band_names: one name per output band ``k``.
@@ -223,7 +235,13 @@ def write_predictions(
     count = 0
     try:
         with tf.io.TFRecordWriter(temp, options=compression) as writer:
-            for index, patch in enumerate(_patches(predictions)):
+            for index, (claimed, patch) in enumerate(_patches(predictions)):
+                if claimed not in (None, index):
+                    raise ValueError(
+                        f"prediction {index} is for patch {claimed}: predictions must come in "
+                        f"export order (read the export unshuffled); nothing was written to "
+                        f"{out_path}"
+                    )
                 if index >= mixer.total_patches:
                     raise ValueError(
                         f"more predictions than the mixer's {mixer.total_patches} patches; nothing "
@@ -267,20 +285,27 @@ def _float_example(names: Sequence[str], patch: np.ndarray) -> bytes:
 def stitch(
     patches: Iterable[Any], mixer: Mixer | str | os.PathLike
 ) -> tuple[np.ndarray, tuple[float, ...]]:
-    """One ``[rows·H, cols·W, bands]`` array of the patches in export order, and its affine.
+    """One ``[rows·H, cols·W, bands]`` array of all the patches of an export, and its affine.
 
-    Patches may carry a kernel buffer (it is cropped off: the shape tells how much). The affine
-    (``(xScale, xShear, x0, yShear, yScale, y0)``, as in the mixer) maps pixel ``(col, row)`` of
-    the stitched array to the CRS. Fewer or more patches than the mixer's grid is an error.
+    ``patches``: arrays ``[H', W', bands]`` in export order (or batches of them), or feature dicts
+    from :class:`~object_input.sources.EarthEngine` (e.g. ``make_dataset(source)``, batched or
+    not, shuffled or not), which are placed by their ``PATCH_INDEX``. Patches may carry a kernel
+    buffer (cropped off: the shape tells how much). The affine (``(xScale, xShear, x0, yShear,
+    yScale, y0)``, as in the mixer) maps pixel ``(col, row)`` of the stitched array to the CRS. A
+    patch missing, repeated, or beyond the mixer's grid is an error.
     """
     if not isinstance(mixer, Mixer):
         mixer = Mixer.load(mixer)
     height, width = mixer.patch_size
     out = None
-    count = 0
-    for index, patch in enumerate(_patches(patches)):
-        if index >= mixer.total_patches:
-            raise ValueError(f"more patches than the mixer's {mixer.total_patches}")
+    placed = np.zeros(mixer.total_patches, bool)
+    for position, (claimed, patch) in enumerate(_patches(patches)):
+        index = position if claimed is None else claimed
+        if not 0 <= index < mixer.total_patches:
+            raise ValueError(f"patch {index} is beyond the mixer's {mixer.total_patches} patches")
+        if placed[index]:
+            raise ValueError(f"patch {index} comes twice")
+        placed[index] = True
         inner = _unbuffered(patch, index, mixer.patch_size, "patch")
         if out is None:
             out = np.zeros(
@@ -290,9 +315,12 @@ def stitch(
             raise ValueError(f"patch {index} has {inner.shape[2]} bands, patch 0 {out.shape[2]}")
         row, col = mixer.row_col(index)
         out[row * height : (row + 1) * height, col * width : (col + 1) * width] = inner
-        count += 1
-    if count != mixer.total_patches:
-        raise ValueError(f"{count} patches for an export of {mixer.total_patches}")
+    if not placed.all():
+        missing = np.flatnonzero(~placed)
+        raise ValueError(
+            f"{placed.sum()} patches for an export of {mixer.total_patches}; missing patch "
+            f"{missing[0]}" + (f" and {len(missing) - 1} more" if len(missing) > 1 else "")
+        )
     return out, mixer.affine
 
 

@@ -392,8 +392,10 @@ def test_stitch_assembles_the_region_with_the_mixer_affine(tmp_path):
     y, x = np.mgrid[0 : ROWS * H, 0 : COLS * W]
     np.testing.assert_array_equal(image, np.stack([world(0, y, x), world(1, y, x)], axis=-1))
     assert affine == tuple(AFFINE)
-    with pytest.raises(ValueError, match="5 patches for an export of 6"):
+    with pytest.raises(ValueError, match=r"5 patches for an export of 6; missing patch 5$"):
         earthengine.stitch(patches[:5], f"{prefix}-mixer.json")
+    with pytest.raises(ValueError, match="patch 6 is beyond the mixer's 6 patches"):
+        earthengine.stitch(patches + patches[:1], f"{prefix}-mixer.json")
     with pytest.raises(ValueError, match=r"patch 0 has shape \(5, 7, 2\)"):
         earthengine.stitch([p[:, :-1] for p in patches], f"{prefix}-mixer.json")
 
@@ -529,3 +531,30 @@ def test_export_read_stitch_and_write_back_round_trip(
         back = EarthEngine(out, bands=["a", "b"], patch_size=patch, mixer=f"{prefix}-mixer.json")
         again, _ = earthengine.stitch([e[fields.IMAGE] for e in elements(back)], back.mixer)
         np.testing.assert_array_equal(again, stitched)
+
+
+def test_stitch_places_feature_dicts_by_patch_index_in_any_order(tmp_path):
+    prefix, _ = float_export(tmp_path)
+    source = EarthEngine(prefix, bands=["B1", "B2"], patch_size=(H, W), kernel_size=KERNEL)
+    shuffled = list(make_dataset(source, batch_size=4, shuffle=True, seed=1).as_numpy_iterator())
+    order = [int(i) for batch in shuffled for i in batch[fields.PATCH_INDEX]]
+    assert order == [4, 5, 1, 2, 3, 0]
+    image, _ = earthengine.stitch(shuffled, source.mixer)
+    y, x = np.mgrid[0 : ROWS * H, 0 : COLS * W]
+    np.testing.assert_array_equal(image, np.stack([world(0, y, x), world(1, y, x)], axis=-1))
+    one_shard = make_dataset(source, batch_size=None, reading=ReadOptions(num_shards=2))
+    with pytest.raises(
+        ValueError, match="3 patches for an export of 6; missing patch 1 and 2 more"
+    ):
+        earthengine.stitch(one_shard, source.mixer)
+    twice = list(one_shard.as_numpy_iterator()) * 2
+    with pytest.raises(ValueError, match="patch 0 comes twice"):
+        earthengine.stitch(twice, source.mixer)
+    with pytest.raises(ValueError, match="prediction 0 is for patch 4: predictions must come in"):
+        earthengine.write_predictions(
+            shuffled,
+            tmp_path / "p.tfrecord",
+            source.mixer,
+            band_names=["a", "b"],
+            kernel_size=KERNEL,
+        )
