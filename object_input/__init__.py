@@ -19,16 +19,19 @@ _EXPORTS = {
     "PipelineConfig": "object_input.config",
     "ReadOptions": "object_input.options",
     "ServiceOptions": "object_input.options",
+    "SkipLogger": "object_input.skips",
     "dataset_fn": "object_input.distribute",
     "decode_example": "object_input.decoders",
     "load_pipeline_config": "object_input.config",
     "make_dataset": "object_input.pipeline",
+    "stats": "object_input.skips",
     "unpad_batch": "object_input.batching",
 }
 _SUBMODULES = (
     "boxes",
     "converters",
     "earthengine",
+    "errors",
     "fields",
     "keras_layout",
     "ops",
@@ -44,11 +47,13 @@ __all__ = [
     "PipelineConfig",
     "ReadOptions",
     "ServiceOptions",
+    "SkipLogger",
     "boxes",
     "converters",
     "dataset_fn",
     "decode_example",
     "earthengine",
+    "errors",
     "fields",
     "keras_layout",
     "load_pipeline_config",
@@ -56,6 +61,7 @@ __all__ = [
     "ops",
     "recipes",
     "sources",
+    "stats",
     "unpad_batch",
     "writers",
 ]
@@ -65,6 +71,7 @@ if TYPE_CHECKING:
         boxes,
         converters,
         earthengine,
+        errors,
         fields,
         keras_layout,
         ops,
@@ -78,6 +85,7 @@ if TYPE_CHECKING:
     from object_input.distribute import dataset_fn
     from object_input.options import DecodeOptions, ReadOptions, ServiceOptions
     from object_input.pipeline import DatasetOptions, make_dataset
+    from object_input.skips import SkipLogger, stats
 
 
 def __getattr__(name: str) -> Any:

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from object_input import fields
+from object_input import errors, fields
 
 BATCHING_MODES = ("dynamic", "static")
 OVERFLOW_POLICIES = ("error", "truncate")
@@ -31,19 +31,15 @@ def limit_boxes(features: dict, max_boxes: int | None, on_overflow: str = "error
     dropped = out.get(fields.NUM_DROPPED_BOXES, tf.constant(0, tf.int32))
     if max_boxes is not None:
         if on_overflow == "error":
-            check = tf.debugging.Assert(
+            out = _check(
+                out,
                 num <= max_boxes,
-                [
-                    "record",
-                    out.get(fields.RECORD_ID, "<unnamed>"),
-                    "has",
-                    num,
-                    f"boxes, more than max_boxes={max_boxes}; raise max_boxes or pass "
-                    "box_overflow='truncate' to keep the first max_boxes and count the rest",
-                ],
+                "too_many_boxes",
+                "has",
+                num,
+                f"boxes, more than max_boxes={max_boxes}; raise max_boxes or pass "
+                "box_overflow='truncate' to keep the first max_boxes and count the rest",
             )
-            with tf.control_dependencies([check]):
-                num = tf.identity(num)
         else:
             dropped += tf.maximum(num - max_boxes, 0)
             num = tf.minimum(num, max_boxes)
@@ -52,6 +48,19 @@ def limit_boxes(features: dict, max_boxes: int | None, on_overflow: str = "error
                     out[name] = out[name][:max_boxes]
     out[fields.NUM_BOXES] = num
     out[fields.NUM_DROPPED_BOXES] = dropped
+    return out
+
+
+def _check(features: dict, ok: tf.Tensor, reason: str, *message: Any) -> dict:
+    """Assert ``ok`` naming the record; a flagged example (``ERROR`` field) is flagged instead."""
+    record_id = features.get(fields.RECORD_ID, tf.constant("<unnamed>"))
+    checks = errors.RecordChecks(record_id, features.get(fields.SOURCE_ID))
+    checks.add(ok, reason, *message)
+    if fields.ERROR in features:
+        return checks.flag(features)
+    out = dict(features)
+    with tf.control_dependencies(checks.asserts()):
+        out[fields.IMAGE] = tf.identity(out[fields.IMAGE])
     return out
 
 
@@ -86,20 +95,14 @@ def add_shape_fields(features: dict) -> dict:
 def check_fits(features: dict, height: int, width: int) -> dict:
     """Assert the image fits in ``height`` × ``width`` (static padding), naming the record."""
     shape = tf.shape(features[fields.IMAGE])
-    check = tf.debugging.Assert(
+    return _check(
+        features,
         (shape[0] <= height) & (shape[1] <= width),
-        [
-            "record",
-            features.get(fields.RECORD_ID, "<unnamed>"),
-            "has an image of size",
-            shape[:2],
-            f"larger than pad_image_size=({height}, {width})",
-        ],
+        "too_large_to_pad",
+        "has an image of size",
+        shape[:2],
+        f"larger than pad_image_size=({height}, {width})",
     )
-    with tf.control_dependencies([check]):
-        out = dict(features)
-        out[fields.IMAGE] = tf.identity(out[fields.IMAGE])
-        return out
 
 
 def padded_shapes(

@@ -37,6 +37,7 @@ REASONS: dict[str, str] = {
     "mask": "the masks do not match the boxes in count or the image in size",
     "keypoints": "the keypoint lists do not hold num_keypoints points per box",
     "too_many_boxes": "the example has more boxes than max_boxes (box_overflow='error')",
+    "too_large_to_pad": "the image is larger than pad_image_size",
     "empty": "the image has no boxes (dropped because empty_images='drop')",
 }
 OK = 0
@@ -127,6 +128,26 @@ class RecordChecks:
             result = tf.where(ok, result, code(reason))
         return result
 
+    def flag(self, features: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        """``features`` with the first failed check in ``ERROR`` and ``ERROR_DETAIL``, unless
+        an earlier failure is there already. The message is built only on failure."""
+        out = dict(features)
+        previous = out.get(fields.ERROR, tf.constant(OK, tf.int32))
+        error = self.error_code()
+        fresh = tf.equal(previous, OK) & tf.not_equal(error, OK)
+
+        def message() -> tf.Tensor:
+            # Every message, then the first failed one's: one branch, not a cond per check.
+            oks = tf.stack([ok for ok, _, _ in self.items])
+            first = tf.argmin(tf.cast(oks, tf.int32))
+            return tf.gather(tf.stack([self._message(m) for _, _, m in self.items]), first)
+
+        out[fields.ERROR] = tf.where(fresh, error, previous)
+        out[fields.ERROR_DETAIL] = tf.cond(
+            fresh, message, lambda: out.get(fields.ERROR_DETAIL, tf.constant(""))
+        )
+        return out
+
 
 def guarded(
     checks: RecordChecks,
@@ -136,17 +157,29 @@ def guarded(
     placeholder: Any,
 ) -> dict[str, tf.Tensor]:
     """``build(inputs)`` once ``checks`` hold: under ``raise`` after their assertions; under
-    ``skip`` from ``placeholder`` (known-good inputs) when a check fails, with the error code in
-    ``fields.ERROR`` so that the pipeline drops and counts the record.
+    ``skip`` from ``placeholder`` (known-good inputs) when a check fails, flagged with the
+    failure in ``fields.ERROR`` and ``fields.ERROR_DETAIL`` for the pipeline to raise or skip.
     """
     if check_policy(on_error) == "raise":
         with tf.control_dependencies(checks.asserts()):
             inputs = tf.nest.map_structure(tf.identity, inputs)
         return build(inputs)
-    error = checks.error_code()
-    out = tf.cond(tf.equal(error, OK), lambda: build(inputs), lambda: build(placeholder))
-    out = dict(out)
-    out[fields.ERROR] = error
+    ok = tf.equal(checks.error_code(), OK)
+    # Select the inputs, not the outputs: the build is traced once.
+    chosen = tf.cond(ok, lambda: inputs, lambda: placeholder)
+    return checks.flag(build(chosen))
+
+
+def raise_flagged(features: dict[str, tf.Tensor], allowed: tuple[str, ...] = ()) -> dict:
+    """Raise the flagged failure of ``features`` (its ``ERROR_DETAIL``) unless it is OK or one
+    of the ``allowed`` reasons (kept flagged); otherwise drop the flag fields."""
+    error = features[fields.ERROR]
+    fine = tf.reduce_any(tf.equal(error, [OK] + [code(r) for r in allowed]))
+    check = tf.debugging.Assert(fine, [features[fields.ERROR_DETAIL]])
+    with tf.control_dependencies([check]):
+        out = {k: tf.identity(v) for k, v in features.items()}
+    if not allowed:
+        del out[fields.ERROR], out[fields.ERROR_DETAIL]
     return out
 
 

@@ -32,9 +32,10 @@ NUM_DROPPED_BOXES = "num_dropped_boxes"
 RECORD_ID = "record_id"  # string scalar "file:index", names the record in errors
 # float32 [P]: one image's parameters of the fused colour stage (color_stage="device")
 COLOR_PARAMETERS = "color_parameters"
-# int32 scalar under on_error="skip": 0 for a good record, else its reason code (see
-# object_input.errors); the pipeline drops and counts flagged records before batching
+# int32 scalar: 0 for a good record, else the reason code of its first failed check (see
+# object_input.errors); the pipeline raises it or drops and counts the record before batching
 ERROR = "error"
+ERROR_DETAIL = "error_detail"  # string scalar: the failed check's message naming record and field
 # Classification and other whole-image fields (sources other than detection TFRecords).
 LABEL = "label"  # int32 scalar: the image's class (CIFAR-100: the fine label)
 COARSE_LABEL = "coarse_label"  # int32 scalar: CIFAR-100's coarse (superclass) label

@@ -122,6 +122,13 @@ class DecodeOptions:
       jpeg_dct_scaling: with ``defer_decode`` and an ``image_size``, decode a JPEG window at
         least twice the output size at 1/2, 1/4 or 1/8 scale in the DCT: cheaper, not
         bit-identical (docs/performance.md measures the difference).
+      boxes_out_of_range: box coordinates outside [0, 1]: "error" (a bad record), or "clip"
+        (boxes left without area are dropped and counted in ``num_dropped_boxes``). Float noise
+        (within 1e-5) is clipped either way.
+      max_image_pixels: largest height × width accepted, read from the image header before
+        decoding (None: no limit).
+      large_images: an image over ``max_image_pixels``: "error" (a bad record) or "downscale"
+        (decoded at reduced size, JPEG by DCT scaling; masks too; decoding is not deferred).
     """
 
     channels: int = 3
@@ -131,6 +138,9 @@ class DecodeOptions:
     extra_features: Mapping[str, Any] | None = None
     defer_decode: bool = True
     jpeg_dct_scaling: bool = False
+    boxes_out_of_range: str = "error"
+    max_image_pixels: int | None = None
+    large_images: str = "error"
 
 
 @dataclasses.dataclass(frozen=True)

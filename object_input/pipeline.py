@@ -15,7 +15,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from object_input import batching, fields, keras_layout
+from object_input import batching, errors, fields, keras_layout, skips
 from object_input.ops import Augmentation, core
 from object_input.ops.fused_color import FusedColor
 from object_input.ops.resize import resize_features
@@ -33,6 +33,7 @@ from object_input.sources.resolve import PathOptions
 
 OUTPUT_DTYPES = (None, "uint8", "float32", "bfloat16")
 COLOR_STAGES = ("fused", "exact", "device")
+EMPTY_IMAGE_POLICIES = ("keep", "drop")
 
 
 class _Default:
@@ -73,6 +74,8 @@ def make_dataset(
     num_parallel_calls: int = _Default(AUTOTUNE),
     prefetch: int = _Default(AUTOTUNE),
     deterministic: bool = _Default(True),
+    on_error: str = _Default("raise"),
+    empty_images: str = _Default("keep"),
     reading: ReadOptions | Mapping[str, Any] | None = _Default(None),
     decoding: DecodeOptions | Mapping[str, Any] | None = _Default(None),
     service: ServiceOptions | str | None = _Default(None),
@@ -117,6 +120,10 @@ def make_dataset(
         training device). See docs/performance.md.
       num_parallel_calls, prefetch: parallelism of the per-example map and prefetch depth.
       deterministic: keep the element order independent of thread timing.
+      on_error: a bad record or unreadable file: "raise" stops with an error naming the file,
+        record, source id and field; "skip" drops that record alone (before batching) and counts
+        it by reason: ``object_input.stats(dataset)`` reads the counts (docs/reliability.md).
+      empty_images: images without boxes: "keep", or "drop" (counted as ``empty``).
       reading: :class:`~object_input.options.ReadOptions` (sharding, interleave, compression).
       decoding: :class:`~object_input.options.DecodeOptions` (channels, extra features, ...).
       service: a tf.data service address or :class:`~object_input.options.ServiceOptions`:
@@ -169,6 +176,8 @@ class DatasetOptions:
     num_parallel_calls: int
     prefetch: int
     deterministic: bool
+    on_error: str
+    empty_images: str
     reading: Any
     decoding: Any
     service: Any
@@ -194,6 +203,8 @@ class DatasetOptions:
                 "color_stage='device' needs image_size and batch_size: the stage runs on "
                 "batches of one image size"
             )
+        _check_choice("on_error", self.on_error, errors.ON_ERROR_POLICIES)
+        _check_choice("empty_images", self.empty_images, EMPTY_IMAGE_POLICIES)
         if self.max_boxes is not None and (
             not isinstance(self.max_boxes, int) or self.max_boxes < 1
         ):
@@ -228,6 +239,11 @@ class DatasetOptions:
         keras_layout.check_options(self.keras, self.bounding_box_format)
         self.reading = build(ReadOptions, "reading", self.reading)
         self.decoding = build(DecodeOptions, "decoding", self.decoding)
+        if self.on_error == "skip" and self.service is not None:
+            raise ValueError(
+                "on_error='skip' counts skipped records in this process's variables; it cannot "
+                "run on tf.data service workers: use on_error='raise' with service"
+            )
         if isinstance(self.service, str):
             self.service = ServiceOptions(self.service)
         elif self.service is not None and not isinstance(self.service, ServiceOptions):
@@ -284,8 +300,16 @@ def _size(name: str, size: Any) -> tuple[int, int] | None:
 
 def _build(opts: DatasetOptions) -> tf.data.Dataset:
     source = opts.source
+    counter = None
+    if opts.on_error == "skip" or opts.empty_images == "drop":
+        counter = skips.SkipCounter()
     context = ReadContext(
-        reading=opts.reading, shuffle=opts.shuffle, seed=opts.seed, deterministic=opts.deterministic
+        reading=opts.reading,
+        shuffle=opts.shuffle,
+        seed=opts.seed,
+        deterministic=opts.deterministic,
+        on_error=opts.on_error,
+        counter=counter,
     )
     records = source.records(context)
     if opts.shuffle:
@@ -311,6 +335,7 @@ def _build(opts: DatasetOptions) -> tf.data.Dataset:
     @tf.autograph.experimental.do_not_convert
     def process(seed: tf.Tensor, record_id: tf.Tensor, payload: Any) -> dict:
         features = source.decode(record_id, payload, defer_image=deferred_steps > 0)
+        features = _flagged(features, record_id, opts.empty_images)
         seed = seed if opts.seed is not None else None
         if deferred_steps:
             features = augment(features, seed, stop=deferred_steps)
@@ -324,23 +349,41 @@ def _build(opts: DatasetOptions) -> tf.data.Dataset:
             features = resize_features(features, *opts.image_size)
         elif opts.pad_image_size is not None:
             features = batching.check_fits(features, *opts.pad_image_size)
+        # The fused batch colour stage casts after the colour.
+        cast_here = True
         if stop < len(augment):
             features = {**features, fields.COLOR_PARAMETERS: colour.draw(seed)}
-            if opts.color_stage == "fused":
-                # The batch stage casts after the colour.
-                return batching.prepare(features, opts.max_boxes, opts.box_overflow)
-        if opts.output_dtype is not None:
+            cast_here = opts.color_stage != "fused"
+        if opts.output_dtype is not None and cast_here:
             features = dict(features)
             features[fields.IMAGE] = core.like(
                 features[fields.IMAGE], tf.as_dtype(opts.output_dtype)
             )
-        return batching.prepare(features, opts.max_boxes, opts.box_overflow)
+        features = batching.prepare(features, opts.max_boxes, opts.box_overflow)
+        if opts.on_error == "raise":
+            # Only "empty" stays flagged (a drop, not an error).
+            features = errors.raise_flagged(features, ("empty",) if counter else ())
+        return features
 
-    dataset = records.map(
-        lambda seed, record: process(seed, *record),
-        num_parallel_calls=opts.num_parallel_calls,
-        deterministic=opts.deterministic,
-    )
+    def process_element(seed: tf.Tensor, record: Any) -> dict:
+        return process(seed, *record)
+
+    if opts.on_error == "skip":
+        dataset = skips.map_catching(
+            records,
+            process_element,
+            record_id=lambda seed, record: record[0],
+            num_parallel_calls=opts.num_parallel_calls,
+            deterministic=opts.deterministic,
+        )
+    else:
+        dataset = records.map(
+            process_element,
+            num_parallel_calls=opts.num_parallel_calls,
+            deterministic=opts.deterministic,
+        )
+    if counter is not None:
+        dataset = skips.drop_and_count(dataset, counter)
     if opts.batch_size is not None:
         dataset = batching.batch_features(
             dataset,
@@ -369,7 +412,21 @@ def _build(opts: DatasetOptions) -> tf.data.Dataset:
                 opts.service.mode, opts.service.address, job_name=opts.service.job_name
             )
         )
-    return dataset.prefetch(opts.prefetch)
+    dataset = dataset.prefetch(opts.prefetch)
+    return dataset if counter is None else skips.attach(dataset, counter)
+
+
+def _flagged(features: dict, record_id: tf.Tensor, empty_images: str) -> dict:
+    """``features`` with the ``ERROR`` fields (a source may not flag), and empties flagged."""
+    out = dict(features)
+    out.setdefault(fields.RECORD_ID, record_id)
+    out.setdefault(fields.ERROR, tf.constant(errors.OK, tf.int32))
+    out.setdefault(fields.ERROR_DETAIL, tf.constant(""))
+    if empty_images == "drop":
+        checks = errors.RecordChecks(out[fields.RECORD_ID])
+        checks.add(tf.shape(out[fields.BOXES])[0] > 0, "empty", "has no boxes")
+        out = checks.flag(out)
+    return out
 
 
 def _is_rgb(features: dict, color_stage: str) -> bool:

@@ -2,7 +2,8 @@
 
 Every example decodes to the same set of keys (absent optional fields get defaults), so examples can
 be batched together. Malformed records fail with an error that names the record, its source id
-and the field, or, under ``on_error="skip"``, carry the reason's code in ``fields.ERROR``.
+and the field, or, under ``on_error="skip"``, carry the failure in ``fields.ERROR`` (its reason's
+code) and ``fields.ERROR_DETAIL`` (that message), for the pipeline to raise or skip.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ MASK_TYPES = (None, "png", "numerical")
 UNKNOWN_CLASS_POLICIES = ("error", "drop")
 BOX_RANGE_POLICIES = ("error", "clip")
 LARGE_IMAGE_POLICIES = ("error", "downscale")
-EMPTY_IMAGE_POLICIES = ("keep", "drop")
 # Coordinates this far outside [0, 1] are float noise (1.0000001 from a float32 division): clipped.
 BOX_TOLERANCE = 1e-5
 
@@ -68,7 +68,8 @@ class ExampleDecoder:
         same key (sparse features become dense).
       on_error: ``"raise"``: a failed check raises InvalidArgumentError naming the record, its
         source id and the field; ``"skip"``: the result carries the reason's code in
-        ``fields.ERROR`` (0 when good; see :mod:`object_input.errors`) and placeholder values.
+        ``fields.ERROR`` (0 when good; see :mod:`object_input.errors`), the message in
+        ``fields.ERROR_DETAIL``, and placeholder values.
       boxes_out_of_range: ``"error"`` (a check) or ``"clip"`` for coordinates outside [0, 1];
         clipped boxes left without area are dropped and counted in ``NUM_DROPPED_BOXES``. Either
         way coordinates within ``BOX_TOLERANCE`` of the range are float noise and are clipped.
@@ -76,7 +77,6 @@ class ExampleDecoder:
         header before decoding.
       large_images: ``"error"`` (a check) or ``"downscale"``: larger images are decoded at reduced
         size (JPEG by DCT scaling, then area resampling) to fit ``max_image_pixels``, masks too.
-      empty_images: ``"keep"`` or ``"drop"`` images without boxes (the ``"empty"`` code).
     """
 
     def __init__(
@@ -94,7 +94,6 @@ class ExampleDecoder:
         boxes_out_of_range: str = "error",
         max_image_pixels: int | None = None,
         large_images: str = "error",
-        empty_images: str = "keep",
     ):
         if channels not in (0, 1, 3, 4):
             raise ValueError(f"channels must be 0, 1, 3 or 4, got {channels!r}")
@@ -106,7 +105,6 @@ class ExampleDecoder:
             ("unknown_classes", unknown_classes, UNKNOWN_CLASS_POLICIES),
             ("boxes_out_of_range", boxes_out_of_range, BOX_RANGE_POLICIES),
             ("large_images", large_images, LARGE_IMAGE_POLICIES),
-            ("empty_images", empty_images, EMPTY_IMAGE_POLICIES),
         ):
             if value not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
@@ -124,7 +122,6 @@ class ExampleDecoder:
         self.boxes_out_of_range = boxes_out_of_range
         self.max_image_pixels = max_image_pixels
         self.large_images = large_images
-        self.empty_images = empty_images
         self.label_map = None
         if label_map is not None:
             from object_input.label_map import load_label_map
@@ -219,10 +216,6 @@ class ExampleDecoder:
             (parsed, size),
             placeholder,
         )
-        if self.empty_images == "drop":
-            error = out.get(fields.ERROR, tf.constant(errors.OK, tf.int32))
-            empty = tf.equal(tf.shape(out[fields.BOXES])[0], 0) & tf.equal(error, errors.OK)
-            out[fields.ERROR] = tf.where(empty, errors.code("empty"), error)
         return out
 
     def _parsed_specs(self, parsed: dict[str, tf.Tensor]) -> dict[str, tf.TensorSpec]:

@@ -24,12 +24,18 @@ class ReadContext:
       shuffle: whether the pipeline shuffles; a source shuffles its file (or key) order then.
       seed: the pipeline seed (None: unseeded).
       deterministic: keep the record order independent of thread timing.
+      on_error: "raise" or "skip": what a reader does with a file it cannot read to the end
+        (see :func:`~object_input.sources.files.read_files` ``checked``).
+      counter: the :class:`~object_input.skips.SkipCounter` that counts what is skipped
+        (None unless the pipeline skips).
     """
 
     reading: ReadOptions = dataclasses.field(default_factory=ReadOptions)
     shuffle: bool = True
     seed: int | None = None
     deterministic: bool = True
+    on_error: str = "raise"
+    counter: Any = None
 
 
 class Source(abc.ABC):
@@ -55,6 +61,11 @@ class Source(abc.ABC):
         self, record_id: tf.Tensor, payload: Any, *, defer_image: bool = False
     ) -> dict[str, tf.Tensor]:
         """One record's feature dict (graph mode; errors name ``record_id`` and the field).
+
+        A record that fails a check is best *flagged*, not raised: ``fields.ERROR`` holds the
+        reason's code and ``fields.ERROR_DETAIL`` the message (see :mod:`object_input.errors`,
+        ``RecordChecks`` and ``guarded``) and the other fields placeholder values; the pipeline
+        then raises the message or, under ``on_error="skip"``, drops and counts the record.
 
         With ``defer_image`` (only asked when :attr:`can_defer`), the image is left undecoded as
         a view (see :mod:`object_input.ops.deferred`) until :meth:`realize`.

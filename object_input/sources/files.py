@@ -56,6 +56,7 @@ def read_files(
     *,
     index_name: str = "",
     first_index: int = 0,
+    checked: bool = False,
 ) -> tf.data.Dataset:
     """``(record_id, payload)`` pairs from ``read(path)`` datasets of payloads, one per file.
 
@@ -64,6 +65,11 @@ def read_files(
     file when there are at least ``num_shards`` files, else by record; shards are disjoint and
     together complete. Files are shuffled (seeded, anew each epoch) when the pipeline shuffles,
     then interleaved ``num_readers`` at a time, ``block_length`` records from each in turn.
+
+    With ``checked``, ``read(path)`` yields ``(payload, error, detail)``: a nonzero ``error``
+    (a code of :mod:`object_input.errors`, e.g. ``unreadable_file``) marks where the file could
+    not be read further, and ``detail`` says why. Under ``context.on_error="raise"`` the reader
+    raises that itself; under ``"skip"`` the mark is counted in ``context.counter`` and dropped.
     """
     reading = context.reading
     files = list(files)
@@ -80,7 +86,12 @@ def read_files(
         return (
             read(path)
             .enumerate(first_index)
-            .map(lambda i, payload: (tf.strings.join([prefix, tf.strings.as_string(i)]), payload))
+            .map(
+                lambda i, item: (
+                    tf.strings.join([prefix, tf.strings.as_string(i)]),
+                    *(item if checked else (item,)),
+                )
+            )
         )
 
     dataset = dataset.interleave(
@@ -92,4 +103,16 @@ def read_files(
     )
     if not by_file:
         dataset = dataset.shard(reading.num_shards, reading.shard_index)
+    if checked:
+        dataset = dataset.filter(
+            lambda record_id, payload, error, detail: _keep(context, error, record_id, detail)
+        ).map(lambda record_id, payload, error, detail: (record_id, payload))
     return dataset
+
+
+def _keep(
+    context: ReadContext, error: tf.Tensor, record_id: tf.Tensor, detail: tf.Tensor
+) -> tf.Tensor:
+    if context.counter is None:
+        return tf.equal(error, 0)
+    return context.counter.count(error, record_id, detail, count_passed=False)

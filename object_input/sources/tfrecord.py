@@ -11,6 +11,7 @@ import tensorflow as tf
 from object_input.decoders import ExampleDecoder
 from object_input.ops import deferred
 from object_input.options import DecodeOptions, build
+from object_input.sources import integrity
 from object_input.sources.base import ReadContext, Source
 from object_input.sources.files import PathSource, list_files, read_files
 from object_input.sources.resolve import PathOptions, register_format
@@ -54,7 +55,8 @@ class TFRecord(Source):
         decoding: DecodeOptions | Mapping[str, Any] | None = None,
     ):
         self.files = list_files(files, SUFFIXES)
-        self.codes = {compression_of(f, compression) for f in self.files}
+        compression_of("", compression)  # validates it
+        self.compression = compression
         self.decoding = build(DecodeOptions, "decoding", decoding)
         self.decoder = ExampleDecoder(
             channels=self.decoding.channels,
@@ -65,22 +67,33 @@ class TFRecord(Source):
             multiclass_scores=self.decoding.multiclass_scores,
             unknown_classes=self.decoding.unknown_classes,
             extra_features=self.decoding.extra_features,
+            # Failed checks are flagged; the pipeline raises them or skips the record.
+            on_error="skip",
+            boxes_out_of_range=self.decoding.boxes_out_of_range,
+            max_image_pixels=self.decoding.max_image_pixels,
+            large_images=self.decoding.large_images,
         )
 
     def records(self, context: ReadContext) -> tf.data.Dataset:
-        codes = self.codes
+        """Records of every file; a file that cannot be read to its end is an error naming it
+        (see :mod:`object_input.sources.integrity`)."""
+        compressions = [compression_of(f, self.compression) for f in self.files]
+        expected = [
+            integrity.expected_bytes(f, c) for f, c in zip(self.files, compressions, strict=True)
+        ]
+        compression_table = _table(self.files, compressions, "", tf.string)
+        expected_table = _table(self.files, expected, integrity.UNCHECKED, tf.int64)
 
         def read(path: tf.Tensor) -> tf.data.Dataset:
-            if len(codes) == 1:
-                compression = next(iter(codes))
-            else:
-                gz = tf.strings.regex_full_match(path, r".*\.gz")
-                compression = tf.where(gz, "GZIP", "")
-            return tf.data.TFRecordDataset(
-                path, compression_type=compression, buffer_size=READ_BUFFER_BYTES
+            return integrity.checked_records(
+                path,
+                expected_table.lookup(path),
+                compression_table.lookup(path),
+                context.on_error,
+                READ_BUFFER_BYTES,
             )
 
-        return read_files(self.files, read, context)
+        return read_files(self.files, read, context, checked=True)
 
     def decode(
         self, record_id: tf.Tensor, payload: Any, *, defer_image: bool = False
@@ -110,6 +123,15 @@ def _from_paths(files: list[str], options: PathOptions) -> TFRecord:
         num_keypoints=options.num_keypoints,
         decoding=options.decoding,
     )
+
+
+def _table(
+    keys: list[str], values: list, default: Any, dtype: tf.DType
+) -> tf.lookup.StaticHashTable:
+    initializer = tf.lookup.KeyValueTensorInitializer(
+        tf.constant(keys, tf.string), tf.constant(values, dtype)
+    )
+    return tf.lookup.StaticHashTable(initializer, tf.constant(default, dtype))
 
 
 register_format("tfrecord", SUFFIXES, _from_paths)

@@ -1,0 +1,233 @@
+"""Counts of skipped records by reason, kept while a dataset runs, read from Python.
+
+Under ``on_error="skip"`` the pipeline drops bad records and counts them here, in TensorFlow
+variables updated by graph ops (no Python runs inside the pipeline). :func:`stats` reads a
+snapshot from Python: how many records passed, how many were skipped for each reason, and the
+first offenders with their location; reading it logs the offenders not logged yet through the
+``object_input`` logger. ``SkipLogger(dataset)``, a Keras callback, does that at every epoch end.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Any
+
+import tensorflow as tf
+
+from object_input import errors, fields
+
+logger = logging.getLogger("object_input")
+
+_ATTRIBUTE = "_object_input_skips"
+
+
+@dataclasses.dataclass(frozen=True)
+class Stats:
+    """A snapshot of a dataset's skip counts.
+
+    Attributes:
+      passed: records that were decoded and went on into batches.
+      skipped: ``{reason: count}`` for every reason with a nonzero count (see
+        :data:`object_input.errors.REASONS`).
+      offenders: the first skipped records, ``"location: reason: what"``.
+    """
+
+    passed: int
+    skipped: dict[str, int]
+    offenders: tuple[str, ...]
+
+    @property
+    def total_skipped(self) -> int:
+        """Records skipped for any reason."""
+        return sum(self.skipped.values())
+
+    def format(self) -> str:
+        """A short report: one line of totals, one per reason."""
+        lines = [f"{self.passed} records used, {self.total_skipped} skipped"]
+        lines += [
+            f"  {count:8d}  {reason}: {errors.REASONS[reason]}"
+            for reason, count in sorted(self.skipped.items(), key=lambda kv: -kv[1])
+        ]
+        return "\n".join(lines)
+
+
+class SkipCounter(tf.Module):
+    """Variables counting records by error code, and the first ``max_offenders`` skipped.
+
+    A ``tf.Module``: put it in a ``tf.train.Checkpoint`` next to the iterator and the counts
+    resume with the data.
+    """
+
+    def __init__(self, max_offenders: int = 20):
+        super().__init__(name="skip_counter")
+        # Index 0 counts the records that passed; index c the records skipped with code c.
+        self.counts = tf.Variable(
+            tf.zeros([len(errors.REASONS) + 1], tf.int64), trainable=False, name="counts"
+        )
+        self.offenders = tf.Variable(
+            tf.fill([max_offenders], ""), trainable=False, name="offenders"
+        )
+        self.max_offenders = max_offenders
+        self._logged = 0
+
+    def count(
+        self, error: tf.Tensor, record_id: tf.Tensor, detail: Any = "", count_passed: bool = True
+    ) -> tf.Tensor:
+        """Count one record by its error code (graph op); returns whether to keep it.
+
+        ``count_passed=False`` counts only failures (for a check ahead of the final count).
+        A skipped record among the first ``max_offenders`` is remembered as
+        ``"record_id: reason: description[; detail]"``.
+        """
+        error = tf.cast(error, tf.int32)
+        before = tf.reduce_sum(self.counts[1:])
+        keep = tf.equal(error, errors.OK)
+        increment = tf.ones([1], tf.int64) if count_passed else tf.cast(~keep, tf.int64)[None]
+        with tf.control_dependencies([before]):
+            update = self.counts.scatter_add(tf.IndexedSlices(increment, tf.reshape(error, [1])))
+        descriptions = tf.constant(
+            ["ok"] + [f"{name}: {text}" for name, text in errors.REASONS.items()]
+        )
+
+        def remember() -> tf.Tensor:
+            more = tf.where(tf.equal(detail, ""), "", tf.strings.join(["; ", detail]))
+            line = tf.strings.join([record_id, ": ", tf.gather(descriptions, error), more])
+            self.offenders.scatter_update(
+                tf.IndexedSlices(tf.reshape(line, [1]), tf.reshape(tf.cast(before, tf.int32), [1]))
+            )
+            return tf.constant(True)
+
+        with tf.control_dependencies([update]):
+            noted = tf.cond(
+                ~keep & (before < self.max_offenders), remember, lambda: tf.constant(True)
+            )
+        with tf.control_dependencies([noted]):
+            return tf.identity(keep)
+
+    def snapshot(self) -> Stats:
+        """The counts now, as plain Python values."""
+        counts = self.counts.numpy().tolist()
+        skipped = {
+            reason: counts[errors.code(reason)]
+            for reason in errors.REASONS
+            if counts[errors.code(reason)]
+        }
+        offenders = tuple(
+            o.decode("utf-8", "replace") for o in self.offenders.numpy().tolist() if o
+        )
+        return Stats(passed=counts[0], skipped=skipped, offenders=offenders)
+
+    def log_new(self, snapshot: Stats) -> None:
+        """Log, once each, the offenders of ``snapshot`` not logged yet."""
+        for line in snapshot.offenders[self._logged :]:
+            logger.warning("skipped record %s", line)
+        self._logged = max(self._logged, len(snapshot.offenders))
+
+
+def attach(dataset: tf.data.Dataset, counter: SkipCounter) -> tf.data.Dataset:
+    """Remember ``counter`` on ``dataset`` for :func:`stats`."""
+    setattr(dataset, _ATTRIBUTE, counter)
+    return dataset
+
+
+def counter_of(dataset: tf.data.Dataset) -> SkipCounter:
+    """The :class:`SkipCounter` of a ``make_dataset(..., on_error="skip")`` dataset."""
+    counter = getattr(dataset, _ATTRIBUTE, None)
+    if counter is None:
+        raise ValueError(
+            "no skip counts on this dataset: pass the dataset make_dataset returned, built "
+            "with on_error='skip' (a dataset derived from it with .take() etc. has none)"
+        )
+    return counter
+
+
+def stats(dataset: tf.data.Dataset) -> Stats:
+    """Skip counts of a ``make_dataset(..., on_error="skip")`` dataset so far.
+
+    Logs (warning level, logger ``object_input``) the first skipped records not logged yet.
+    """
+    counter = counter_of(dataset)
+    snapshot = counter.snapshot()
+    counter.log_new(snapshot)
+    return snapshot
+
+
+def __getattr__(name: str) -> Any:
+    # SkipLogger subclasses a Keras callback: Keras loads only when it is asked for.
+    if name == "SkipLogger":
+        globals()["SkipLogger"] = _skip_logger_class()
+        return globals()["SkipLogger"]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _skip_logger_class() -> type:
+    import keras
+
+    class SkipLogger(keras.callbacks.Callback):
+        """Keras callback: at each epoch end, log new skipped records; ``logs["skipped"]``."""
+
+        def __init__(self, dataset: tf.data.Dataset):
+            super().__init__()
+            self.counter = counter_of(dataset)
+
+        def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+            snapshot = self.counter.snapshot()
+            self.counter.log_new(snapshot)
+            if logs is not None:
+                logs["skipped"] = snapshot.total_skipped
+
+    SkipLogger.__module__ = __name__
+    return SkipLogger
+
+
+def map_catching(
+    dataset: tf.data.Dataset,
+    fn: Any,
+    *,
+    record_id: Any,
+    num_parallel_calls: int,
+    deterministic: bool,
+) -> tf.data.Dataset:
+    """``dataset.map(fn)``, except that an element whose ``fn`` fails comes out flagged.
+
+    ``fn`` returns a feature dict with ``fields.ERROR`` and ``ERROR_DETAIL``;
+    ``record_id(*element)`` names the element. An op error inside ``fn`` (bytes no decoder can
+    read, a failed assertion in a step) would end the stream; here it yields a placeholder
+    with the error code ``undecodable`` and the element's record id instead (TensorFlow logs the
+    error itself), so that :func:`drop_and_count` drops just that record. Each element is mapped
+    inside its own one-element dataset, in parallel and in order.
+    """
+
+    def one(*element: tf.Tensor) -> tf.data.Dataset:
+        attempt = tf.data.Dataset.from_tensors(element).map(fn).ignore_errors(log_warning=True)
+        spec = attempt.element_spec
+        failed = errors.placeholder(spec)
+        failed[fields.ERROR] = tf.constant(errors.code("undecodable"), tf.int32)
+        failed[fields.RECORD_ID] = record_id(*element)
+        return attempt.concatenate(tf.data.Dataset.from_tensors(failed)).take(1)
+
+    return dataset.interleave(
+        one,
+        cycle_length=num_parallel_calls,
+        block_length=1,
+        num_parallel_calls=num_parallel_calls,
+        deterministic=deterministic,
+    )
+
+
+def drop_and_count(dataset: tf.data.Dataset, counter: SkipCounter) -> tf.data.Dataset:
+    """Count every example by its ``fields.ERROR`` code, drop the flagged ones, remove the field.
+
+    Runs in order, one element at a time, so the first offenders are the first in the stream.
+    """
+
+    @tf.autograph.experimental.do_not_convert
+    def flag(features: dict) -> tuple[tf.Tensor, dict]:
+        keep = counter.count(
+            features[fields.ERROR], features[fields.RECORD_ID], features[fields.ERROR_DETAIL]
+        )
+        flags = (fields.ERROR, fields.ERROR_DETAIL)
+        return keep, {k: v for k, v in features.items() if k not in flags}
+
+    return dataset.map(flag).filter(lambda keep, _: keep).map(lambda _, features: features)

@@ -1,0 +1,335 @@
+"""make_dataset(on_error=...): every bad-data case raises naming file, record and field, or is
+skipped alone (never its batch neighbours), counted by reason and reported."""
+
+import gzip
+import io
+import logging
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import object_input as oi
+from object_input import fields
+from object_input.skips import stats
+from object_input.writers import build_example, encode_image
+
+IMAGE = np.full((16, 24, 3), 90, np.uint8)
+LABEL_MAP = {"cat": 1, "dog": 2}
+
+
+def _good(index: int) -> tf.train.Example:
+    return build_example(
+        IMAGE,
+        boxes=[[0.1, 0.1, 0.6, 0.5]],
+        classes=[1],
+        source_id=f"good-{index}",
+        masks=np.ones((1, 16, 24), np.uint8),
+    )
+
+
+def _with(example: tf.train.Example, **values) -> bytes:
+    for key, value in values.items():
+        key = key.replace("__", "/")
+        value = value if isinstance(value, list) else [value]
+        if not value:
+            del example.features.feature[key]
+            continue
+        feature = example.features.feature[key]
+        feature.Clear()
+        if isinstance(value[0], bytes):
+            feature.bytes_list.value.extend(value)
+        elif isinstance(value[0], float):
+            feature.float_list.value.extend(value)
+        else:
+            feature.int64_list.value.extend(value)
+    return example.SerializeToString()
+
+
+def _bad(**values) -> bytes:
+    example = _good(0)
+    example.features.feature["image/source_id"].bytes_list.value[0] = b"bad"
+    return _with(example, **values)
+
+
+def _mask_png(height: int, width: int) -> bytes:
+    return encode_image(np.ones((height, width, 1), np.uint8))
+
+
+def _truncated_jpeg() -> bytes:
+    data = encode_image(np.random.default_rng(0).integers(0, 255, (64, 64, 3), np.uint8), "jpeg")
+    return data[: len(data) // 2]
+
+
+# name -> (bad record, reason under skip, text the raised error holds, make_dataset options)
+RECORD_CASES = {
+    "not_an_image": (_bad(image__encoded=b"GIF7 nope"), "not_an_image", "image/encoded", {}),
+    "truncated_jpeg": (_bad(image__encoded=_truncated_jpeg()), "undecodable", "Invalid JPEG", {}),
+    "not_an_example": (b"\x0a\x05hello", "undecodable", "Could not parse example", {}),
+    "nan_box": (_bad(image__object__bbox__ymin=float("nan")), "box_not_finite", "bbox", {}),
+    "inf_box": (_bad(image__object__bbox__xmax=float("inf")), "box_not_finite", "bbox", {}),
+    "ymin_gt_ymax": (_bad(image__object__bbox__ymin=0.9), "box_order", "ymin > ymax", {}),
+    "out_of_range": (_bad(image__object__bbox__xmax=1.5), "box_out_of_range", "[1.5]", {}),
+    "unequal_boxes": (
+        _bad(image__object__bbox__xmin=[0.1, 0.2]),
+        "box_lists",
+        "unequal length",
+        {},
+    ),
+    "class_0": (_bad(image__object__class__label=0), "class_range", "class/label", {}),
+    "class_negative": (_bad(image__object__class__label=-2), "class_range", "[-2]", {}),
+    "class_2_pow_32": (
+        _bad(image__object__class__label=2**32 + 1),
+        "class_range",
+        "[4294967297]",
+        {},
+    ),
+    "unknown_text": (
+        _bad(image__object__class__label=[], image__object__class__text=b"cow"),
+        "class_unknown",
+        "cow",
+        {"label_map": LABEL_MAP},
+    ),
+    "label_text_disagree": (
+        _bad(image__object__class__text=b"dog"),
+        "class_mismatch",
+        "disagree",
+        {"label_map": LABEL_MAP},
+    ),
+    "mask_count": (
+        _bad(image__object__mask=[_mask_png(16, 24)] * 2),
+        "mask",
+        "2 PNGs for 1 boxes",
+        {"masks": "png"},
+    ),
+    "mask_transposed": (
+        _bad(image__object__mask=_mask_png(24, 16)),
+        "mask",
+        "[[24 16]]",
+        {"masks": "png"},
+    ),
+    "keypoint_count": (
+        _bad(image__object__keypoint__y=[0.5, 0.5, 0.5], image__object__keypoint__x=[0.5] * 3),
+        "keypoints",
+        "keypoint/y has 3 values",
+        {"num_keypoints": 2},
+    ),
+    "huge_image": (
+        _bad(image__encoded=encode_image(np.zeros((40, 40, 3), np.uint8))),
+        "image_too_large",
+        "max_image_pixels=1000",
+        {"decoding": {"max_image_pixels": 1000}},
+    ),
+    "too_many_boxes": (
+        _bad(
+            image__object__bbox__ymin=[0.1] * 3,
+            image__object__bbox__xmin=[0.1] * 3,
+            image__object__bbox__ymax=[0.5] * 3,
+            image__object__bbox__xmax=[0.5] * 3,
+            image__object__class__label=[1] * 3,
+        ),
+        "too_many_boxes",
+        "more than max_boxes=2",
+        {"max_boxes": 2},
+    ),
+}
+
+
+def _write(path, records) -> str:
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for record in records:
+            writer.write(record)
+    return str(path)
+
+
+def _records_with_bad(bad: bytes, count: int, at: int) -> list[bytes]:
+    records = [_good(i).SerializeToString() for i in range(count)]
+    records.insert(at, bad)
+    return records
+
+
+def _dataset(source, **options):
+    options = {"batch_size": 4, "shuffle": False, "reading": {"num_readers": 1}, **options}
+    return oi.make_dataset(source, **options)
+
+
+def _source_ids(dataset) -> list[list[str]]:
+    return [[s.decode() for s in batch[fields.SOURCE_ID].numpy()] for batch in dataset]
+
+
+def _groups() -> dict[str, list[str]]:
+    """Cases sharing make_dataset options, to run in one dataset."""
+    groups: dict[str, list[str]] = {}
+    for case, (_, _, _, options) in RECORD_CASES.items():
+        groups.setdefault(repr(sorted(options.items())), []).append(case)
+    return {cases[0]: cases for cases in groups.values()}
+
+
+GROUPS = _groups()
+
+
+def _mixed(tmp_path, cases: list[str]) -> str:
+    """A file of good records with the bad record of each case after every second one."""
+    records = []
+    for number, case in enumerate(cases):
+        records += [
+            _good(2 * number).SerializeToString(),
+            _good(2 * number + 1).SerializeToString(),
+        ]
+        records.append(RECORD_CASES[case][0])
+    return _write(tmp_path / "data.tfrecord", records)
+
+
+@pytest.mark.parametrize("group", sorted(GROUPS))
+def test_bad_records_raise_naming_file_record_and_field(tmp_path, group):
+    cases = GROUPS[group]
+    path = _mixed(tmp_path, cases)
+    iterator = iter(_dataset(path, batch_size=1, **RECORD_CASES[group][3]))
+    messages = []
+    while True:
+        try:
+            next(iterator)
+        except tf.errors.InvalidArgumentError as err:
+            messages.append(str(err))
+        except StopIteration:
+            break
+    assert len(messages) == len(cases)
+    for number, (case, message) in enumerate(zip(cases, messages, strict=True)):
+        assert RECORD_CASES[case][2] in message, (case, message)
+        # TensorFlow's own decoders do not name the record: on_error="skip" does (below).
+        if RECORD_CASES[case][1] != "undecodable":
+            assert f"record {path}:{3 * number + 2} (source_id bad): " in message, message
+
+
+@pytest.mark.parametrize("group", sorted(GROUPS))
+def test_bad_records_alone_are_skipped_counted_and_logged(tmp_path, group, caplog):
+    cases = GROUPS[group]
+    path = _mixed(tmp_path, cases)
+    dataset = _dataset(path, on_error="skip", **RECORD_CASES[group][3])
+    batches = _source_ids(dataset)
+    ids = [f"good-{i}" for i in range(2 * len(cases))]
+    assert batches == [ids[i : i + 4] for i in range(0, len(ids), 4)]
+    with caplog.at_level(logging.WARNING, logger="object_input"):
+        summary = stats(dataset)
+        assert oi.stats(dataset) == summary  # read twice, logged once
+    reasons = [RECORD_CASES[case][1] for case in cases]
+    assert summary.passed == len(ids)
+    assert summary.skipped == {r: reasons.count(r) for r in reasons}
+    for number, case in enumerate(cases):
+        _, reason, text, _ = RECORD_CASES[case]
+        where = f"{path}:{3 * number + 2}"
+        offender = summary.offenders[number]
+        assert offender.startswith(f"{where}: {reason}: {oi.errors.REASONS[reason]}"), offender
+        if reason != "undecodable":  # TensorFlow logs its own error for those
+            assert f"; record {where} (source_id bad): " in offender and text in offender
+        assert caplog.text.count(f"skipped record {where}: {reason}") == 1
+
+
+def _tfrecord_bytes(tmp_path, records) -> bytes:
+    return open(_write(tmp_path / "whole.tfrecord", records), "rb").read()
+
+
+def _file_damage(tmp_path) -> dict[str, tuple[bytes, int, str]]:
+    records = [_good(10 + i).SerializeToString() for i in range(4)]
+    data = _tfrecord_bytes(tmp_path, records)
+    size = len(records[0]) + 16
+    return {
+        "mid_record": (data[: 2 * size + 40], 2, "truncated or corrupt"),
+        "inside_header": (data[: 2 * size + 5], 2, "ends inside a record header"),
+        "crc_mismatch": (
+            data[: size + 30] + bytes([data[size + 30] ^ 1]) + data[size + 31 :],
+            1,
+            "length or CRC mismatch",
+        ),
+        "not_a_tfrecord": (b"just some text\n" * 20, 0, "not a TFRecord file"),
+        "gzip_without_flag": (gzip.compress(data), 0, "GZIP-compressed data needs compression="),
+    }
+
+
+@pytest.mark.parametrize(
+    "case", ["mid_record", "inside_header", "crc_mismatch", "not_a_tfrecord", "gzip_without_flag"]
+)
+def test_damaged_file_raises_naming_it_or_is_counted(tmp_path, case):
+    data, readable, text = _file_damage(tmp_path)[case]
+    _write(tmp_path / "a.tfrecord", [_good(i).SerializeToString() for i in range(3)])
+    damaged = tmp_path / "b.tfrecord"
+    damaged.write_bytes(data)
+    source = str(tmp_path / "[ab].tfrecord")
+    with pytest.raises(tf.errors.InvalidArgumentError) as err:
+        _source_ids(_dataset(source))
+    message = str(err.value)
+    assert f"file {damaged}: cannot read record {readable}" in message and text in message
+
+    dataset = _dataset(source, on_error="skip", batch_size=10)
+    ids = [s for batch in _source_ids(dataset) for s in batch]
+    assert ids == ["good-0", "good-1", "good-2"] + [f"good-{10 + i}" for i in range(readable)]
+    summary = stats(dataset)
+    assert summary.skipped == {"unreadable_file": 1} and summary.passed == 3 + readable
+    assert summary.offenders[0].startswith(f"{damaged}:{readable}: unreadable_file")
+    assert f"; file {damaged}: cannot read record {readable}" in summary.offenders[0]
+
+
+def test_truncated_gzip_file_is_named(tmp_path):
+    records = [_good(i).SerializeToString() for i in range(4)]
+    data = gzip.compress(_tfrecord_bytes(tmp_path, records))
+    damaged = tmp_path / "c.tfrecord.gz"
+    damaged.write_bytes(data[:-20])
+    with pytest.raises(tf.errors.InvalidArgumentError, match=f"file {damaged}: cannot read"):
+        _source_ids(_dataset(str(damaged)))
+    dataset = _dataset(str(damaged), on_error="skip")
+    _source_ids(dataset)
+    assert stats(dataset).skipped == {"unreadable_file": 1}
+
+
+@pytest.mark.parametrize("on_error", ["raise", "skip"])
+def test_image_variants_decode_under_both_policies(tmp_path, on_error):
+    from PIL import Image
+
+    cmyk = io.BytesIO()
+    Image.new("CMYK", (24, 16), (0, 0, 0, 0)).save(cmyk, format="JPEG")
+    images = [
+        tf.io.encode_png(np.full((16, 24, 4), 90, np.uint8)).numpy(),
+        tf.io.encode_png(np.full((16, 24, 1), 90, np.uint8)).numpy(),
+        tf.io.encode_png(np.full((16, 24, 3), 90 * 257, np.uint16)).numpy(),
+        cmyk.getvalue(),
+    ]
+    records = [_bad(image__encoded=image) for image in images]
+    path = _write(tmp_path / "v.tfrecord", records)
+    batch = next(iter(_dataset(path, on_error=on_error)))
+    assert batch[fields.IMAGE].shape == (4, 16, 24, 3)
+    np.testing.assert_array_equal(batch[fields.IMAGE][:3], np.full((3, 16, 24, 3), 90))
+    assert int(tf.reduce_min(batch[fields.IMAGE][3])) >= 250
+
+
+@pytest.mark.parametrize("on_error", ["raise", "skip"])
+def test_images_without_boxes_are_kept_or_dropped_on_request(tmp_path, on_error):
+    empty = _bad(
+        image__object__bbox__ymin=[],
+        image__object__bbox__xmin=[],
+        image__object__bbox__ymax=[],
+        image__object__bbox__xmax=[],
+        image__object__class__label=[],
+    )
+    path = _write(tmp_path / "e.tfrecord", _records_with_bad(empty, count=3, at=1))
+    kept = _source_ids(_dataset(path, on_error=on_error))
+    assert kept == [["good-0", "bad", "good-1", "good-2"]]
+    dataset = _dataset(path, on_error=on_error, empty_images="drop")
+    assert _source_ids(dataset) == [["good-0", "good-1", "good-2"]]
+    assert stats(dataset).skipped == {"empty": 1}
+
+
+@pytest.mark.parametrize("on_error", ["raise", "skip"])
+def test_unknown_step_or_bad_parameter_fails_at_build_time(tmp_path, on_error):
+    path = _write(tmp_path / "s.tfrecord", [_good(0).SerializeToString()])
+    with pytest.raises(ValueError, match="unknown"):
+        _dataset(path, on_error=on_error, augment=[("random_flip_sideways", {})])
+    with pytest.raises(ValueError, match="probability"):
+        _dataset(path, on_error=on_error, augment=[("random_horizontal_flip", {"probability": 2})])
+
+
+def test_on_error_is_validated(tmp_path):
+    path = _write(tmp_path / "s.tfrecord", [_good(0).SerializeToString()])
+    with pytest.raises(ValueError, match="on_error must be one of"):
+        _dataset(path, on_error="ignore")
+    with pytest.raises(ValueError, match="no skip counts"):
+        stats(_dataset(path))
