@@ -143,16 +143,16 @@ def many_db(tmp_path_factory):
 
 def test_key_order_without_shuffle_and_seeded_shuffle(many_db):
     source = CaffeLMDB(many_db, shuffle_block=4)
-    assert _labels(source, shuffle=False) == list(range(40))
-    first = _labels(source, seed=5, shuffle_buffer_size=1)
+    assert _labels(source) == list(range(40))  # as Caffe reads, unless asked to shuffle
+    first = _labels(source, shuffle=True, seed=5, shuffle_buffer_size=1)
     assert sorted(first) == list(range(40))
     assert first != list(range(40))
-    assert _labels(source, seed=5, shuffle_buffer_size=1) == first
-    assert _labels(source, seed=6, shuffle_buffer_size=1) != first
+    assert _labels(source, shuffle=True, seed=5, shuffle_buffer_size=1) == first
+    assert _labels(source, shuffle=True, seed=6, shuffle_buffer_size=1) != first
     # Blocks of 4 keys, 8 interleaved: the shuffle buffer of 1 leaves the block order visible.
     blocks = [label // 4 for label in first[:8]]
     assert sorted(blocks) == sorted(set(blocks))
-    two_epochs = _labels(source, seed=5, shuffle_buffer_size=1, num_epochs=2)
+    two_epochs = _labels(source, shuffle=True, seed=5, shuffle_buffer_size=1, num_epochs=2)
     assert two_epochs[:40] == first and sorted(two_epochs[40:]) == list(range(40))
     assert two_epochs[40:] != first
 

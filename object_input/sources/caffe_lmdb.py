@@ -5,13 +5,14 @@ after that runs in the graph: ``tf.io.decode_proto`` with the schema of
 :mod:`object_input.caffe_proto`, image decoding or the planar-to-interleaved reshape, and the
 BGR-to-RGB swap.
 
-Order: key order by default. Shuffled, the database is cut into blocks of ``shuffle_block``
-consecutive keys; the blocks are visited in a seeded order drawn anew each epoch, ``num_readers``
-of them interleaved record by record, and the pipeline's record shuffle buffer mixes further.
-Finding the blocks takes one keys-only pass over the database (leaf pages only, not the images)
-and keeps the first key of each block in memory: ``entries / shuffle_block`` keys. Sharding is by
-key index: worker ``i`` of ``n`` reads the records whose index in key order is ``i`` modulo ``n``
-(and skips the others without reading their values).
+Order: key order, as Caffe reads, unless the pipeline shuffles (``shuffle=True``). Shuffled, the
+database is cut into blocks of ``shuffle_block`` consecutive keys; the blocks are visited in a
+seeded order drawn anew each epoch, ``num_readers`` of them interleaved record by record, and the
+pipeline's record shuffle buffer mixes further. Finding the blocks takes one keys-only pass over
+the database (leaf pages only, not the images) and keeps the first key of each block in memory:
+``entries / shuffle_block`` keys. Sharding is by key index: worker ``i`` of ``n`` reads the
+records whose index in key order is ``i`` modulo ``n`` (and skips the others without reading
+their values).
 """
 
 from __future__ import annotations
@@ -76,7 +77,8 @@ class CaffeLMDB(Source):
       shuffle_block: consecutive keys read together when shuffling (see the module docstring).
     """
 
-    shuffle_by_default = True
+    # As Caffe's Data layer: key order (convert_imageset --shuffle shuffles when writing).
+    shuffle_by_default = False
 
     def __init__(
         self,
