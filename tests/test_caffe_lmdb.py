@@ -212,3 +212,8 @@ def test_without_lmdb_the_source_says_how_to_install_it(monkeypatch, raw_db):
     monkeypatch.setitem(sys.modules, "lmdb", None)  # what a failed import leaves
     with pytest.raises(ImportError, match=r"pip install object-input\[lmdb\]"):
         CaffeLMDB(raw_db[0])
+
+
+def test_tf_data_service_is_refused_with_the_reason(raw_db):
+    with pytest.raises(ValueError, match=r"tf\.data service workers"):
+        oi.make_dataset(CaffeLMDB(raw_db[0]), service="grpc://localhost:5050")

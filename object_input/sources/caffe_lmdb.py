@@ -79,6 +79,8 @@ class CaffeLMDB(Source):
 
     # As Caffe's Data layer: key order (convert_imageset --shuffle shuffles when writing).
     shuffle_by_default = False
+    # The cursor is a Python generator of this process: no tf.data service workers.
+    serializable = False
 
     def __init__(
         self,
