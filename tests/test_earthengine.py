@@ -291,6 +291,12 @@ def test_bad_exports_and_arguments_are_clear_errors(tmp_path):
         EarthEngine(prefix, bands=["B9"], patch_size=(H, W))
     with pytest.raises(ValueError, match=r"patch_size \(4, 3\) .* patchDimensions \[4, 3\]"):
         EarthEngine(prefix, bands=["B1"], patch_size=(W, H))
+    with pytest.raises(
+        ValueError,
+        match=r"export-00000.tfrecord.gz: band 'B1' of the first patch has 40 values, not "
+        r"1×3×4 = 12 for patch_size \(3, 4\) and kernel_size \(1, 1\)",
+    ):
+        EarthEngine(prefix, bands=["B1"], patch_size=(H, W))
     with pytest.raises(ValueError, match="tensor_depths names 'B3'"):
         EarthEngine(prefix, bands=["B1"], patch_size=(H, W), tensor_depths={"B3": 2})
     tf.io.gfile.remove(paths[1])

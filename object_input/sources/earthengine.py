@@ -103,6 +103,13 @@ def _kind(feature: tf.train.Feature, name: str, path: str) -> tf.DType:
     return _KINDS[kind]
 
 
+def _value_count(feature: tf.train.Feature) -> int:
+    """Values in a feature's list; for bytes, the bytes (raw uint8 values)."""
+    kind = feature.WhichOneof("kind")
+    values = getattr(feature, kind).value
+    return sum(len(v) for v in values) if kind == "bytes_list" else len(values)
+
+
 def _missing(what: str, name: str, path: str, present: Sequence[str]) -> ValueError:
     return ValueError(f"{path}: the first record has no {what} {name!r}; it has {sorted(present)}")
 
@@ -213,10 +220,22 @@ class EarthEngine(Source):
                     dtypes[name] = _kind(context[name], name, path)
         else:
             feature = tf.train.Example.FromString(record).features.feature
+            height, width = self.buffered_size
             for name in names:
                 if name not in feature:
                     raise _missing("band", name, path, list(feature))
                 dtypes[name] = _kind(feature[name], name, path)
+                depth = self.channels if self.collapse_bands else self.depths[name]
+                found = _value_count(feature[name])
+                if found != depth * height * width:
+                    # Caught here, before any pipeline runs, with the likely causes.
+                    raise ValueError(
+                        f"{path}: band {name!r} of the first patch has {found} values, not "
+                        f"{depth}×{height}×{width} = {depth * height * width} for patch_size "
+                        f"{self.patch_size} and kernel_size {self.kernel_size} (both (height, "
+                        "width), buffered by ⌊k/2⌋ each side; Earth Engine's patchDimensions and "
+                        "kernelSize are [width, height])"
+                    )
         return dtypes
 
     @property
