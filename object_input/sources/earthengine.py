@@ -70,8 +70,8 @@ def export_files(prefix_or_files: PathSource) -> tuple[list[str], str | None]:
     return files, prefixes[0]
 
 
-def compression_of(path: str) -> str:
-    """ "GZIP" when the file starts with the gzip magic bytes, else "" (whatever its suffix)."""
+def detect_compression(path: str) -> str:
+    """``"GZIP"`` when the file starts with the gzip magic bytes, else ``""``, whatever its name."""
     with tf.io.gfile.GFile(path, "rb") as f:
         return "GZIP" if f.read(2) == _GZIP_MAGIC else ""
 
@@ -187,7 +187,7 @@ class EarthEngine(Source):
                 "not documented"
             )
         self.files, prefix = export_files(prefix_or_files)
-        self.codes = [compression_of(f) for f in self.files]
+        self.codes = [detect_compression(f) for f in self.files]
         if mixer is None and prefix is not None and tf.io.gfile.exists(f"{prefix}-mixer.json"):
             mixer = f"{prefix}-mixer.json"
         if mixer is not None and not isinstance(mixer, Mixer):
@@ -398,7 +398,7 @@ class EarthEngineTable(Source):
             for name, shape in properties.items()
         }
         self.files = list_files(path, SUFFIXES)
-        self.codes = [compression_of(f) for f in self.files]
+        self.codes = [detect_compression(f) for f in self.files]
         first, record = _first_record(self.files, self.codes)
         feature = tf.train.Example.FromString(record).features.feature
         self.dtypes = {}
