@@ -50,3 +50,10 @@ def test_caffe_lmdb_example_trains_through_the_data_layer(tmp_path):
     )
     assert "2/2" in out and "TEST: loss" in out
     assert (folder / "stripes_lmdb" / "data.mdb").exists()
+
+
+def test_cifar10_keras_example_fits_on_generated_records(tmp_path):
+    out = _run_example(
+        "cifar10_keras.py", "--generate", "64", "--epochs", "1", "--steps", "2", cwd=tmp_path
+    )
+    assert "2/2" in out and "test: loss" in out

@@ -132,16 +132,19 @@ def test_label_map_renamed_columns_and_ram_filesystem():
 def test_missing_image_names_the_csv_line(annotated):
     rows = [*ROWS[:3], ("gone.png", "cat", 0, 0, 1, 1), *ROWS[3:]]
     (annotated / "bad.csv").write_text(_csv_text(rows))
-    with pytest.raises(ValueError, match=r"bad\.csv:line 5: image 'gone\.png' is not in image_dir"):
+    with pytest.raises(ValueError, match=r"bad\.csv:5: image 'gone\.png' is not in image_dir"):
         DetectionCSV(annotated / "bad.csv", annotated / "images")
 
 
 @pytest.mark.parametrize(
     ("row", "message"),
     [
-        ("a.png,8,6,dog,0,0,9,3", r"line 2: box .* = 0, 0, 9, 3 is not ordered inside the 8 x 6"),
-        ("a.png,8,6,dog,0,0,x,3", r"line 2: column 'xmax' = 'x' is not a number"),
-        ("a.png,8,6,dog,0,0", r"line 2: 6 fields, the header has 8"),
+        (
+            "a.png,8,6,dog,0,0,9,3",
+            r"csv:2: box \(0\.0, 0\.0, 9\.0, 3\.0\) .* outside the 8x6 image",
+        ),
+        ("a.png,8,6,dog,0,0,x,3", r"csv:2: column xmax is 'x', not a number"),
+        ("a.png,8,6,dog,0,0", r"csv:2: 6 fields, the header has 8"),
     ],
 )
 def test_bad_rows_name_the_csv_line(annotated, row, message):
@@ -155,13 +158,13 @@ def test_construction_errors(annotated):
         "filename,width,height,class,xmin,ymin,xmax,ymax\na.png,8,6,dog,0,0,1,1\n"
         "a.png,9,6,dog,0,0,1,1\n"
     )
-    with pytest.raises(
-        ValueError, match=r"c2\.csv:line 3: a\.png is 9 x 6 here but 8 x 6 at .*:line 2"
-    ):
+    with pytest.raises(ValueError, match=r"c2\.csv:3: 'a\.png' is 9x6 here but 8x6 at .*c2\.csv:2"):
         DetectionCSV(annotated / "c2.csv", annotated / "images")
-    with pytest.raises(ValueError, match=r"class 'dog' is not in the label map"):
+    with pytest.raises(
+        ValueError, match=r"train\.csv: classes \['bird', 'dog'\] are not in the label map"
+    ):
         DetectionCSV(annotated / "train.csv", annotated / "images", label_map={"cat": 1})
-    with pytest.raises(ValueError, match=r"train\.csv: no column 'file' in the header"):
+    with pytest.raises(ValueError, match=r"train\.csv: the header lacks columns \['file'\]"):
         DetectionCSV(annotated / "train.csv", annotated / "images", columns={"filename": "file"})
 
 
@@ -190,3 +193,16 @@ def test_augmentation_both_batchings_and_keras(annotated):
     ((images, targets),) = oi.make_dataset(source, keras=True, image_size=(8, 8), **kwargs)
     assert images.shape == (3, 8, 8, 3)
     assert sorted(targets["classes"].numpy().tolist()) == [[1, 2, 1], [2, -1, -1], [3, -1, -1]]
+
+
+def test_boxless_rows_and_clipped_boxes(annotated):
+    header = "filename,width,height,class,xmin,ymin,xmax,ymax\n"
+    rows = "c.png,4,4,,,,,\nb.png,10,5,cat,-2,1,12,4\nb.png,10,5,cat,11,1,12,4\n"
+    (annotated / "edge.csv").write_text(header + rows)
+    with pytest.raises(ValueError, match=r"edge\.csv:3: box .* reaches outside"):
+        DetectionCSV(annotated / "edge.csv", annotated / "images")
+    source = DetectionCSV(annotated / "edge.csv", annotated / "images", clip_boxes=True)
+    assert len(source.skipped) == 1 and "edge.csv:4" in source.skipped[0]
+    examples = _by_name(oi.make_dataset(source, batch_size=None, shuffle=False))
+    assert examples["c.png"][fields.BOXES].shape == (0, 4)
+    np.testing.assert_allclose(examples["b.png"][fields.BOXES].numpy(), [[0.2, 0.0, 0.8, 1.0]])

@@ -46,6 +46,7 @@ def test_cifar10_reads_labels_and_planar_images_exactly(cifar10_dir):
         np.testing.assert_array_equal(example[fields.IMAGE].numpy(), image)
         assert example[fields.IMAGE_SHAPE].numpy().tolist() == [32, 32]
     assert examples[5][fields.RECORD_ID].numpy().decode() == f"{path}/data_batch_2.bin:1"
+    assert CIFAR10(path).num_records == 7
 
 
 def test_cifar10_first_pixel_is_the_first_byte_of_each_plane(tmp_path):

@@ -11,8 +11,10 @@ from __future__ import annotations
 import csv
 import dataclasses
 import os
+from collections.abc import Mapping
 
 import numpy as np
+import tensorflow as tf
 
 from object_input.converters.common import (
     ConversionError,
@@ -40,54 +42,83 @@ class CsvImage:
     width: int
     height: int
     where: str  # file:line of its first row
+    lines: list[int] = dataclasses.field(default_factory=list)  # of every row, boxless too
     classes: list[str] = dataclasses.field(default_factory=list)
     boxes: list[tuple[float, float, float, float]] = dataclasses.field(default_factory=list)
     skipped: list[str] = dataclasses.field(default_factory=list)  # boxes clipped away
 
 
-def read_detection_csv(path: str | os.PathLike, clip_boxes: bool = False) -> list[CsvImage]:
+def read_detection_csv(
+    path: str | os.PathLike,
+    clip_boxes: bool = False,
+    *,
+    columns: Mapping[str, str] | None = None,
+    images: dict[str, CsvImage] | None = None,
+) -> list[CsvImage]:
     """Rows of a detection CSV grouped by image; errors name the file, line and column.
 
     A box reaching outside its image is an error, or with ``clip_boxes`` clipped to it (and
-    listed in the image's ``skipped`` when nothing is left).
+    listed in the image's ``skipped`` when nothing is left). ``columns`` maps names of
+    :data:`COLUMNS` to the CSV's own header names. Pass the ``images`` of earlier files to group
+    rows across files. Read through ``tf.io.gfile`` (``gs://`` and other filesystems work).
     """
     path = os.fspath(path)
-    images: dict[str, CsvImage] = {}
+    names = {name: (columns or {}).get(name, name) for name in COLUMNS}
+    images = {} if images is None else images
     try:
-        with open(path, newline="", encoding="utf-8-sig") as file:
-            reader = csv.DictReader(file)
-            missing = [c for c in COLUMNS if c not in (reader.fieldnames or ())]
+        with tf.io.gfile.GFile(path, "r") as file:
+            reader = csv.reader(file)
+            header = [name.strip().lstrip("\ufeff") for name in next(reader, [])]
+            missing = [c for c in names.values() if c not in header]
             if missing:
                 raise ConversionError(
-                    f"{path}: the header lacks columns {missing}; expected {','.join(COLUMNS)}"
+                    f"{path}: the header lacks columns {missing}; expected "
+                    f"{','.join(names.values())} (in any order)"
                 )
-            for row in reader:
+            index = {name: header.index(column) for name, column in names.items()}
+            for values in reader:
+                if not any(v.strip() for v in values):
+                    continue
                 where = f"{path}:{reader.line_num}"
-                _add_row(images, row, where, clip_boxes)
-    except OSError as err:
-        raise ConversionError(f"cannot read {path!r}: {err.strerror}") from err
+                if len(values) != len(header):
+                    raise ConversionError(
+                        f"{where}: {len(values)} fields, the header has {len(header)}"
+                    )
+                row = {name: values[i] for name, i in index.items()}
+                _add_row(images, row, where, clip_boxes, names, reader.line_num)
+    except (OSError, tf.errors.OpError) as err:
+        reason = getattr(err, "strerror", None) or getattr(err, "message", str(err))
+        raise ConversionError(f"cannot read {path!r}: {reason}") from err
     if not images:
         raise ConversionError(f"{path}: no rows")
     return list(images.values())
 
 
-def _add_row(images: dict[str, CsvImage], row: dict, where: str, clip: bool) -> None:
-    filename = (row["filename"] or "").strip()
+def _add_row(
+    images: dict[str, CsvImage],
+    row: dict,
+    where: str,
+    clip: bool,
+    names: Mapping[str, str],
+    line: int,
+) -> None:
+    filename = row["filename"].strip()
     if not filename:
-        raise ConversionError(f"{where}: column filename is empty")
-    width, height = (_parse(row, c, where, int) for c in ("width", "height"))
+        raise ConversionError(f"{where}: column {names['filename']} is empty")
+    width, height = (_parse(row, c, where, int, names) for c in ("width", "height"))
     image = images.setdefault(filename, CsvImage(filename, width, height, where))
     if (image.width, image.height) != (width, height):
         raise ConversionError(
             f"{where}: {filename!r} is {width}x{height} here but {image.width}x{image.height} "
             f"at {image.where}"
         )
-    name = (row["class"] or "").strip()
-    if not name and not any((row[c] or "").strip() for c in _COORDINATES):
+    image.lines.append(line)
+    name = row["class"].strip()
+    if not name and not any(row[c].strip() for c in _COORDINATES):
         return  # an image without boxes
     if not name:
-        raise ConversionError(f"{where}: column class is empty")
-    box = tuple(_parse(row, c, where, float) for c in _COORDINATES)
+        raise ConversionError(f"{where}: column {names['class']} is empty")
+    box = tuple(_parse(row, c, where, float, names) for c in _COORDINATES)
     xmin, ymin, xmax, ymax = box
     if xmax < xmin or ymax < ymin:
         raise ConversionError(f"{where}: box has xmax < xmin or ymax < ymin: {box}")
@@ -99,13 +130,15 @@ def _add_row(images: dict[str, CsvImage], row: dict, where: str, clip: bool) -> 
     image.boxes.append(fitted)
 
 
-def _parse(row: dict, column: str, where: str, kind: type):
-    text = (row[column] or "").strip()
+def _parse(row: dict, column: str, where: str, kind: type, names: Mapping[str, str]):
+    text = row[column].strip()
     try:
         return kind(text)
     except ValueError:
         wanted = "an integer" if kind is int else "a number"
-        raise ConversionError(f"{where}: column {column} is {text!r}, not {wanted}") from None
+        raise ConversionError(
+            f"{where}: column {names[column]} is {text!r}, not {wanted}"
+        ) from None
 
 
 def convert_csv(

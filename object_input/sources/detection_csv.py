@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import csv
-import dataclasses
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -12,57 +10,42 @@ import numpy as np
 import tensorflow as tf
 
 from object_input import errors, fields
+from object_input.converters.common import label_map_for
+from object_input.converters.detection_csv import COLUMNS, CsvImage, read_detection_csv
 from object_input.decoders.tf_example import default_per_box_fields, looks_like_image
 from object_input.sources.base import ReadContext, Source
 from object_input.sources.files import PathSource, list_files
 
-#: the columns a row needs, as named in the CSV unless ``columns`` renames them.
-COLUMNS = ("filename", "width", "height", "class", "xmin", "ymin", "xmax", "ymax")
 # Rows listed in a record id before "...".
 _LINES_SHOWN = 4
-
-
-@dataclasses.dataclass
-class _Image:
-    filename: str
-    height: int
-    width: int
-    where: str  # "file.csv:line N" of its first row
-    lines: list[int] = dataclasses.field(default_factory=list)
-    boxes: list[list[float]] = dataclasses.field(default_factory=list)
-    classes: list[int] = dataclasses.field(default_factory=list)
-
-    @property
-    def record_id(self) -> str:
-        path = self.where.rsplit(":line ", 1)[0]
-        shown = ",".join(str(n) for n in self.lines[:_LINES_SHOWN])
-        more = ",..." if len(self.lines) > _LINES_SHOWN else ""
-        word = "line" if len(self.lines) == 1 else "lines"
-        return f"{path}:{word} {shown}{more}"
 
 
 class DetectionCSV(Source):
     """Boxes from annotation CSVs with one row per box, images from ``image_dir``.
 
-    The default columns are ``filename,width,height,class,xmin,ymin,xmax,ymax`` with the box in
-    pixels (``columns`` maps these names to the CSV's own). Rows are grouped by image wherever
-    they are in the files. The CSVs are read and checked once, in Python, when the source is
-    built (annotation files are small: a row per box); the images are read and decoded in the
-    pipeline. Examples are what the TFRecord decoder yields: normalized boxes, 1-based class ids
-    (from ``label_map``, else in order of first appearance; see :attr:`label_map`), ``SOURCE_ID``
-    and ``FILENAME`` the image's file name, default weights, areas and flags, an empty ``KEY``.
-    Only images with rows are read.
+    The columns are ``filename,width,height,class,xmin,ymin,xmax,ymax`` (any order, others
+    ignored; ``columns`` maps these names to the CSV's own) with the box in pixels. A row with
+    an empty class and empty coordinates lists an image without boxes. Rows are grouped by image
+    wherever they are in the files. The CSVs are read and checked once, in Python, when the
+    source is built (annotation files are small: a row per box; the reader is the ``convert
+    csv`` converter's); the images are read and decoded in the pipeline. Examples are what the
+    TFRecord decoder yields: normalized boxes, 1-based class ids (from ``label_map``, else in
+    order of first appearance; see :attr:`label_map`), ``SOURCE_ID`` and ``FILENAME`` the
+    image's file name, default weights, areas and flags, an empty ``KEY``. Only images with rows
+    are read. Record ids are ``"csv path:line N"`` (the image's rows, ``lines 2,7,9``).
 
     Errors name the CSV file and line: a missing column, a value that is not a number, a box
-    outside its image or with min > max, sizes that differ between rows of one image, a class
-    missing from ``label_map``, an image not in ``image_dir``. An image whose decoded size
-    differs from its rows' width and height fails in the pipeline, naming it.
+    outside its image (unless ``clip_boxes``) or with min > max, sizes that differ between rows
+    of one image, an image not in ``image_dir``; class names missing from ``label_map`` are
+    listed. An image whose decoded size differs from its rows' fails in the pipeline, naming it.
 
     Args:
       csv_files: annotation CSV path, glob, directory, or list of those; each with a header.
       image_dir: the folder the ``filename`` column is relative to.
       columns: ``{default name: CSV header name}`` for columns named differently.
       label_map: text label map path or ``{name: id}``.
+      clip_boxes: clip boxes reaching outside their image (boxes left empty are dropped) instead
+        of raising.
       channels: image channels to decode to (1, 3 or 4).
     """
 
@@ -73,6 +56,7 @@ class DetectionCSV(Source):
         *,
         columns: Mapping[str, str] | None = None,
         label_map: str | os.PathLike | Mapping[str, int] | None = None,
+        clip_boxes: bool = False,
         channels: int = 3,
     ):
         unknown = sorted(set(columns or {}) - set(COLUMNS))
@@ -82,93 +66,28 @@ class DetectionCSV(Source):
             raise ValueError(f"channels must be 1, 3 or 4, got {channels!r}")
         self.files = list_files(csv_files, (".csv",))
         self.image_dir = os.fspath(image_dir)
-        self.columns = {name: (columns or {}).get(name, name) for name in COLUMNS}
         self.channels = channels
-        self.label_map: dict[str, int] = {}
-        if label_map is not None:
-            from object_input.label_map import load_label_map
-
-            self.label_map = load_label_map(label_map)
-        self._fixed_labels = label_map is not None
-        images: dict[str, _Image] = {}
+        grouped: dict[str, CsvImage] = {}
         for path in self.files:
-            self._read(path, images)
-        if not images:
-            raise ValueError(f"no annotation rows in {self.files}")
+            read_detection_csv(path, clip_boxes, columns=columns, images=grouped)
+        images = list(grouped.values())
+        names = dict.fromkeys(name for image in images for name in image.classes)
+        #: ``{class name: id}``: the label map given, else ids in order of first appearance.
+        self.label_map = (
+            {name: i for i, name in enumerate(names, start=1)}
+            if label_map is None
+            else label_map_for(names, label_map, ", ".join(self.files))
+        )
         self._check_images_exist(images)
-        self._arrays = _arrays(list(images.values()), self.image_dir)
+        self._arrays = _arrays(images, self.image_dir, self.label_map)
         self.num_images = len(images)
+        #: boxes dropped by ``clip_boxes`` because nothing of them was inside the image.
+        self.skipped = [message for image in images for message in image.skipped]
 
-    def _read(self, path: str, images: dict[str, _Image]) -> None:
-        with tf.io.gfile.GFile(path, "r") as f:
-            reader = csv.reader(f)
-            header = [name.strip().lstrip("\ufeff") for name in next(reader, [])]
-            missing = [c for c in self.columns.values() if c not in header]
-            if missing:
-                raise ValueError(
-                    f"{path}: no column {missing[0]!r} in the header {header}; pass columns= to "
-                    f"name the CSV's columns for {list(COLUMNS)}"
-                )
-            index = {name: header.index(column) for name, column in self.columns.items()}
-            for row in reader:
-                if not row or all(not v.strip() for v in row):
-                    continue
-                where = f"{path}:line {reader.line_num}"
-                if len(row) != len(header):
-                    raise ValueError(f"{where}: {len(row)} fields, the header has {len(header)}")
-                self._add_row(
-                    where, reader.line_num, {k: row[i].strip() for k, i in index.items()}, images
-                )
-
-    def _add_row(
-        self, where: str, line: int, row: dict[str, str], images: dict[str, _Image]
-    ) -> None:
-        filename = row["filename"]
-        if not filename:
-            raise ValueError(f"{where}: empty {self.columns['filename']!r}")
-        numbers = {}
-        for name in ("width", "height", "xmin", "ymin", "xmax", "ymax"):
-            try:
-                numbers[name] = float(row[name])
-            except ValueError:
-                raise ValueError(
-                    f"{where}: column {self.columns[name]!r} = {row[name]!r} is not a number"
-                ) from None
-        width, height = numbers["width"], numbers["height"]
-        if width != int(width) or height != int(height) or width < 1 or height < 1:
-            raise ValueError(
-                f"{where}: width, height must be positive integers, got {width}, {height}"
-            )
-        xmin, ymin, xmax, ymax = (numbers[k] for k in ("xmin", "ymin", "xmax", "ymax"))
-        if not (0 <= xmin <= xmax <= width and 0 <= ymin <= ymax <= height):
-            raise ValueError(
-                f"{where}: box xmin, ymin, xmax, ymax = {xmin:g}, {ymin:g}, {xmax:g}, {ymax:g} is "
-                f"not ordered inside the {width:g} x {height:g} image"
-            )
-        image = images.get(filename)
-        if image is None:
-            image = images[filename] = _Image(filename, int(height), int(width), where)
-        elif (image.height, image.width) != (height, width):
-            raise ValueError(
-                f"{where}: {filename} is {width:g} x {height:g} here but {image.width} x "
-                f"{image.height} at {image.where}"
-            )
-        image.lines.append(line)
-        image.boxes.append([ymin / height, xmin / width, ymax / height, xmax / width])
-        image.classes.append(self._class_id(where, row["class"]))
-
-    def _class_id(self, where: str, name: str) -> int:
-        if name not in self.label_map:
-            if self._fixed_labels:
-                known = sorted(self.label_map)[:10]
-                raise ValueError(f"{where}: class {name!r} is not in the label map ({known}...)")
-            self.label_map[name] = len(self.label_map) + 1
-        return self.label_map[name]
-
-    def _check_images_exist(self, images: dict[str, _Image]) -> None:
+    def _check_images_exist(self, images: list[CsvImage]) -> None:
         # One listing per folder, not one existence check per image (cheap on gs:// too).
         listings: dict[str, set[str]] = {}
-        for image in images.values():
+        for image in images:
             folder, name = os.path.split(os.path.join(self.image_dir, image.filename))
             if folder not in listings:
                 try:
@@ -254,14 +173,30 @@ class DetectionCSV(Source):
         )
 
 
-def _arrays(images: list[_Image], image_dir: str) -> dict[str, np.ndarray]:
+def _record_id(image: CsvImage) -> str:
+    path = image.where.rsplit(":", 1)[0]
+    shown = ",".join(str(n) for n in image.lines[:_LINES_SHOWN])
+    more = ",..." if len(image.lines) > _LINES_SHOWN else ""
+    return f"{path}:{'line' if len(image.lines) == 1 else 'lines'} {shown}{more}"
+
+
+def _arrays(
+    images: list[CsvImage], image_dir: str, label_map: Mapping[str, int]
+) -> dict[str, np.ndarray]:
     counts = [len(image.boxes) for image in images]
+    pixels = np.array([b for image in images for b in image.boxes], np.float64).reshape(-1, 4)
+    sizes = np.array([[image.height, image.width] for image in images], np.int32)
+    # Pixel (xmin, ymin, xmax, ymax) to normalized (ymin, xmin, ymax, xmax), per box's image.
+    scale = np.repeat(sizes, counts, axis=0)[:, [0, 1, 0, 1]]
+    boxes = pixels[:, [1, 0, 3, 2]] / np.maximum(scale, 1)
     return {
-        "record_ids": np.array([image.record_id for image in images], object),
+        "record_ids": np.array([_record_id(image) for image in images], object),
         "paths": np.array([os.path.join(image_dir, image.filename) for image in images], object),
         "filenames": np.array([image.filename for image in images], object),
-        "sizes": np.array([[image.height, image.width] for image in images], np.int32),
+        "sizes": sizes,
         "row_splits": np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
-        "boxes": np.array([b for image in images for b in image.boxes], np.float32).reshape(-1, 4),
-        "classes": np.array([c for image in images for c in image.classes], np.int32),
+        "boxes": boxes.astype(np.float32),
+        "classes": np.array(
+            [label_map[name] for image in images for name in image.classes], np.int32
+        ),
     }

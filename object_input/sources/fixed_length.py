@@ -116,10 +116,11 @@ class FixedLength(Source):
                     f" but a record has {record_bytes} bytes"
                 )
         self.files = list_files(files, SUFFIXES)
-        for path in self.files:
-            self._check_size(path)
+        #: records in all the files (before sharding).
+        self.num_records = sum(self._count(path) for path in self.files)
 
-    def _check_size(self, path: str) -> None:
+    def _count(self, path: str) -> int:
+        """The records of file ``path``; a size that is not a whole number of them raises."""
         size = tf.io.gfile.stat(path).length
         body = size - self.header_bytes - self.footer_bytes
         if body < 0 or body % self.record_bytes:
@@ -132,6 +133,7 @@ class FixedLength(Source):
                 f"{path}: file size {size} bytes is not a whole number of {self.record_bytes}-byte"
                 f" records{frame}; is record_bytes right for this file?"
             )
+        return body // self.record_bytes
 
     def records(self, context: ReadContext) -> tf.data.Dataset:
         def read(path: tf.Tensor) -> tf.data.Dataset:
