@@ -15,7 +15,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from object_input import batching, errors, fields, keras_layout, skips
+from object_input import batching, errors, fields, keras_layout, partners, skips
 from object_input.ops import Augmentation, core
 from object_input.ops.fused_color import FusedColor
 from object_input.ops.resize import resize_features
@@ -331,6 +331,10 @@ def _build(opts: DatasetOptions) -> tf.data.Dataset:
 
         deferred_steps = deferred.deferrable_prefix(augment.names())
 
+    # Steps that combine examples (Mosaic, MixUp) get partners drawn from the stream by
+    # object_input.partners, which runs them and the steps after them.
+    combining = augment.combining()
+
     # The ops use tf.cond explicitly: AutoGraph conversion would only slow tracing down.
     @tf.autograph.experimental.do_not_convert
     def process(seed: tf.Tensor, record_id: tf.Tensor, payload: Any) -> dict:
@@ -340,11 +344,18 @@ def _build(opts: DatasetOptions) -> tf.data.Dataset:
         if deferred_steps:
             features = augment(features, seed, stop=deferred_steps)
             features = source.realize(features, opts.image_size)
+        if combining:
+            return augment(features, seed, start=deferred_steps, stop=combining[0])
+        return finish(seed, features, deferred_steps)
+
+    @tf.autograph.experimental.do_not_convert
+    def finish(seed: tf.Tensor | None, features: dict, start: int) -> dict:
+        """Steps ``start:`` (trailing colour steps may go to the batch), resize, box limit."""
         stop = len(augment)
         if colour is not None and _is_rgb(features, opts.color_stage):
             stop = colour_start
-        if stop > deferred_steps:
-            features = augment(features, seed, start=deferred_steps, stop=stop)
+        if stop > start:
+            features = augment(features, seed, start=start, stop=stop)
         if opts.image_size is not None:
             features = resize_features(features, *opts.image_size)
         elif opts.pad_image_size is not None:
@@ -360,13 +371,19 @@ def _build(opts: DatasetOptions) -> tf.data.Dataset:
                 features[fields.IMAGE], tf.as_dtype(opts.output_dtype)
             )
         features = batching.prepare(features, opts.max_boxes, opts.box_overflow)
-        if opts.on_error == "raise":
+        if opts.on_error == "raise" and fields.ERROR in features:
             # Only "empty" stays flagged (a drop, not an error).
             features = errors.raise_flagged(features, ("empty",) if counter else ())
         return features
 
     def process_element(seed: tf.Tensor, record: Any) -> dict:
-        return process(seed, *record)
+        features = process(seed, *record)
+        if combining:
+            # Failed and empty examples are settled before they can become partners.
+            if opts.on_error == "raise":
+                features = errors.raise_flagged(features, ("empty",) if counter else ())
+            features = {**features, partners.SEED: seed}
+        return features
 
     if opts.on_error == "skip":
         dataset = skips.map_catching(
@@ -384,6 +401,15 @@ def _build(opts: DatasetOptions) -> tf.data.Dataset:
         )
     if counter is not None:
         dataset = skips.drop_and_count(dataset, counter)
+    if combining:
+        dataset = partners.combine(
+            dataset,
+            augment,
+            finish,
+            use_seed=opts.seed is not None,
+            num_parallel_calls=opts.num_parallel_calls,
+            deterministic=opts.deterministic,
+        )
     if opts.batch_size is not None:
         dataset = batching.batch_features(
             dataset,

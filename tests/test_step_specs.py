@@ -15,6 +15,9 @@ import tensorflow as tf
 from object_input import fields
 from object_input.ops import get_step, registered_steps, transform
 
+HEATMAP = "test_heatmap"
+BOX_ID = "test_box_id"
+
 # Parameters each step needs to run (required ones) and to do something (probabilities at 1). A
 # new step with required parameters must be added here.
 PARAMS = {
@@ -53,12 +56,15 @@ PARAMS = {
         "scale": 0.5,
         "keypoint_flip_permutation": [1, 0],
     },
+    "mosaic": {"output_size": (20, 30)},
 }
 # Fields a step refuses, left out of its example.
-WITHOUT = {"keras_layer": (fields.KEYPOINTS, fields.KEYPOINT_VISIBILITIES)}
-
-HEATMAP = "test_heatmap"
-BOX_ID = "test_box_id"
+WITHOUT = {
+    "keras_layer": (fields.KEYPOINTS, fields.KEYPOINT_VISIBILITIES),
+    # Combining steps cannot merge image-level rasters of several examples.
+    "mosaic": (HEATMAP,),
+    "mixup": (HEATMAP,),
+}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -131,7 +137,9 @@ def _params(name):
 
 
 def _run(spec, features):
-    return spec.fn(features, seed=tf.constant([4, 2]), **spec.resolve(_params(spec.name)))
+    # A combining step gets the example and copies of it as partners.
+    given = features if spec.examples == 1 else [features] * spec.examples
+    return spec.fn(given, seed=tf.constant([4, 2]), **spec.resolve(_params(spec.name)))
 
 
 @pytest.mark.parametrize("name", registered_steps())

@@ -18,6 +18,7 @@ from object_input.ops.color import (
     random_rgb_to_gray,
     rgb_to_gray,
 )
+from object_input.ops.combine import mixup, mosaic
 from object_input.ops.compose import Augmentation, normalize_step
 from object_input.ops.crop import (
     crop_to_window,
@@ -112,6 +113,8 @@ __all__ = [
     "flip_up_down",
     "get_step",
     "keras_layer",
+    "mixup",
+    "mosaic",
     "normalize_image",
     "normalize_step",
     "one_hot_encoding",

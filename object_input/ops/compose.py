@@ -68,9 +68,28 @@ class Augmentation:
         """
         for index in range(start, len(self.steps) if stop is None else stop):
             spec, params = self.steps[index]
-            step_seed = None if seed is None else core.fold_seed(seed, index)
-            features = spec.fn(features, seed=step_seed, **params)
+            if spec.examples > 1:
+                raise ConfigError(
+                    f"step {spec.name!r} combines {spec.examples} examples: it runs inside "
+                    "make_dataset, which draws the partners from the stream, or through "
+                    "combine_step() with a list of examples"
+                )
+            features = spec.fn(features, seed=self.step_seed(seed, index), **params)
         return features
+
+    def combine_step(self, examples: Sequence[core.Features], seed: Any, index: int) -> Any:
+        """Run the combining step ``index`` on ``examples`` (the example first, then partners)."""
+        spec, params = self.steps[index]
+        return spec.fn(list(examples), seed=self.step_seed(seed, index), **params)
+
+    @staticmethod
+    def step_seed(seed: Any, index: int) -> Any:
+        """Step ``index``'s seed: ``fold_in(seed, index)`` (None stays None)."""
+        return None if seed is None else core.fold_seed(seed, index)
+
+    def combining(self) -> list[int]:
+        """Positions of the steps that combine several examples, in order."""
+        return [i for i, (spec, _) in enumerate(self.steps) if spec.examples > 1]
 
     def names(self) -> list[str]:
         """The step names, in order."""

@@ -50,6 +50,7 @@ class StepSpec:
     kind: str
     doc: str
     validate: Validate | None = None
+    examples: int = 1
 
     def resolve(self, params: Mapping[str, Any] | None) -> dict[str, Any]:
         """Validate ``params`` and return them merged over the defaults."""
@@ -123,6 +124,7 @@ def register_step(
     kind: str = "image",
     checks: Mapping[str, Check] | None = None,
     validate: Validate | None = None,
+    examples: int = 1,
 ) -> Callable[[Callable[..., dict]], Callable[..., dict]]:
     """Decorator registering an op as a config step.
 
@@ -133,9 +135,13 @@ def register_step(
     ``checks`` maps a parameter to a function returning an error phrase (e.g.
     ``"must be in [0, 1]"``) or None. ``validate`` checks parameters against each other (e.g.
     :func:`ordered`): it runs when a config is loaded, and when the op is called directly.
+    ``examples`` > 1 makes a combining step (Mosaic, MixUp): its first argument is then a list
+    of that many feature dicts, the example first and its partners after it, and it returns one.
     """
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    if not isinstance(examples, int) or examples < 1:
+        raise ValueError(f"examples must be an integer >= 1, got {examples!r}")
 
     def decorate(fn: Callable[..., dict]) -> Callable[..., dict]:
         step_name = name or fn.__name__
@@ -177,6 +183,7 @@ def register_step(
             kind=kind,
             doc=inspect.getdoc(fn) or "",
             validate=validate,
+            examples=examples,
         )
         return op
 
