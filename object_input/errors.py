@@ -39,6 +39,8 @@ REASONS: dict[str, str] = {
     "too_many_boxes": "the example has more boxes than max_boxes (box_overflow='error')",
     "too_large_to_pad": "the image is larger than pad_image_size",
     "empty": "the image has no boxes (dropped because empty_images='drop')",
+    "band_length": "an Earth Engine band or table property has the wrong number of values",
+    "patch_count": "an Earth Engine export ends inside a patch or has more patches than its mixer",
 }
 OK = 0
 

@@ -19,6 +19,7 @@ from hypothesis import given, settings
 from object_input import earthengine, fields, make_dataset
 from object_input.earthengine import Mixer
 from object_input.options import ReadOptions
+from object_input.skips import stats
 from object_input.sources import EarthEngine, EarthEngineTable
 
 H, W = 3, 4
@@ -564,3 +565,38 @@ def test_stitch_places_feature_dicts_by_patch_index_in_any_order(tmp_path):
             band_names=["a", "b"],
             kernel_size=KERNEL,
         )
+
+
+def test_on_error_skip_drops_a_bad_patch_and_keeps_the_others_indices(tmp_path):
+    records = [
+        example({"B1": feature("float", patch_pixels(0, i)[: (1 if i == 3 else None)])})
+        for i in range(6)
+    ]
+    write_export(str(tmp_path / "bad"), records)
+    source = EarthEngine(str(tmp_path / "bad"), bands=["B1"], patch_size=(H, W), kernel_size=KERNEL)
+    dataset = make_dataset(source, batch_size=None, on_error="skip")
+    got = list(dataset.as_numpy_iterator())
+    assert [int(e[fields.PATCH_INDEX]) for e in got] == [0, 1, 2, 4, 5]
+    for element in got:
+        index = int(element[fields.PATCH_INDEX])
+        np.testing.assert_array_equal(element[fields.IMAGE][..., 0], patch_pixels(0, index))
+    summary = stats(dataset)
+    assert summary.skipped == {"band_length": 1} and summary.passed == 5
+
+
+def test_a_damaged_file_stops_an_image_export_even_under_skip(tmp_path):
+    prefix, paths = float_export(tmp_path)
+    damaged = tmp_path / paths[1].rsplit("/", 1)[1]
+    damaged.write_bytes(damaged.read_bytes()[:-30])  # file 1 is uncompressed: its last record cut
+    source = EarthEngine(prefix, bands=["B1"], patch_size=(H, W), kernel_size=KERNEL)
+    message = rf"file {paths[1]}: cannot read record 2"
+    with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+        elements(source, on_error="skip")
+
+
+def test_table_rows_of_the_wrong_length_are_skipped_under_skip(tmp_path):
+    path = str(tmp_path / "table.tfrecord.gz")
+    table_export(path, [{"B2": feature("float", [i] * (2 if i == 1 else 1))} for i in range(4)])
+    dataset = make_dataset(EarthEngineTable(path, ["B2"]), batch_size=None, on_error="skip")
+    assert [float(e["B2"]) for e in dataset.as_numpy_iterator()] == [0.0, 2.0, 3.0]
+    assert stats(dataset).skipped == {"band_length": 1}

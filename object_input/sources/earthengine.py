@@ -3,7 +3,10 @@ tables (one Example per feature).
 
 Image patches are numbered in export order across all files, so the files are read one after
 another in order, numbered, and only then sharded: every worker reads the whole export (skipping
-the records of other shards before parsing them) and each patch keeps its global index.
+the records of other shards before parsing them) and each patch keeps its global index. For the
+same reason a file that cannot be read to its end stops an image export even under
+``on_error="skip"``: the patches after the damage could not be numbered. Bad patches and table
+rows are flagged (``fields.ERROR``) for the pipeline to raise or skip.
 """
 
 from __future__ import annotations
@@ -18,8 +21,9 @@ import tensorflow as tf
 
 from object_input import fields
 from object_input.earthengine import Mixer, buffer_of, pair, patch_bounds
-from object_input.errors import RecordChecks
+from object_input.errors import RecordChecks, guarded
 from object_input.options import ReadOptions
+from object_input.sources import integrity
 from object_input.sources.base import ReadContext, Source
 from object_input.sources.files import PathSource, list_files, read_files
 
@@ -83,15 +87,19 @@ def _first_record(files: Sequence[str], codes: Sequence[str]) -> tuple[str, byte
     raise ValueError(f"the export has no records ({files[0]} ...)")
 
 
-def _reader(files: Sequence[str], codes: Sequence[str]):
-    """``read(path)``: a file's records with its path, decompressed as detected."""
+def _reader(files: Sequence[str], codes: Sequence[str], on_error: str):
+    """``read(path)`` for ``read_files(checked=True)``: a file's ``(path, record)`` pairs,
+    decompressed as detected, and a flag where the file cannot be read to its end."""
+    sizes = [integrity.expected_bytes(f, c) for f, c in zip(files, codes, strict=True)]
 
     def read(path: tf.Tensor) -> tf.data.Dataset:
         position = tf.argmax(tf.cast(tf.equal(tf.constant(list(files)), path), tf.int32))
-        compression = tf.gather(tf.constant(list(codes)), position)
-        return tf.data.TFRecordDataset(path, compression_type=compression).map(
-            lambda record: (path, record)
-        )
+        return integrity.checked_records(
+            path,
+            tf.gather(tf.constant(sizes, tf.int64), position),
+            tf.gather(tf.constant(list(codes)), position),
+            on_error,
+        ).map(lambda record, error, detail: ((path, record), error, detail))
 
     return read
 
@@ -245,8 +253,10 @@ class EarthEngine(Source):
 
     def records(self, context: ReadContext) -> tf.data.Dataset:
         # One reader, files in order: the position in this stream is the patch index.
+        # Damaged files raise whatever on_error says: see the module docstring.
         in_order = ReadContext(reading=ReadOptions(num_readers=1), shuffle=False)
-        stream = read_files(self.files, _reader(self.files, self.codes), in_order)
+        read = _reader(self.files, self.codes, "raise")
+        stream = read_files(self.files, read, in_order, checked=True)
         stream = stream.map(lambda _, item: item)
         if self.sequence_data:
             stream = stream.batch(self.buffered_size[0] * self.buffered_size[1])
@@ -269,7 +279,7 @@ class EarthEngine(Source):
         if self.mixer is not None:
             checks.add(
                 index < self.mixer.total_patches,
-                "undecodable",
+                "patch_count",
                 f"the export has more patches than the mixer totalPatches "
                 f"{self.mixer.total_patches}",
             )
@@ -277,27 +287,32 @@ class EarthEngine(Source):
             planes = self._sequence_planes(serialized, checks)
         else:
             planes = self._example_planes(serialized, checks)
-        with tf.control_dependencies(checks.asserts()):
+
+        def build(values: list[tf.Tensor]) -> dict[str, tf.Tensor]:
             image = tf.concat(
                 [
-                    tf.reshape(values, [height, width, depth])
+                    tf.reshape(flat, [height, width, depth])
                     if layout == "HWD"
-                    else tf.transpose(tf.reshape(values, [depth, height, width]), [1, 2, 0])
-                    for values, depth, layout in planes
+                    else tf.transpose(tf.reshape(flat, [depth, height, width]), [1, 2, 0])
+                    for flat, (_, depth, layout) in zip(values, planes, strict=True)
                 ],
                 axis=-1,
             )
-        image.set_shape([height, width, self.channels])
-        features = {
-            fields.IMAGE: image,
-            fields.PATCH_INDEX: index,
-            fields.RECORD_ID: record_id,
-        }
-        if self.mixer is not None:
-            features[fields.PATCH_ROW] = index // self.mixer.patches_per_row
-            features[fields.PATCH_COL] = index % self.mixer.patches_per_row
-            features[fields.PATCH_BOUNDS] = patch_bounds(self.mixer, index)
-        return features
+            image.set_shape([height, width, self.channels])
+            features = {
+                fields.IMAGE: image,
+                fields.PATCH_INDEX: index,
+                fields.RECORD_ID: record_id,
+            }
+            if self.mixer is not None:
+                features[fields.PATCH_ROW] = index // self.mixer.patches_per_row
+                features[fields.PATCH_COL] = index % self.mixer.patches_per_row
+                features[fields.PATCH_BOUNDS] = patch_bounds(self.mixer, index)
+            return features
+
+        # Flagged, not raised: the pipeline raises the message or skips the patch (on_error).
+        placeholder = [tf.zeros([depth * height * width]) for _, depth, _ in planes]
+        return guarded(checks, "skip", build, [values for values, _, _ in planes], placeholder)
 
     def _example_planes(self, serialized: tf.Tensor, checks: RecordChecks) -> list:
         """``(flat values, depth, "DHW")`` per feature of a patch Example, checked."""
@@ -317,7 +332,7 @@ class EarthEngine(Source):
             shape = f"{depth}×{height}×{width}" if depth > 1 else f"{height}×{width}"
             checks.add(
                 tf.equal(tf.size(values), expected),
-                "undecodable",
+                "band_length",
                 f"band {name!r} has",
                 tf.size(values),
                 f"values, expected {expected} ({shape} with the kernel buffer)",
@@ -331,7 +346,7 @@ class EarthEngine(Source):
         pixels = height * width
         checks.add(
             tf.equal(tf.size(serialized), pixels),
-            "undecodable",
+            "patch_count",
             "the export ends inside this patch: it has",
             tf.size(serialized),
             f"pixel records, expected {pixels} ({height}×{width})",
@@ -357,7 +372,7 @@ class EarthEngine(Source):
             )
             checks.add(
                 tf.reduce_all(tf.equal(per_pixel, depth)),
-                "undecodable",
+                "band_length",
                 f"band {band!r} has pixels with",
                 tf.reduce_min(per_pixel),
                 "to",
@@ -408,7 +423,8 @@ class EarthEngineTable(Source):
             self.dtypes[name] = _kind(feature[name], name, first)
 
     def records(self, context: ReadContext) -> tf.data.Dataset:
-        return read_files(self.files, _reader(self.files, self.codes), context).map(
+        read = _reader(self.files, self.codes, context.on_error)
+        return read_files(self.files, read, context, checked=True).map(
             lambda record_id, item: (record_id, item[1])
         )
 
@@ -423,16 +439,22 @@ class EarthEngineTable(Source):
             expected = int(np.prod(shape))
             checks.add(
                 tf.equal(tf.size(parsed[name].values), expected),
-                "undecodable",
+                "band_length",
                 f"property {name!r} has",
                 tf.size(parsed[name].values),
                 f"values, expected {expected} (shape {shape})",
             )
-        features = {fields.RECORD_ID: record_id}
-        with tf.control_dependencies(checks.asserts()):
-            for name, shape in self.shapes.items():
-                features[name] = tf.reshape(parsed[name].values, shape)
-        return features
+
+        def build(values: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+            features = {name: tf.reshape(values[name], s) for name, s in self.shapes.items()}
+            return {**features, fields.RECORD_ID: record_id}
+
+        placeholder = {
+            name: tf.zeros([int(np.prod(shape))], self.dtypes[name])
+            for name, shape in self.shapes.items()
+        }
+        values = {name: parsed[name].values for name in self.shapes}
+        return guarded(checks, "skip", build, values, placeholder)
 
     def __repr__(self) -> str:
         return f"EarthEngineTable({self.files[0]!r}, properties {list(self.shapes)})"
