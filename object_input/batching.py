@@ -136,12 +136,40 @@ def batch_features(
     max_boxes: int | None = None,
     image_size: Sequence[int] | None = None,
     drop_remainder: bool = False,
+    group_by_aspect_ratio: bool = False,
 ) -> tf.data.Dataset:
-    """Pad and batch a dataset of feature dicts prepared by :func:`prepare`."""
+    """Pad and batch a dataset of feature dicts prepared by :func:`prepare`.
+
+    ``group_by_aspect_ratio`` (dynamic batching only) batches together examples whose images
+    fall in the same width / height bucket (:data:`ASPECT_BOUNDARIES`), so that tall and wide
+    images do not pad each other to squares. Each bucket fills its own batches; the order of the
+    stream is kept within a bucket, and the last partial batch of each bucket comes out at the
+    end (dropped with ``drop_remainder``).
+    """
     if mode == "static" and (max_boxes is None or image_size is None):
         raise ValueError("static batching needs both max_boxes and a fixed image size")
     shapes = padded_shapes(dataset.element_spec, mode, max_boxes, image_size)
-    return dataset.padded_batch(batch_size, shapes, drop_remainder=drop_remainder)
+    if not group_by_aspect_ratio:
+        return dataset.padded_batch(batch_size, shapes, drop_remainder=drop_remainder)
+    if mode != "dynamic":
+        raise ValueError("group_by_aspect_ratio needs batching='dynamic' (static has one size)")
+    return dataset.group_by_window(
+        aspect_bucket,
+        lambda _, window: window.padded_batch(batch_size, shapes, drop_remainder=drop_remainder),
+        window_size=batch_size,
+    )
+
+
+# Width / height boundaries of the aspect-ratio buckets: portrait, square-ish and landscape in
+# steps of about a third on a log scale.
+ASPECT_BOUNDARIES = (0.5, 0.75, 0.95, 1.05, 4 / 3, 2.0)
+
+
+def aspect_bucket(features: Mapping[str, tf.Tensor]) -> tf.Tensor:
+    """The int64 aspect-ratio bucket of an example's image (see :data:`ASPECT_BOUNDARIES`)."""
+    shape = tf.shape(features[fields.IMAGE])
+    ratio = tf.cast(shape[1], tf.float32) / tf.cast(tf.maximum(shape[0], 1), tf.float32)
+    return tf.reduce_sum(tf.cast(ratio >= tf.constant(ASPECT_BOUNDARIES), tf.int64))
 
 
 def unpad_batch(batch: Mapping[str, Any]) -> list[dict[str, np.ndarray]]:

@@ -60,6 +60,7 @@ def make_dataset(
     batching: str = _Default("dynamic"),
     box_overflow: str = _Default("error"),
     drop_remainder: bool | None = _Default(None),
+    group_by_aspect_ratio: bool = _Default(False),
     shuffle: bool | None = _Default(None),
     shuffle_buffer_size: int = _Default(2048),
     num_epochs: int | None = _Default(1),
@@ -100,6 +101,8 @@ def make_dataset(
         ``num_dropped_boxes``).
       drop_remainder: drop the last, smaller batch; None: only with ``batching='static'``, whose
         batches then have a known batch size too (pass False to keep every example).
+      group_by_aspect_ratio: dynamic batching only: batch examples whose images have similar
+        width / height together, so that tall and wide images pad each other less.
       shuffle: shuffle files and records; None: the source's default (on for training data).
       shuffle_buffer_size: records in the shuffle buffer.
       num_epochs: passes over the data; None repeats forever.
@@ -162,6 +165,7 @@ class DatasetOptions:
     batching: str
     box_overflow: str
     drop_remainder: bool | None
+    group_by_aspect_ratio: bool
     shuffle: bool | None
     shuffle_buffer_size: int
     num_epochs: int | None
@@ -236,6 +240,10 @@ class DatasetOptions:
             self.augment = Augmentation(self.augment or ())
         if self.drop_remainder is None:
             self.drop_remainder = self.batching == "static"
+        if self.group_by_aspect_ratio and self.batching != "dynamic":
+            raise ValueError(
+                "group_by_aspect_ratio needs batching='dynamic': static batches have one size"
+            )
         keras_layout.check_options(self.keras, self.bounding_box_format)
         self.reading = build(ReadOptions, "reading", self.reading)
         self.decoding = build(DecodeOptions, "decoding", self.decoding)
@@ -418,6 +426,7 @@ def _build(opts: DatasetOptions) -> tf.data.Dataset:
             max_boxes=opts.max_boxes,
             image_size=opts.image_size or opts.pad_image_size,
             drop_remainder=opts.drop_remainder,
+            group_by_aspect_ratio=opts.group_by_aspect_ratio,
         )
     if opts.color_stage == "fused" and fields.COLOR_PARAMETERS in dataset.element_spec:
         dataset = dataset.map(

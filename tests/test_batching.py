@@ -104,3 +104,71 @@ def test_static_needs_sizes():
 def test_unpad_rejects_foreign_batches():
     with pytest.raises(ValueError, match="not made by object_input"):
         unpad_batch({"image": np.zeros((1, 2, 2, 3))})
+
+
+SIDES = [(8, 16), (16, 8), (12, 12), (6, 18), (18, 6), (10, 12)]
+
+
+def test_group_by_aspect_ratio_batches_similar_shapes_and_keeps_every_example():
+    rng = np.random.default_rng(4)
+    shapes = [SIDES[i % len(SIDES)] for i in rng.permutation(30)]
+    examples = [_example(rng, h, w, 2) for h, w in shapes]
+    for index, example in enumerate(examples):
+        example[fields.SOURCE_ID] = str(index).encode()
+    grouped = list(batch_features(_prepared(examples), 4, group_by_aspect_ratio=True))
+    seen, padded, plain_padded = [], 0, 0
+    for batch in grouped:
+        ratios = [w / h for h, w in batch[fields.IMAGE_SHAPE].numpy()]
+        assert len({_bucket(r) for r in ratios}) == 1, ratios
+        padded += np.prod(batch[fields.IMAGE].shape[:3])
+        seen += [int(s) for s in batch[fields.SOURCE_ID].numpy()]
+        for example in unpad_batch(batch):
+            np.testing.assert_array_equal(
+                example[fields.IMAGE], examples[int(example[fields.SOURCE_ID])][fields.IMAGE]
+            )
+    assert sorted(seen) == list(range(30))
+    for batch in batch_features(_prepared(examples), 4):
+        plain_padded += np.prod(batch[fields.IMAGE].shape[:3])
+    assert padded < plain_padded
+    again = [
+        b[fields.SOURCE_ID].numpy().tolist()
+        for b in batch_features(_prepared(examples), 4, group_by_aspect_ratio=True)
+    ]
+    assert again == [b[fields.SOURCE_ID].numpy().tolist() for b in grouped]
+
+
+def _prepared(examples):
+    return _dataset(examples).map(lambda features: prepare(features, None))
+
+
+def _bucket(ratio):
+    return sum(ratio >= b for b in (0.5, 0.75, 0.95, 1.05, 4 / 3, 2.0))
+
+
+def test_group_by_aspect_ratio_needs_dynamic_batching():
+    examples = [_example(np.random.default_rng(0), 4, 4, 1)]
+    with pytest.raises(ValueError, match="needs batching='dynamic'"):
+        batch_features(
+            _dataset(examples),
+            2,
+            mode="static",
+            max_boxes=2,
+            image_size=(4, 4),
+            group_by_aspect_ratio=True,
+        )
+
+
+def test_make_dataset_refuses_grouping_with_static_batches(tmp_path):
+    import object_input as oi
+    from object_input.writers import build_example, write_tfrecords
+
+    write_tfrecords([build_example(np.zeros((4, 4, 3), np.uint8))], tmp_path / "one")
+    with pytest.raises(ValueError, match="group_by_aspect_ratio needs batching='dynamic'"):
+        oi.make_dataset(
+            tmp_path,
+            batch_size=2,
+            batching="static",
+            max_boxes=2,
+            image_size=(4, 4),
+            group_by_aspect_ratio=True,
+        )
