@@ -151,3 +151,12 @@ def test_csv_through_make_dataset_batches_and_keras(tmp_path):
     assert sorted(inputs) == ["x", "y"] and labels.numpy().tolist() == [1, 0]
     restored = oi.unpad_batch(batch)
     assert [int(r["x"]) for r in restored] == [1, 2, 3]
+
+
+def test_bad_rows_are_skipped_and_counted_under_on_error_skip(tmp_path):
+    text = "a,b\n1,2\n3,4,5\n6,x\n7,8\n"
+    path = _write(tmp_path / "mixed.csv", text)
+    source = CSV(path, record_defaults=[0, 0])
+    dataset = oi.make_dataset(source, batch_size=None, shuffle=False, on_error="skip")
+    assert [int(x["a"]) for x in dataset] == [1, 7]
+    assert oi.stats(dataset).skipped == {"undecodable": 2}

@@ -168,10 +168,16 @@ def test_construction_errors(annotated):
         DetectionCSV(annotated / "train.csv", annotated / "images", columns={"filename": "file"})
 
 
-def test_image_of_another_size_than_its_rows_fails_naming_it(annotated):
+def test_image_of_another_size_than_its_rows_fails_naming_it_or_is_skipped(annotated):
     rows = "filename,width,height,class,xmin,ymin,xmax,ymax\nc.png,5,4,dog,0,0,1,1\n"
-    (annotated / "wrong.csv").write_text(rows)
+    (annotated / "wrong.csv").write_text(
+        rows + "notes.txt,4,4,dog,0,0,1,1\na.png,8,6,dog,0,0,1,1\n"
+    )
+    (annotated / "images" / "notes.txt").write_text("not an image")
     source = DetectionCSV(annotated / "wrong.csv", annotated / "images")
+    skipping = oi.make_dataset(source, batch_size=None, shuffle=False, on_error="skip")
+    assert list(_by_name(skipping)) == ["a.png"]
+    assert oi.stats(skipping).skipped == {"image_size": 1, "not_an_image": 1}
     with pytest.raises(
         tf.errors.InvalidArgumentError, match=r"wrong\.csv:line 2 .*has height, width"
     ):

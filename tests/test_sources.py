@@ -142,7 +142,8 @@ def test_signature_shows_every_parameter_with_its_default():
     assert repr(params["batch_size"].default) == "32"
     assert repr(params["num_epochs"].default) == "1"
     assert all(p.kind is p.KEYWORD_ONLY for name, p in params.items() if name != "source")
-    assert DEFAULTS["drop_remainder"] is False and DEFAULTS["shuffle_buffer_size"] == 2048
+    # None: drop the remainder with static batching only.
+    assert DEFAULTS["drop_remainder"] is None and DEFAULTS["shuffle_buffer_size"] == 2048
 
 
 def test_pipeline_config_defaults_are_make_datasets():

@@ -38,8 +38,8 @@ _FLAGS = (fields.IS_CROWD, fields.DIFFICULT, fields.GROUP_OF)
 # Byte signatures of the formats tf.io.decode_image reads.
 _IMAGE_MAGIC = (b"\xff\xd8\xff", b"\x89PNG", b"GIF8", b"BM")
 _ZEROS8 = b"\0" * 8
-# A 1x1 gray PNG: what a skipped record decodes instead of its own bytes.
-_PLACEHOLDER_PNG = (
+#: A 1x1 gray PNG: what a skipped record decodes instead of its own bytes.
+PLACEHOLDER_PNG = (
     b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x00\x00\x00\x00:~\x9bU"
     b"\x00\x00\x00\nIDATx\x9cc`\x00\x00\x00\x02\x00\x01H\xaf\xa4q\x00\x00\x00\x00IEND\xaeB`\x82"
 )
@@ -205,7 +205,7 @@ class ExampleDecoder:
         placeholder = (
             errors.placeholder(
                 self._parsed_specs(parsed),
-                **{"image/encoded": _PLACEHOLDER_PNG, "image/format": "png"},
+                **{"image/encoded": PLACEHOLDER_PNG, "image/format": "png"},
             ),
             tf.ones([2], tf.int32),
         )

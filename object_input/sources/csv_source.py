@@ -180,8 +180,10 @@ class CSV(Source):
             count,
             f"fields, expected {self.num_columns}",
         )
-        with tf.control_dependencies(checks.asserts()):
-            line = tf.identity(line)
+        # A malformed row is parsed as an empty one (decode_csv would raise); the flag carries
+        # its error, for the pipeline to raise or skip.
+        well_formed = tf.equal(checks.error_code(), errors.OK)
+        line = tf.where(well_formed, line, self.field_delim * (self.num_columns - 1))
         indices = [c.index for c in self.columns]
         raw = tf.io.decode_csv(
             line,
@@ -189,14 +191,10 @@ class CSV(Source):
             field_delim=self.field_delim,
             select_cols=indices if len(indices) < self.num_columns else None,
         )
-        values = _convert(
-            dict(zip([c.name for c in self.columns], raw, strict=True)),
-            self.columns,
-            self.na_value,
-            record_id,
-        )
+        names = [c.name for c in self.columns]
+        values = _convert(dict(zip(names, raw, strict=True)), self.columns, self.na_value, checks)
         values.setdefault(fields.RECORD_ID, record_id)
-        return values
+        return checks.flag(values)
 
     def __repr__(self) -> str:
         columns = ", ".join(f"{c.name}: {c.dtype.name}" for c in self.columns)
@@ -204,44 +202,43 @@ class CSV(Source):
 
 
 def _convert(
-    raw: dict[str, tf.Tensor], columns: Sequence[Column], na_value: str, record_id: tf.Tensor
+    raw: dict[str, tf.Tensor],
+    columns: Sequence[Column],
+    na_value: str,
+    checks: errors.RecordChecks,
 ) -> dict[str, tf.Tensor]:
-    """Each field in its column's type, defaults for missing ones; bad values raise."""
-    checks = errors.RecordChecks(record_id)
-    missing = {}
+    """Each field in its column's type, defaults for missing ones; bad values are checks (and
+    parse as the default)."""
+    out = {}
     for column in columns:
         text = raw[column.name]
         absent = tf.equal(text, "")
         if na_value:
             absent |= tf.equal(text, na_value)
-        missing[column.name] = absent
-        # Backquotes: the assertion message escapes quotes.
+        # Backquotes: the error message escapes quotes.
         where = f"column `{column.name}` (field {column.index + 1})"
         if column.default is None:
             checks.add(~absent, "undecodable", f"{where} is empty and has no default")
-        if column.numeric:
-            pattern = _INT if column.dtype.is_integer else _FLOAT
-            ok = absent | tf.strings.regex_full_match(text, pattern)
-            if column.dtype == tf.int32:
-                ok = checks.when(ok & ~absent, lambda t=text: _in_int32_range(t)) & ok
-            checks.add(
-                ok,
-                "undecodable",
-                f"{where}: value",
-                text,
-                f"is not a valid {column.dtype.name} (pass record_defaults to set the type)",
-            )
-    with tf.control_dependencies(checks.asserts()):
-        raw = {name: tf.identity(text) for name, text in raw.items()}
-    out = {}
-    for column in columns:
-        text, absent = raw[column.name], missing[column.name]
-        default = column.default if column.default is not None else _zero(column.dtype)
-        if column.numeric:
-            value = tf.strings.to_number(tf.where(absent, "0", text), column.dtype)
-        else:
-            value = text
-        out[column.name] = tf.where(absent, tf.constant(default, column.dtype), value)
+        default = tf.constant(
+            column.default if column.default is not None else _zero(column.dtype), column.dtype
+        )
+        if not column.numeric:
+            out[column.name] = tf.where(absent, default, text)
+            continue
+        pattern = _INT if column.dtype.is_integer else _FLOAT
+        valid = tf.strings.regex_full_match(text, pattern)
+        if column.dtype == tf.int32:
+            # when() is True where its condition fails: keep the pattern's verdict there.
+            valid &= checks.when(valid, lambda t=text: _in_int32_range(t))
+        checks.add(
+            absent | valid,
+            "undecodable",
+            f"{where}: value",
+            text,
+            f"is not a valid {column.dtype.name} (pass record_defaults to set the type)",
+        )
+        number = tf.strings.to_number(tf.where(valid & ~absent, text, "0"), column.dtype)
+        out[column.name] = tf.where(valid & ~absent, number, default)
     return out
 
 

@@ -12,7 +12,11 @@ import tensorflow as tf
 from object_input import errors, fields
 from object_input.converters.common import label_map_for
 from object_input.converters.detection_csv import COLUMNS, CsvImage, read_detection_csv
-from object_input.decoders.tf_example import default_per_box_fields, looks_like_image
+from object_input.decoders.tf_example import (
+    PLACEHOLDER_PNG,
+    default_per_box_fields,
+    looks_like_image,
+)
 from object_input.sources.base import ReadContext, Source
 from object_input.sources.files import PathSource, list_files
 
@@ -125,17 +129,17 @@ class DetectionCSV(Source):
         boxes = tf.constant(arrays["boxes"])[start:end]
         encoded = tf.io.read_file(path)
         checks = errors.RecordChecks(record_id, filename)
-        checks.add(
+        is_image = checks.add(
             looks_like_image(encoded),
             "not_an_image",
             "file",
             path,
             "is not a JPEG, PNG, GIF or BMP image",
         )
-        with tf.control_dependencies(checks.asserts()):
-            encoded = tf.identity(encoded)
+        # What is not an image decodes as a placeholder; the flag carries the error, for the
+        # pipeline to raise or skip.
+        encoded = tf.where(is_image, encoded, PLACEHOLDER_PNG)
         image = tf.io.decode_image(encoded, channels=self.channels, expand_animations=False)
-        checks = errors.RecordChecks(record_id, filename)
         checks.add(
             tf.reduce_all(tf.equal(tf.shape(image)[:2], size)),
             "image_size",
@@ -146,8 +150,6 @@ class DetectionCSV(Source):
             "but the CSV gives",
             size,
         )
-        with tf.control_dependencies(checks.asserts()):
-            image = tf.identity(image)
         out = {
             fields.IMAGE: image,
             fields.IMAGE_SHAPE: tf.shape(image)[:2],
@@ -164,7 +166,7 @@ class DetectionCSV(Source):
             fields.NUM_DROPPED_BOXES: tf.constant(0, tf.int32),
         }
         out.update(default_per_box_fields(boxes, size[0], size[1]))
-        return out
+        return checks.flag(out)
 
     def __repr__(self) -> str:
         return (
