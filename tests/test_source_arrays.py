@@ -83,3 +83,11 @@ def test_mismatched_lengths_and_ranks_are_errors():
         Arrays({"b": [np.zeros([2, 4]), np.zeros([3])]})
     with pytest.raises(TypeError, match=r"field 'a' must be an array or a list"):
         Arrays({"a": 3})
+
+
+def test_plain_lists_with_empty_examples():
+    data = {"boxes": [[[0.0, 0.0, 1.0, 1.0]], np.zeros([0, 4])], "classes": [[3], []]}
+    examples = list(oi.make_dataset(Arrays(data), batch_size=None, shuffle=False))
+    assert [x[fields.CLASSES].numpy().tolist() for x in examples] == [[3], []]
+    assert examples[1][fields.CLASSES].dtype == tf.int32
+    assert examples[1][fields.BOXES].dtype == tf.float32

@@ -61,9 +61,14 @@ def _column(name: str, value: Any) -> tf.Tensor | tf.RaggedTensor:
             f"Arrays field {name!r} must be an array or a list of per-example arrays, got "
             f"{type(value).__name__}"
         )
-    items = [_conform(name, np.asarray(item)) for item in value]
+    items = [np.asarray(item) for item in value]
     if not items:
         raise ValueError(f"Arrays field {name!r} is empty")
+    # An empty list ([] for an image without boxes) takes the dtype of the others.
+    dtypes = {item.dtype for item in items if item.size}
+    if len(dtypes) == 1:
+        items = [item if item.size else item.astype(next(iter(dtypes))) for item in items]
+    items = [_conform(name, item) for item in items]
     shapes = [item.shape for item in items]
     if len(set(shapes)) == 1:
         return tf.convert_to_tensor(np.stack(items))
