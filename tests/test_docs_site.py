@@ -171,6 +171,8 @@ def test_site_builds_in_strict_mode(tmp_path):
     assert result.returncode == 0, result.stderr[-4000:]
     options_page = (tmp_path / "site/options/index.html").read_text()
     assert "shuffle_buffer_size" in options_page and "<table>" in options_page
+    api_page = (tmp_path / "site/api/pipeline/index.html").read_text()
+    assert "_Default(" not in api_page, "make_dataset's signature shows its default wrapper"
 
 
 class _NotGiven:
