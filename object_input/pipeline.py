@@ -247,10 +247,10 @@ class DatasetOptions:
         keras_layout.check_options(self.keras, self.bounding_box_format)
         self.reading = build(ReadOptions, "reading", self.reading)
         self.decoding = build(DecodeOptions, "decoding", self.decoding)
-        if self.on_error == "skip" and self.service is not None:
+        if self.service is not None and (self.on_error, self.empty_images) != ("raise", "keep"):
             raise ValueError(
-                "on_error='skip' counts skipped records in this process's variables; it cannot "
-                "run on tf.data service workers: use on_error='raise' with service"
+                "on_error='skip' and empty_images='drop' count what they drop in this "
+                "process's variables; they cannot run on tf.data service workers"
             )
         if isinstance(self.service, str):
             self.service = ServiceOptions(self.service)
@@ -308,9 +308,8 @@ def _size(name: str, size: Any) -> tuple[int, int] | None:
 
 def _build(opts: DatasetOptions) -> tf.data.Dataset:
     source = opts.source
-    counter = None
-    if opts.on_error == "skip" or opts.empty_images == "drop":
-        counter = skips.SkipCounter()
+    # Counting needs variables in this process: not with tf.data service workers.
+    counter = skips.SkipCounter() if opts.service is None else None
     context = ReadContext(
         reading=opts.reading,
         shuffle=opts.shuffle,
@@ -381,7 +380,9 @@ def _build(opts: DatasetOptions) -> tf.data.Dataset:
         features = batching.prepare(features, opts.max_boxes, opts.box_overflow)
         if opts.on_error == "raise" and fields.ERROR in features:
             # Only "empty" stays flagged (a drop, not an error).
-            features = errors.raise_flagged(features, ("empty",) if counter else ())
+            features = errors.raise_flagged(
+                features, ("empty",) if opts.empty_images == "drop" else ()
+            )
         return features
 
     def process_element(seed: tf.Tensor, record: Any) -> dict:
@@ -439,6 +440,9 @@ def _build(opts: DatasetOptions) -> tf.data.Dataset:
         dataset = dataset.map(to_keras, num_parallel_calls=opts.num_parallel_calls)
     options = tf.data.Options()
     options.deterministic = opts.deterministic
+    # The counter's variables and the label-map tables are state outside the iterator: a
+    # tf.train.Checkpoint holds the counter next to the iterator (docs/reliability.md).
+    options.experimental_external_state_policy = tf.data.experimental.ExternalStatePolicy.IGNORE
     dataset = dataset.with_options(options)
     if opts.service is not None:
         # Everything above runs on the tf.data service workers; this process only receives batches.

@@ -1,7 +1,8 @@
 """Counts of skipped records by reason, kept while a dataset runs, read from Python.
 
-Under ``on_error="skip"`` the pipeline drops bad records and counts them here, in TensorFlow
-variables updated by graph ops (no Python runs inside the pipeline). :func:`stats` reads a
+The pipeline counts every example here, in TensorFlow variables updated by graph ops (no Python
+runs inside the pipeline): under ``on_error="skip"`` the bad records it drops by reason, and
+the boxes that steps and limits removed from the others (``num_dropped_boxes``). :func:`stats` reads a
 snapshot from Python: how many records passed, how many were skipped for each reason, and the
 first offenders with their location; reading it logs the offenders not logged yet through the
 ``object_input`` logger. ``SkipLogger(dataset)``, a Keras callback, does that at every epoch end.
@@ -31,11 +32,14 @@ class Stats:
       skipped: ``{reason: count}`` for every reason with a nonzero count (see
         :data:`object_input.errors.REASONS`).
       offenders: the first skipped records, ``"location: reason: what"``.
+      dropped_boxes: boxes the passed examples lost after decoding (the sum of their
+        ``num_dropped_boxes``: crops, box filters, unknown classes, clipping, max_boxes).
     """
 
     passed: int
     skipped: dict[str, int]
     offenders: tuple[str, ...]
+    dropped_boxes: int = 0
 
     @property
     def total_skipped(self) -> int:
@@ -44,7 +48,10 @@ class Stats:
 
     def format(self) -> str:
         """A short report: one line of totals, one per reason."""
-        lines = [f"{self.passed} records used, {self.total_skipped} skipped"]
+        lines = [
+            f"{self.passed} records used, {self.total_skipped} skipped, "
+            f"{self.dropped_boxes} boxes dropped by steps and limits"
+        ]
         lines += [
             f"  {count:8d}  {reason}: {errors.REASONS[reason]}"
             for reason, count in sorted(self.skipped.items(), key=lambda kv: -kv[1])
@@ -64,6 +71,9 @@ class SkipCounter(tf.Module):
         # Index 0 counts the records that passed; index c the records skipped with code c.
         self.counts = tf.Variable(
             tf.zeros([len(errors.REASONS) + 1], tf.int64), trainable=False, name="counts"
+        )
+        self.dropped_boxes = tf.Variable(
+            tf.constant(0, tf.int64), trainable=False, name="dropped_boxes"
         )
         self.offenders = tf.Variable(
             tf.fill([max_offenders], ""), trainable=False, name="offenders"
@@ -116,7 +126,12 @@ class SkipCounter(tf.Module):
         offenders = tuple(
             o.decode("utf-8", "replace") for o in self.offenders.numpy().tolist() if o
         )
-        return Stats(passed=counts[0], skipped=skipped, offenders=offenders)
+        return Stats(
+            passed=counts[0],
+            skipped=skipped,
+            offenders=offenders,
+            dropped_boxes=int(self.dropped_boxes.numpy()),
+        )
 
     def log_new(self, snapshot: Stats) -> None:
         """Log, once each, the offenders of ``snapshot`` not logged yet."""
@@ -132,18 +147,19 @@ def attach(dataset: tf.data.Dataset, counter: SkipCounter) -> tf.data.Dataset:
 
 
 def counter_of(dataset: tf.data.Dataset) -> SkipCounter:
-    """The :class:`SkipCounter` of a ``make_dataset(..., on_error="skip")`` dataset."""
+    """The :class:`SkipCounter` of a ``make_dataset`` dataset."""
     counter = getattr(dataset, _ATTRIBUTE, None)
     if counter is None:
         raise ValueError(
-            "no skip counts on this dataset: pass the dataset make_dataset returned, built "
-            "with on_error='skip' (a dataset derived from it with .take() etc. has none)"
+            "no counts on this dataset: pass the dataset make_dataset returned (a dataset "
+            "derived from it with .take() etc. has none; with service= the counting runs on "
+            "the workers and is not kept)"
         )
     return counter
 
 
 def stats(dataset: tf.data.Dataset) -> Stats:
-    """Skip counts of a ``make_dataset(..., on_error="skip")`` dataset so far.
+    """Counts of a ``make_dataset`` dataset so far: records used and skipped, boxes dropped.
 
     Logs (warning level, logger ``object_input``) the first skipped records not logged yet.
     """
@@ -217,17 +233,24 @@ def map_catching(
 
 
 def drop_and_count(dataset: tf.data.Dataset, counter: SkipCounter) -> tf.data.Dataset:
-    """Count every example by its ``fields.ERROR`` code, drop the flagged ones, remove the field.
+    """Count every example by its ``fields.ERROR`` code (OK when absent) and its dropped boxes,
+    drop the flagged ones, remove the flag fields.
 
     Runs in order, one element at a time, so the first offenders are the first in the stream.
     """
+    flags = (fields.ERROR, fields.ERROR_DETAIL)
 
     @tf.autograph.experimental.do_not_convert
     def flag(features: dict) -> tuple[tf.Tensor, dict]:
-        keep = counter.count(
-            features[fields.ERROR], features[fields.RECORD_ID], features[fields.ERROR_DETAIL]
+        error = features.get(fields.ERROR, tf.constant(errors.OK, tf.int32))
+        detail = features.get(fields.ERROR_DETAIL, tf.constant(""))
+        keep = counter.count(error, features[fields.RECORD_ID], detail)
+        dropped = features.get(fields.NUM_DROPPED_BOXES, tf.constant(0, tf.int32))
+        added = counter.dropped_boxes.assign_add(
+            tf.cast(dropped, tf.int64) * tf.cast(keep, tf.int64)
         )
-        flags = (fields.ERROR, fields.ERROR_DETAIL)
+        with tf.control_dependencies([added]):
+            keep = tf.identity(keep)
         return keep, {k: v for k, v in features.items() if k not in flags}
 
     return dataset.map(flag).filter(lambda keep, _: keep).map(lambda _, features: features)

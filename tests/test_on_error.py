@@ -331,5 +331,32 @@ def test_on_error_is_validated(tmp_path):
     path = _write(tmp_path / "s.tfrecord", [_good(0).SerializeToString()])
     with pytest.raises(ValueError, match="on_error must be one of"):
         _dataset(path, on_error="ignore")
-    with pytest.raises(ValueError, match="no skip counts"):
-        stats(_dataset(path))
+    with pytest.raises(ValueError, match="no counts on this dataset"):
+        stats(_dataset(path).take(1))
+
+
+def test_dropped_boxes_are_counted_and_reachable_with_keras(tmp_path):
+    crowded = _bad(
+        image__object__bbox__ymin=[0.1] * 3,
+        image__object__bbox__xmin=[0.1] * 3,
+        image__object__bbox__ymax=[0.5] * 3,
+        image__object__bbox__xmax=[0.5] * 3,
+        image__object__class__label=[1] * 3,
+    )
+    path = _write(tmp_path / "k.tfrecord", _records_with_bad(crowded, count=2, at=1))
+    dataset = _dataset(path, max_boxes=1, box_overflow="truncate", keras=True)
+    images, targets = next(iter(dataset))
+    assert images.shape[0] == 3 and targets["boxes"].shape == (3, 1, 4)
+    summary = oi.stats(dataset)
+    assert summary.dropped_boxes == 2 and summary.passed == 3 and not summary.skipped
+    assert "3 records used, 0 skipped, 2 boxes dropped" in summary.format()
+
+
+def test_mask_boxes_counts_what_it_removes():
+    features = {
+        fields.BOXES: tf.constant([[0.0, 0.0, 0.5, 0.5], [0.1, 0.1, 0.2, 0.2]]),
+        fields.CLASSES: tf.constant([1, 2]),
+        fields.NUM_DROPPED_BOXES: tf.constant(3),
+    }
+    out = oi.ops.core.mask_boxes(features, tf.constant([False, True]))
+    assert out[fields.CLASSES].numpy().tolist() == [2] and int(out[fields.NUM_DROPPED_BOXES]) == 4
