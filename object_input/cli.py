@@ -200,8 +200,11 @@ def _show(args: argparse.Namespace) -> int:
         _detect(source, options)
         if args.no_augment:
             options["augment"] = []
-        dataset = oi.make_dataset(**options).take(args.num_examples)
-        examples = [example for batch in dataset for example in oi.unpad_batch(batch)]
+        options["on_error"] = args.on_error
+        full = oi.make_dataset(**options)
+        examples = [
+            example for batch in full.take(args.num_examples) for example in oi.unpad_batch(batch)
+        ]
         if not examples:
             raise ValueError(f"no examples in {source!r}")
         label_map = args.label_map or (config.label_map_path if config else None)
@@ -216,8 +219,20 @@ def _show(args: argparse.Namespace) -> int:
     dropped = sum(int(e.get(oi.fields.NUM_DROPPED_BOXES, 0)) for e in examples)
     if dropped:
         print(f"{dropped} boxes beyond max_boxes were dropped and are not drawn")
+    _print_skips(full)
     print(path)
     return 0
+
+
+def _print_skips(dataset: object) -> None:
+    """The skip summary of a make_dataset dataset, when it skipped anything."""
+    import object_input as oi
+
+    summary = oi.stats(dataset)
+    if summary.total_skipped:
+        print(summary.format())
+        for offender in summary.offenders:
+            print(f"  skipped {offender}")
 
 
 # inspect ---------------------------------------------------------------------------------------
@@ -313,7 +328,9 @@ def _bench(args: argparse.Namespace) -> int:
             _detect(source, options)
         if args.steps < 1 or args.warmup < 0:
             raise ValueError("--steps must be >= 1 and --warmup >= 0")
-        iterator = iter(oi.make_dataset(**options))
+        options["on_error"] = args.on_error
+        dataset = oi.make_dataset(**options)
+        iterator = iter(dataset)
         for _ in range(args.warmup):
             next(iterator)
         bar = progress_bar(args.steps, "bench", not args.no_progress, unit="batch")
@@ -332,6 +349,7 @@ def _bench(args: argparse.Namespace) -> int:
         f"({images} images in {args.steps} batches of {options['batch_size']}, {wall:.2f} s "
         f"after {args.warmup} warm-up batches; {os.cpu_count()} CPUs)"
     )
+    _print_skips(dataset)
     return 0
 
 
@@ -416,6 +434,7 @@ def _add_show(commands: Any, common: argparse.ArgumentParser) -> None:
     show.add_argument(
         "--no-augment", action="store_true", help="show the decoded data, unaugmented"
     )
+    _add_on_error(show)
     show.set_defaults(run=_show)
 
 
@@ -563,6 +582,7 @@ def _add_bench(commands: Any, common: argparse.ArgumentParser) -> None:
         "--warmup", type=int, default=5, help="batches run before timing starts (default 5)"
     )
     bench.add_argument("--seed", type=int, help="pipeline seed (default: the config's)")
+    _add_on_error(bench)
     bench.add_argument("--no-progress", action="store_true", help="no progress bar")
     bench.set_defaults(run=_bench)
 
@@ -571,6 +591,15 @@ def _version() -> str:
     from object_input import __version__
 
     return __version__
+
+
+def _add_on_error(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--on-error",
+        choices=("raise", "skip"),
+        default="raise",
+        help="bad records: stop naming the first (raise, default) or skip, count and report them",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -360,3 +360,17 @@ def test_mask_boxes_counts_what_it_removes():
     }
     out = oi.ops.core.mask_boxes(features, tf.constant([False, True]))
     assert out[fields.CLASSES].numpy().tolist() == [2] and int(out[fields.NUM_DROPPED_BOXES]) == 4
+
+
+def test_cli_bench_prints_the_skip_summary(tmp_path, capsys):
+    from object_input import cli
+
+    bad = _bad(image__object__class__label=0)
+    path = _write(tmp_path / "c.tfrecord", _records_with_bad(bad, count=3, at=2))
+    argv = ["bench", path, "--steps", "1", "--warmup", "0", "--batch-size", "3", "--no-progress"]
+    assert cli.main([*argv, "--on-error", "skip"]) == 0
+    out = capsys.readouterr().out
+    assert "records used, 1 skipped" in out and "class_range" in out
+    assert f"skipped {path}:2: class_range" in out
+    assert cli.main(argv) == 1
+    assert f"record {path}:2 (source_id bad)" in capsys.readouterr().err

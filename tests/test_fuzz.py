@@ -1,0 +1,106 @@
+"""Fuzzing: random bytes and mutated valid records through the decoders give a feature dict or a
+documented error (InvalidArgumentError naming the record), or a flag under skip; never a crash
+or a hang. Few examples per run, for CI speed."""
+
+import numpy as np
+import tensorflow as tf
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from object_input import errors, fields
+from object_input.decoders import ExampleDecoder
+from object_input.sources import TFRecord
+from object_input.writers import build_example
+
+MASKS = np.zeros((2, 6, 8), np.uint8)
+MASKS[0, 1:3, 2:5] = 1
+VALID = build_example(
+    np.arange(6 * 8 * 3, dtype=np.uint8).reshape(6, 8, 3),
+    boxes=[[0.1, 0.1, 0.5, 0.5], [0.2, 0.3, 0.9, 0.8]],
+    classes=[1, 2],
+    class_texts=["a", "b"],
+    masks=MASKS,
+    keypoints=np.full((2, 2, 2), 0.5, np.float32),
+    source_id="valid",
+).SerializeToString()
+OPTIONS = {
+    "masks": "png",
+    "num_keypoints": 2,
+    "label_map": {"a": 1, "b": 2},
+    "max_image_pixels": 10_000,
+}
+FUZZ = settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None
+)
+
+
+def _decoder(on_error: str):
+    decoder = ExampleDecoder(on_error=on_error, **OPTIONS)
+    return tf.function(lambda serialized: decoder(serialized, "fuzz.tfrecord:0"))
+
+
+RAISE = _decoder("raise")
+SKIP = _decoder("skip")
+
+
+def _mutate(data: bytes, edits: list[tuple[int, int]], cut: int) -> bytes:
+    out = bytearray(data)
+    for position, value in edits:
+        out[position % len(out)] = value
+    return bytes(out[: max(1, len(out) - cut)])
+
+
+records = st.binary(max_size=400) | st.builds(
+    _mutate,
+    st.just(VALID),
+    st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), max_size=6),
+    st.integers(0, 40),
+)
+
+
+@FUZZ
+@given(records)
+def test_decode_raise_gives_features_or_a_named_error(record):
+    try:
+        out = RAISE(tf.constant(record))
+    except UnicodeDecodeError:
+        return  # TensorFlow's parse error quotes non-UTF-8 bytes it then cannot decode
+    except tf.errors.InvalidArgumentError as err:
+        message = str(err)
+        # Checks name the record; parse and codec errors are TensorFlow's own.
+        assert "fuzz.tfrecord:0" in message or "Invalid" in message or "parse" in message.lower()
+        return
+    assert out[fields.BOXES].shape[1] == 4
+    assert out[fields.MASKS].shape[1:] == out[fields.IMAGE].shape[:2]
+
+
+@FUZZ
+@given(records)
+def test_decode_skip_flags_or_raises_only_tensorflow_codec_errors(record):
+    try:
+        out = SKIP(tf.constant(record))
+    except (tf.errors.InvalidArgumentError, UnicodeDecodeError):
+        return  # undecodable: make_dataset(on_error="skip") counts these per record
+    code = int(out[fields.ERROR])
+    assert code == errors.OK or errors.reason_of(code) in errors.REASONS
+    if code != errors.OK:
+        assert "fuzz.tfrecord:0" in out[fields.ERROR_DETAIL].numpy().decode()
+
+
+def test_the_unmutated_record_decodes_under_both_policies():
+    assert int(SKIP(tf.constant(VALID))[fields.ERROR]) == errors.OK
+    np.testing.assert_array_equal(RAISE(tf.constant(VALID))[fields.MASKS], MASKS)
+
+
+@settings(max_examples=10, deadline=None, database=None)
+@given(st.binary(min_size=1, max_size=200))
+def test_source_decode_of_random_payloads(tmp_path_factory, payload):
+    path = tmp_path_factory.mktemp("fuzz") / "x.tfrecord"
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        writer.write(VALID)
+    source = TFRecord(str(path), masks="png")
+    try:
+        out = source.decode(tf.constant("x:0"), tf.constant(payload))
+    except (tf.errors.InvalidArgumentError, UnicodeDecodeError):
+        return
+    assert fields.ERROR in out
