@@ -125,17 +125,22 @@ class RecordChecks:
 
     def error_code(self) -> tf.Tensor:
         """int32 scalar: 0 when every check holds, else the code of the first failed one."""
-        result = tf.constant(OK, tf.int32)
-        for ok, reason, _ in reversed(self.items):
-            result = tf.where(ok, result, code(reason))
-        return result
+        if not self.items:
+            return tf.constant(OK, tf.int32)
+        oks = tf.stack([ok for ok, _, _ in self.items])
+        codes = tf.constant([code(reason) for _, reason, _ in self.items], tf.int32)
+        first = tf.gather(codes, tf.argmin(tf.cast(oks, tf.int32)))
+        return tf.where(tf.reduce_all(oks), OK, first)
 
-    def flag(self, features: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+    def flag(
+        self, features: dict[str, tf.Tensor], error: tf.Tensor | None = None
+    ) -> dict[str, tf.Tensor]:
         """``features`` with the first failed check in ``ERROR`` and ``ERROR_DETAIL``, unless
-        an earlier failure is there already. The message is built only on failure."""
+        an earlier failure is there already. The message is built only on failure. ``error``:
+        :meth:`error_code`, when computed already."""
         out = dict(features)
         previous = out.get(fields.ERROR, tf.constant(OK, tf.int32))
-        error = self.error_code()
+        error = error if error is not None else self.error_code()
         fresh = tf.equal(previous, OK) & tf.not_equal(error, OK)
 
         def message() -> tf.Tensor:
@@ -166,10 +171,10 @@ def guarded(
         with tf.control_dependencies(checks.asserts()):
             inputs = tf.nest.map_structure(tf.identity, inputs)
         return build(inputs)
-    ok = tf.equal(checks.error_code(), OK)
+    error = checks.error_code()
     # Select the inputs, not the outputs: the build is traced once.
-    chosen = tf.cond(ok, lambda: inputs, lambda: placeholder)
-    return checks.flag(build(chosen))
+    chosen = tf.cond(tf.equal(error, OK), lambda: inputs, lambda: placeholder)
+    return checks.flag(build(chosen), error)
 
 
 def raise_flagged(features: dict[str, tf.Tensor], allowed: tuple[str, ...] = ()) -> dict:

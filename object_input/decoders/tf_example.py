@@ -201,7 +201,8 @@ class ExampleDecoder:
             record_id = tf.strings.join(["source_id=", parsed["image/source_id"]])
         record_id = tf.convert_to_tensor(record_id, tf.string)
         checks = errors.RecordChecks(record_id, parsed["image/source_id"])
-        size = self._validate(parsed, checks)
+        need_size = defer_image or bool(self.masks) or self.max_image_pixels is not None
+        size = self._validate(parsed, checks, need_size)
         placeholder = (
             errors.placeholder(
                 self._parsed_specs(parsed),
@@ -229,9 +230,11 @@ class ExampleDecoder:
                 specs[key] = tf.TensorSpec([0] * value.shape.rank, value.dtype)
         return specs
 
-    def _validate(self, parsed: dict[str, tf.Tensor], checks: errors.RecordChecks) -> tf.Tensor:
+    def _validate(
+        self, parsed: dict[str, tf.Tensor], checks: errors.RecordChecks, need_size: bool
+    ) -> tf.Tensor:
         """Add every check the record allows before decoding; return its (height, width)."""
-        size = self._check_image(parsed, checks)
+        size = self._check_image(parsed, checks, need_size)
         num = self._check_boxes(parsed, checks)
         self._check_classes(parsed, num, checks)
         for key in _PER_BOX_LISTS:
@@ -264,7 +267,11 @@ class ExampleDecoder:
             )
         return size
 
-    def _check_image(self, parsed: dict[str, tf.Tensor], checks: errors.RecordChecks) -> tf.Tensor:
+    def _check_image(
+        self, parsed: dict[str, tf.Tensor], checks: errors.RecordChecks, need_size: bool
+    ) -> tf.Tensor:
+        """Image checks; returns (height, width) from the header when ``need_size``, else the
+        raw fields' (what raw decoding needs)."""
         encoded = parsed["image/encoded"]
         is_raw = tf.equal(tf.strings.lower(parsed["image/format"]), "raw")
         present = checks.add(
@@ -301,6 +308,9 @@ class ExampleDecoder:
             length,
         )
         raw_size = tf.cast(tf.stack([height, width]) * tf.cast(raw_ok, tf.int64), tf.int32)
+        if not need_size:
+            # Nothing checks against the size: decoding finds it (raw images: their fields).
+            return raw_size
         size = tf.case(
             [
                 (is_raw, lambda: raw_size),
@@ -346,9 +356,10 @@ class ExampleDecoder:
             "field image/object/bbox has non-finite coordinates:",
             tf.boolean_mask(flat, ~tf.math.is_finite(flat)),
         )
-        ymin, xmin, ymax, xmax = coords
+        # Cut to the shortest list, so that unequal lists (a failure of their own) compare.
+        ymin, xmin, ymax, xmax = (c[: tf.reduce_min(sizes)] for c in coords)
         checks.add(
-            checks.when(same, lambda: tf.reduce_all((ymin <= ymax) & (xmin <= xmax))),
+            tf.reduce_all((ymin <= ymax) & (xmin <= xmax)),
             "box_order",
             "field image/object/bbox has a box with ymin > ymax or xmin > xmax",
         )
