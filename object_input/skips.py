@@ -2,8 +2,8 @@
 
 The pipeline counts every example here, in TensorFlow variables updated by graph ops (no Python
 runs inside the pipeline): under ``on_error="skip"`` the bad records it drops by reason, and
-the boxes that steps and limits removed from the others (``num_dropped_boxes``). :func:`stats` reads a
-snapshot from Python: how many records passed, how many were skipped for each reason, and the
+the boxes that steps and limits removed from the others (``num_dropped_boxes``). :func:`stats`
+reads a snapshot from Python: how many records passed, how many were skipped for each reason, the
 first offenders with their location; reading it logs the offenders not logged yet through the
 ``object_input`` logger. ``SkipLogger(dataset)``, a Keras callback, does that at every epoch end.
 """

@@ -5,7 +5,7 @@ import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "benchmarks"))
 
-import soak  # noqa: E402
+import soak
 
 
 def test_short_soak_keeps_rss_flat_and_counts_the_skips(tmp_path):

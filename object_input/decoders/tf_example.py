@@ -341,7 +341,7 @@ class ExampleDecoder:
         """Box checks; returns the number of boxes (that of ``ymin`` if the lists disagree)."""
         coords = [parsed[k] for k in _BOX_KEYS]
         sizes = tf.stack([tf.size(c) for c in coords])
-        same = checks.add(
+        checks.add(
             tf.reduce_all(tf.equal(sizes, sizes[0])),
             "box_lists",
             "has box coordinate lists of unequal length: image/object/bbox/"
