@@ -11,6 +11,8 @@ import pytest
 import tensorflow as tf
 from caffe_db import planar_bgr, reference
 from helpers import seeded_graph
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from object_input import fields
 from object_input.ops import ConfigError, caffe_transform, get_step
@@ -201,3 +203,53 @@ def test_bad_images_name_the_record(datum, mean_file):
         seeded_graph(caffe_transform, other, mean_file=path)(other, tf.constant([1, 1]))
     with pytest.raises(ValueError, match="3 channels for an image of 1 channels"):
         caffe_transform({fields.IMAGE: tf.zeros([H, W, 1], tf.uint8)}, mean_file=path)
+
+
+@given(
+    height=st.integers(1, 7),
+    width=st.integers(1, 7),
+    channels=st.sampled_from([1, 3]),
+    crop=st.integers(0, 7),
+    training=st.booleans(),
+    mirror=st.booleans(),
+    mean_kind=st.sampled_from(["none", "file", "one value", "per channel"]),
+    scale=st.sampled_from([1.0, 0.017, 0.00390625, -2.5]),
+    seed=st.integers(0, 2**31 - 1),
+)
+@settings(max_examples=40)
+def test_any_size_and_settings_match_one_caffe_window(
+    tmp_path_factory, height, width, channels, crop, training, mirror, mean_kind, scale, seed
+):
+    crop = min(crop, height, width)
+    rng = np.random.default_rng(seed)
+    datum = rng.integers(0, 256, [channels, height, width], np.uint8)
+    params, ref = {"scale": scale, "crop_size": crop, "mirror": mirror, "training": training}, {}
+    if mean_kind == "file":
+        mean = rng.uniform(0, 255, datum.shape).astype(np.float32)
+        path = tmp_path_factory.mktemp("mean") / "m.binaryproto"
+        path.write_bytes(caffe_db.blob(mean))
+        params["mean_file"], ref["mean"] = str(path), mean
+    elif mean_kind != "none":
+        values = [
+            float(v) for v in rng.uniform(0, 255, 1 if mean_kind == "one value" else channels)
+        ]
+        params["mean_value"], ref["mean_values"] = values, values
+    rgb = np.transpose(datum, [1, 2, 0])[..., ::-1]
+    out = caffe_transform(
+        {fields.IMAGE: tf.constant(np.ascontiguousarray(rgb))}, seed=[seed, 1], **params
+    )
+    got = planar_bgr(out[fields.IMAGE].numpy())
+    offsets = (
+        itertools.product(range(height - crop + 1), range(width - crop + 1))
+        if training and crop
+        else [((height - crop) // 2, (width - crop) // 2)]
+    )
+    matches = [
+        (offset, flipped)
+        for offset in offsets
+        for flipped in ((False, True) if mirror else (False,))
+        if np.array_equal(
+            got, reference(datum, scale=scale, crop=crop, offset=offset, mirror=flipped, **ref)
+        )
+    ]
+    assert matches, params
