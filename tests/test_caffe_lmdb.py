@@ -13,7 +13,7 @@ from PIL import Image
 import object_input as oi
 from object_input import fields
 from object_input.options import ReadOptions
-from object_input.sources import CaffeLMDB, ReadContext
+from object_input.sources import CaffeLMDB
 
 
 def _keys(n):
@@ -46,9 +46,14 @@ def _png(rgb):
     return buffer.getvalue()
 
 
-def _read(source, **context):
-    dataset = source.records(ReadContext(**{"shuffle": False, **context})).map(source.decode)
-    return [{k: v.numpy() for k, v in example.items()} for example in dataset]
+def _read(source, **kwargs):
+    """Every example of ``source`` in key order, through make_dataset (which raises a flagged
+    record's error), without the shape side fields batching adds."""
+    dataset = oi.make_dataset(source, batch_size=None, **kwargs)
+    return [
+        {k: v.numpy() for k, v in example.items() if k == fields.IMAGE_SHAPE or "_shape" not in k}
+        for example in dataset
+    ]
 
 
 def test_raw_datums_give_rgb_images_labels_float_data_and_keys(raw_db):
@@ -190,8 +195,24 @@ def test_an_encoded_datum_that_is_not_an_image_names_the_key(tmp_path):
 def test_a_record_that_is_not_a_datum_names_the_key(tmp_path):
     good = caffe_db.raw_datum(np.zeros([2, 2, 3], np.uint8), 0)
     path = caffe_db.write_lmdb(tmp_path / "bad", {b"a": good, b"b_truncated": good[:-3]})
-    with pytest.raises(tf.errors.InvalidArgumentError, match=r"key b'b_truncated' is not a Caffe"):
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"b_truncated: .*not a Caffe Datum"):
         _read(CaffeLMDB(path))
+
+
+def test_bad_records_are_skipped_and_counted_under_on_error_skip(tmp_path):
+    good = [caffe_db.raw_datum(np.full([2, 2, 3], i, np.uint8), i) for i in range(3)]
+    records = {
+        b"0": good[0],
+        b"1_truncated": good[1][:-3],
+        b"2": good[2],
+        b"3_size": caffe_db.datum(channels=3, height=2, width=3, data=b"\0" * 12, label=9),
+        b"4_not_image": caffe_db.encoded_datum(b"GIF89a...", 9),
+    }
+    dataset = oi.make_dataset(
+        CaffeLMDB(caffe_db.write_lmdb(tmp_path / "db", records)), batch_size=None, on_error="skip"
+    )
+    assert [int(example[fields.LABEL]) for example in dataset] == [0, 2]
+    assert oi.stats(dataset).skipped == {"undecodable": 1, "image_size": 1, "not_an_image": 1}
 
 
 def test_bad_databases_are_clear_errors(tmp_path):
