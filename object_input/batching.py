@@ -111,7 +111,10 @@ def padded_shapes(
     max_boxes: int | None = None,
     image_size: Sequence[int] | None = None,
 ) -> dict[str, list]:
-    """``padded_batch`` shapes: batch maxima (dynamic) or fixed ``max_boxes``/``image_size``."""
+    """``padded_batch`` shapes: batch maxima (dynamic) or fixed ``max_boxes``/``image_size``.
+
+    Static batching needs ``max_boxes`` only when the examples have per-box fields.
+    """
     if mode not in BATCHING_MODES:
         raise ValueError(f"batching must be one of {BATCHING_MODES}, got {mode!r}")
     shapes = {}
@@ -119,6 +122,10 @@ def padded_shapes(
         dims: list[Any] = spec.shape.as_list()
         if mode == "static":
             if fields.is_per_box(name):
+                if max_boxes is None:
+                    raise ValueError(
+                        f"static batching needs max_boxes: the examples have per-box field {name!r}"
+                    )
                 dims[0] = max_boxes
             if name == fields.IMAGE:
                 dims[:2] = list(image_size)
@@ -146,8 +153,8 @@ def batch_features(
     stream is kept within a bucket, and the last partial batch of each bucket comes out at the
     end (dropped with ``drop_remainder``).
     """
-    if mode == "static" and (max_boxes is None or image_size is None):
-        raise ValueError("static batching needs both max_boxes and a fixed image size")
+    if mode == "static" and image_size is None:
+        raise ValueError("static batching needs a fixed image size")
     shapes = padded_shapes(dataset.element_spec, mode, max_boxes, image_size)
     if not group_by_aspect_ratio:
         return dataset.padded_batch(batch_size, shapes, drop_remainder=drop_remainder)

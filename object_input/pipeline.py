@@ -96,7 +96,7 @@ def make_dataset(
       pad_image_size: pad every image up to ``(height, width)`` instead (no resize).
       max_boxes: the most boxes an example may have (see ``box_overflow``).
       batching: "dynamic" pads to the batch maxima; "static" to ``max_boxes`` and a fixed
-        image size.
+        image size (examples without boxes need no ``max_boxes``).
       box_overflow: more boxes than ``max_boxes``: "error", or "truncate" (counted in
         ``num_dropped_boxes``).
       drop_remainder: drop the last, smaller batch; None: only with ``batching='static'``, whose
@@ -217,14 +217,13 @@ class DatasetOptions:
             setattr(self, name, _size(name, getattr(self, name)))
         if self.image_size is not None and self.pad_image_size is not None:
             raise ValueError("give image_size (resize) or pad_image_size (pad), not both")
-        if self.batching == "static":
-            if self.max_boxes is None:
-                raise ValueError("batching='static' needs max_boxes")
-            if self.image_size is None and self.pad_image_size is None:
-                raise ValueError(
-                    "batching='static' needs image_size (resize to it) or pad_image_size "
-                    "(pad up to it) so that every batch has one shape"
-                )
+        # max_boxes, needed by static batching when the examples have boxes, is checked when
+        # the batches are built: classification examples have none.
+        if self.batching == "static" and self.image_size is None and self.pad_image_size is None:
+            raise ValueError(
+                "batching='static' needs image_size (resize to it) or pad_image_size "
+                "(pad up to it) so that every batch has one shape"
+            )
         if self.num_epochs is not None and (
             not isinstance(self.num_epochs, int) or self.num_epochs < 1
         ):

@@ -263,7 +263,7 @@ def test_non_image_record_error_names_file_record_and_field(tmp_path):
     ("kwargs", "message"),
     [
         ({"batch_size": 0}, "batch_size"),
-        ({"batch_size": 2, "batching": "static"}, "needs max_boxes"),
+        ({"batch_size": 2, "batching": "static", "image_size": (8, 8)}, "needs max_boxes"),
         ({"batch_size": 2, "batching": "static", "max_boxes": 3}, "image_size"),
         ({"batch_size": 2, "num_epochs": 0}, "num_epochs"),
         ({"batch_size": 2, "augment": ["random_horizontal_flop"]}, "random_horizontal_flip"),

@@ -135,7 +135,6 @@ def test_cifar10_through_augmentation_both_batchings_and_keras(cifar10_dir):
         oi.make_dataset(
             CIFAR10(path),
             batching="static",
-            max_boxes=1,
             image_size=(16, 16),
             drop_remainder=True,
             **kwargs,
