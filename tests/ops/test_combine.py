@@ -89,7 +89,8 @@ def test_mosaic_boxes_stay_in_their_quarter_and_fields_aligned(box_id, examples,
         assert (box >= 0).all() and (box <= 1).all() and box[0] < box[2] and box[1] < box[3]
         colour = COLOURS[identity // 100 - 1]
         # The box lies in the quarter that shows its example's colour.
-        y0, x0, y1, x1 = (box * [24, 32, 24, 32]).round().astype(int)
+        y0, x0 = np.floor(box[:2] * [24, 32]).astype(int)
+        y1, x1 = np.maximum(np.ceil(box[2:] * [24, 32]).astype(int), [y0 + 1, x0 + 1])
         inner = image[y0:y1, x0:x1]
         assert (np.abs(inner - colour) < 1e-3).mean() > 0.5
 
