@@ -480,7 +480,7 @@ def test_table_property_errors_name_file_record_and_property(tmp_path):
         elements(EarthEngineTable(path, ["B2"]), shuffle=False)
 
 
-@settings(max_examples=5)
+@settings(max_examples=4)
 @given(
     st.integers(1, 3),
     st.integers(1, 3),
@@ -488,7 +488,7 @@ def test_table_property_errors_name_file_record_and_property(tmp_path):
     st.tuples(st.integers(1, 4), st.integers(1, 6)),
     st.tuples(st.integers(0, 3), st.integers(0, 3)),
     st.integers(1, 4),
-    st.integers(1, 3),
+    st.integers(1, 2),
 )
 def test_export_read_stitch_and_write_back_round_trip(
     rows, cols, patch, kernel, leftover, per_file, num_shards
@@ -535,8 +535,15 @@ def test_export_read_stitch_and_write_back_round_trip(
         earthengine.write_predictions(
             images, out, f"{prefix}-mixer.json", band_names=["a", "b"], kernel_size=kernel
         )
-        back = EarthEngine(out, bands=["a", "b"], patch_size=patch, mixer=f"{prefix}-mixer.json")
-        again, _ = earthengine.stitch([e[fields.IMAGE] for e in elements(back)], back.mixer)
+        written = [
+            tf.train.Example.FromString(r.numpy()).features.feature
+            for r in tf.data.TFRecordDataset(out)
+        ]
+        back = [
+            np.stack([np.reshape(f[band].float_list.value, patch) for band in "ab"], axis=-1)
+            for f in written
+        ]
+        again, _ = earthengine.stitch(back, f"{prefix}-mixer.json")
         np.testing.assert_array_equal(again, stitched)
 
 
