@@ -64,9 +64,9 @@ def inputs_and_labels(batch: dict) -> tuple[tf.Tensor, tf.Tensor]:
     return batch[fields.IMAGE][..., :3], batch[fields.IMAGE][..., 3:]
 
 
-def build_model() -> keras.Model:
+def build_model(patch_size: tuple[int, int]) -> keras.Model:
     """Per pixel: a 3 × 3 look around (the kernel buffer feeds it at patch edges) then 1 × 1."""
-    inputs = keras.Input((PATCH + KERNEL - 1, PATCH + KERNEL - 1, len(BANDS)))
+    inputs = keras.Input((*patch_size, len(BANDS)))
     x = keras.layers.Conv2D(8, 3, padding="same", activation="relu")(inputs)
     outputs = keras.layers.Conv2D(1, 1, activation="sigmoid")(x)
     model = keras.Model(inputs, outputs)
@@ -93,7 +93,7 @@ def main() -> None:
     train = make_dataset(
         source, batch_size=4, shuffle=True, seed=0, num_epochs=None, drop_remainder=True
     ).map(inputs_and_labels)
-    model = build_model()
+    model = build_model(source.buffered_size)  # the patch with its kernel buffer
     model.fit(train, epochs=args.epochs, steps_per_epoch=args.steps, verbose=2)
 
     # Export order (the source's default): prediction i belongs to patch i.

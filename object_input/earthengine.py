@@ -180,7 +180,9 @@ def _patches(items: Iterable[Any]) -> Iterator[tuple[int | None, np.ndarray]]:
             yield (None if indices is None else int(indices[i])), patch
 
 
-def _unbuffered(patch: np.ndarray, index: int, patch_size: tuple[int, int], what: str):
+def _unbuffered(
+    patch: np.ndarray, index: int, patch_size: tuple[int, int], what: str
+) -> np.ndarray:
     """``patch`` without its kernel buffer: the ``patch_size`` centre of an evenly larger array."""
     height, width = patch_size
     extra_h, extra_w = patch.shape[0] - height, patch.shape[1] - width

@@ -155,7 +155,9 @@ class EarthEngine(Source):
     Each element has ``IMAGE`` float32 ``[H', W', channels]`` (``H'`` with the buffer; array
     bands contribute their depth), ``PATCH_INDEX`` (int64, position in the export) and
     ``RECORD_ID`` ``"<file>:patch <index>"``. A band of the wrong length is an error naming the
-    file, patch and band. Not shuffled unless ``shuffle=True`` is asked.
+    file, patch and band. Not shuffled unless ``shuffle=True`` is asked. The source's
+    ``buffered_size`` is ``(H', W')``, ``channels`` the channel count and ``mixer`` the mixer (or
+    None), for building a model that fits.
     """
 
     shuffle_by_default = False
