@@ -181,7 +181,7 @@ def test_image_of_another_size_than_its_rows_fails_naming_it_or_is_skipped(annot
     with pytest.raises(
         tf.errors.InvalidArgumentError, match=r"wrong\.csv:line 2 .*has height, width"
     ):
-        list(oi.make_dataset(source, batch_size=None))
+        list(oi.make_dataset(source, batch_size=None, shuffle=False))
 
 
 def test_augmentation_both_batchings_and_keras(annotated):

@@ -38,6 +38,7 @@ _FLAGS = (fields.IS_CROWD, fields.DIFFICULT, fields.GROUP_OF)
 # Byte signatures of the formats tf.io.decode_image reads.
 _IMAGE_MAGIC = (b"\xff\xd8\xff", b"\x89PNG", b"GIF8", b"BM")
 _ZEROS8 = b"\0" * 8
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 #: A 1x1 gray PNG: what a skipped record decodes instead of its own bytes.
 PLACEHOLDER_PNG = (
     b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x00\x00\x00\x00:~\x9bU"
@@ -660,7 +661,7 @@ def _png_size(encoded: tf.Tensor) -> tf.Tensor:
     dims = tf.strings.substr(tf.strings.join([tf.strings.substr(encoded, 16, 8), _ZEROS8]), 0, 8)
     digits = tf.cast(tf.io.decode_raw(dims, tf.uint8), tf.int32)
     sizes = tf.reduce_sum(tf.reshape(digits, [2, 4]) * [2**24, 2**16, 2**8, 1], axis=1)
-    is_png = tf.equal(tf.strings.substr(encoded, 0, 4), _IMAGE_MAGIC[1])
+    is_png = tf.equal(tf.strings.substr(encoded, 0, 8), _PNG_SIGNATURE)
     return tf.where(is_png & (tf.strings.length(encoded) >= 24), tf.stack([sizes[1], sizes[0]]), -1)
 
 
