@@ -374,3 +374,17 @@ def test_cli_bench_prints_the_skip_summary(tmp_path, capsys):
     assert f"skipped {path}:2: class_range" in out
     assert cli.main(argv) == 1
     assert f"record {path}:2 (source_id bad)" in capsys.readouterr().err
+
+
+def test_skip_logger_logs_new_offenders_and_reports_the_count(tmp_path, caplog):
+    bad = _bad(image__object__bbox__ymin=0.9)
+    path = _write(tmp_path / "l.tfrecord", _records_with_bad(bad, count=2, at=0))
+    dataset = _dataset(path, on_error="skip")
+    callback = oi.SkipLogger(dataset)
+    _source_ids(dataset)
+    logs: dict = {}
+    with caplog.at_level(logging.WARNING, logger="object_input"):
+        callback.on_epoch_end(0, logs)
+        callback.on_epoch_end(1, logs)
+    assert logs == {"skipped": 1}
+    assert caplog.text.count(f"skipped record {path}:0: box_order") == 1
