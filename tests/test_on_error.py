@@ -4,6 +4,7 @@ skipped alone (never its batch neighbours), counted by reason and reported."""
 import gzip
 import io
 import logging
+import re
 
 import numpy as np
 import pytest
@@ -370,7 +371,9 @@ def test_cli_bench_prints_the_skip_summary(tmp_path, capsys):
     argv = ["bench", path, "--steps", "1", "--warmup", "0", "--batch-size", "3", "--no-progress"]
     assert cli.main([*argv, "--on-error", "skip"]) == 0
     out = capsys.readouterr().out
-    assert "records used, 1 skipped" in out and "class_range" in out
+    # bench repeats the data and prefetches ahead, so how many epochs' copies of the bad record
+    # were counted when the summary is read depends on timing: at least one.
+    assert re.search(r"\d+ records used, [1-9]\d* skipped", out) and "class_range" in out
     assert f"skipped {path}:2: class_range" in out
     assert cli.main(argv) == 1
     assert f"record {path}:2 (source_id bad)" in capsys.readouterr().err
