@@ -31,6 +31,7 @@ from object_input.label_map import load_label_map
 from object_input.ops import Augmentation, ConfigError, StepSpec, get_step, normalize_step
 from object_input.options import DecodeOptions, ReadOptions
 from object_input.pipeline import DEFAULTS
+from object_input.suggest import did_you_mean
 from object_input.textproto import Message, TextFormatError
 
 __all__ = ["PipelineConfig", "load_pipeline_config", "parse_augmentation"]
@@ -342,8 +343,7 @@ def _from_mapping(data: Mapping, base: str | None, where: str) -> PipelineConfig
     names = [f.name for f in dataclasses.fields(PipelineConfig)]
     for key in data:
         if key not in names:
-            close = difflib.get_close_matches(str(key), names, n=3, cutoff=0.6)
-            hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+            hint = did_you_mean(key, names)
             raise ConfigError(f"{where}: unknown setting {key!r}{hint} (known: {', '.join(names)})")
     kwargs = dict(data)
     if "input_paths" in kwargs:

@@ -8,13 +8,14 @@ name with its default.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import functools
 import inspect
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 import tensorflow as tf
+
+from object_input.suggest import did_you_mean
 
 AUTOTUNE = tf.data.AUTOTUNE
 SERVICE_MODES = ("distributed_epoch", "parallel_epochs")
@@ -23,9 +24,7 @@ T = TypeVar("T")
 
 def unknown_keyword(what: str, name: str, valid: Iterable[str]) -> TypeError:
     """A TypeError naming ``name`` and the closest of ``valid`` names."""
-    valid = sorted(valid)
-    close = difflib.get_close_matches(name, valid, n=3, cutoff=0.6)
-    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    hint = did_you_mean(name, sorted(valid))
     return TypeError(f"{what} got an unexpected keyword argument {name!r}{hint}")
 
 

@@ -13,11 +13,12 @@ a ``str`` subclass.
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 from collections.abc import Iterable
 from typing import Any, NamedTuple
+
+from object_input.suggest import did_you_mean
 
 __all__ = [
     "Identifier",
@@ -484,10 +485,5 @@ def expect_fields(msg: Message, known: Iterable[str], what: str) -> None:
     for name in msg:
         if name in known:
             continue
-        close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
-        hint = (
-            f"; did you mean {', '.join(repr(c) for c in close)}?"
-            if close
-            else f" (known: {', '.join(known)})"
-        )
+        hint = did_you_mean(name, known) or f" (known: {', '.join(known)})"
         raise msg.error(f"unknown field {name!r} in {what}{hint}", name)

@@ -8,7 +8,6 @@ are validated when a pipeline is built, so a typo never surfaces mid-training.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import functools
 import inspect
 import numbers
@@ -19,6 +18,7 @@ from typing import Any
 
 from object_input import fields
 from object_input.ops import transform
+from object_input.suggest import did_you_mean
 
 Check = Callable[[Any], str | None]
 # A check of several parameters together: gets every resolved parameter, returns a phrase or None.
@@ -195,8 +195,7 @@ def get_step(name: str) -> StepSpec:
     try:
         return _STEPS[name]
     except KeyError:
-        close = difflib.get_close_matches(name, list(_STEPS), n=3, cutoff=0.5)
-        hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+        hint = did_you_mean(name, _STEPS, cutoff=0.5)
         raise ConfigError(f"unknown augmentation step {name!r}{hint}") from None
 
 
