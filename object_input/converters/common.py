@@ -197,7 +197,7 @@ def _check_stale_shards(prefix: str, num_shards: int, compression: str | None) -
 
 def run(
     items: list,
-    build: Callable[[Any], tf.train.Example],
+    build: Callable[[Any], bytes],
     output: str | os.PathLike,
     label_map: Mapping[str, int],
     *,
