@@ -5,6 +5,7 @@ import gzip
 import io
 import logging
 import re
+import zlib
 
 import numpy as np
 import pytest
@@ -270,6 +271,96 @@ def test_damaged_file_raises_naming_it_or_is_counted(tmp_path, case):
     assert f"; file {damaged}: cannot read record {readable}" in summary.offenders[0]
 
 
+def _zlib_damage(tmp_path) -> dict[str, tuple[str, bytes, str, int | None, str]]:
+    """case -> (compression read with, bytes of the damaged file (good ones are written with
+    that compression), its readable records (None: some), text of the error)."""
+    records = [_good(10 + i).SerializeToString() for i in range(4)]
+    raw = _tfrecord_bytes(tmp_path, records)
+    whole = zlib.compress(raw)
+    size = len(records[0]) + 16
+    flipped = raw[: size + 30] + bytes([raw[size + 30] ^ 1]) + raw[size + 31 :]
+    corrupt = "the compressed file is truncated or corrupt"
+    of_all = f"of {len(raw)} uncompressed bytes: "
+    return {
+        # The stream ends inside its checksum: TensorFlow reads all four records silently.
+        "checksum_cut": ("ZLIB", whole[:-2], 4, corrupt),
+        "stream_cut": ("ZLIB", whole[: len(whole) // 2], None, "truncated or corrupt"),
+        "crc_mismatch": ("ZLIB", zlib.compress(flipped), 1, of_all + "the record is truncated"),
+        "mid_record": (
+            "ZLIB",
+            zlib.compress(raw[: 2 * size + 40]),
+            2,
+            f"of {2 * size + 40} uncompressed bytes: the record is truncated or corrupt",
+        ),
+        "inside_header": (
+            "ZLIB",
+            zlib.compress(raw[: 2 * size + 5]),
+            2,
+            "ends inside a record header",
+        ),
+        # TensorFlow reads the first stream of two and ignores what follows.
+        "two_streams": ("ZLIB", whole + whole, 4, corrupt),
+        "plain_as_zlib": ("ZLIB", raw, 0, "not ZLIB-compressed TFRecord data"),
+        "gzip_as_zlib": ("ZLIB", gzip.compress(raw), 0, "not ZLIB-compressed TFRecord data"),
+        "zlib_as_plain": ("", whole, 0, "ZLIB-compressed data compression="),
+        "zlib_as_gzip": ("GZIP", whole, 0, "not GZIP-compressed TFRecord data"),
+    }
+
+
+def _compressed(data: bytes, compression: str) -> bytes:
+    return {"": lambda d: d, "GZIP": gzip.compress, "ZLIB": zlib.compress}[compression](data)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "checksum_cut",
+        "stream_cut",
+        "crc_mismatch",
+        "mid_record",
+        "inside_header",
+        "two_streams",
+        "plain_as_zlib",
+        "gzip_as_zlib",
+        "zlib_as_plain",
+        "zlib_as_gzip",
+    ],
+)
+def test_damaged_zlib_file_raises_naming_it_or_is_counted(tmp_path, case):
+    compression, data, readable, text = _zlib_damage(tmp_path)[case]
+    good = _tfrecord_bytes(tmp_path, [_good(i).SerializeToString() for i in range(3)])
+    (tmp_path / "a.tfrecord").write_bytes(_compressed(good, compression))
+    damaged = tmp_path / "b.tfrecord"
+    damaged.write_bytes(data)
+    source = str(tmp_path / "[ab].tfrecord")
+    reading = {"num_readers": 1, "compression": compression or None}
+    with pytest.raises(tf.errors.InvalidArgumentError) as err:
+        _source_ids(_dataset(source, reading=reading))
+    message = str(err.value)
+    assert f"file {damaged}: cannot read record {'' if readable is None else readable}" in message
+    assert text in message, message
+
+    dataset = _dataset(source, on_error="skip", batch_size=10, reading=reading)
+    ids = [s for batch in _source_ids(dataset) for s in batch]
+    read = len(ids) - 3 if readable is None else readable
+    assert read < 4 or readable == 4
+    assert ids == ["good-0", "good-1", "good-2"] + [f"good-{10 + i}" for i in range(read)]
+    summary = stats(dataset)
+    assert summary.skipped == {"unreadable_file": 1} and summary.passed == 3 + read
+    assert summary.offenders[0].startswith(f"{damaged}:{read}: unreadable_file")
+    assert f"; file {damaged}: cannot read record {read} at byte " in summary.offenders[0]
+
+
+def test_intact_zlib_files_read_whole_under_both_policies(tmp_path):
+    records = [_good(i).SerializeToString() for i in range(3)]
+    (tmp_path / "z.tfrecord").write_bytes(zlib.compress(_tfrecord_bytes(tmp_path, records)))
+    reading = {"num_readers": 1, "compression": "ZLIB"}
+    for on_error in ("raise", "skip"):
+        dataset = _dataset(str(tmp_path / "z.tfrecord"), on_error=on_error, reading=reading)
+        assert _source_ids(dataset) == [["good-0", "good-1", "good-2"]]
+    assert stats(dataset).skipped == {}
+
+
 def test_truncated_gzip_file_is_named(tmp_path):
     records = [_good(i).SerializeToString() for i in range(4)]
     data = gzip.compress(_tfrecord_bytes(tmp_path, records))
@@ -393,3 +484,14 @@ def test_skip_logger_logs_new_offenders_and_reports_the_count(tmp_path, caplog):
         callback.on_epoch_end(1, logs)
     assert logs == {"skipped": 1}
     assert caplog.text.count(f"skipped record {path}:0: box_order") == 1
+
+
+def test_zlib_size_is_counted_exactly_however_far_it_inflates(tmp_path):
+    from object_input.sources import integrity
+
+    data = bytes(3 * 2**20 + 5)  # zeros: a few KiB inflating to several read chunks
+    path = tmp_path / "zeros.z"
+    path.write_bytes(zlib.compress(data))
+    assert integrity.expected_bytes(str(path), "ZLIB") == len(data)
+    path.write_bytes(zlib.compress(data) + b"\0")
+    assert integrity.expected_bytes(str(path), "ZLIB") == integrity.DAMAGED

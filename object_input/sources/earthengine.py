@@ -90,7 +90,7 @@ def _first_record(files: Sequence[str], codes: Sequence[str]) -> tuple[str, byte
 def _reader(files: Sequence[str], codes: Sequence[str], on_error: str):
     """``read(path)`` for ``read_files(checked=True)``: a file's ``(path, record)`` pairs,
     decompressed as detected, and a flag where the file cannot be read to its end."""
-    sizes = [integrity.expected_bytes(f, c) for f, c in zip(files, codes, strict=True)]
+    sizes = integrity.expected_sizes(files, codes)
 
     def read(path: tf.Tensor) -> tf.data.Dataset:
         position = tf.argmax(tf.cast(tf.equal(tf.constant(list(files)), path), tf.int32))

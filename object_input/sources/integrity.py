@@ -3,15 +3,19 @@
 TensorFlow's reader reports a truncated or corrupt record without the file's name, and ends a
 file cut inside a record header without any error. Here each file's records are counted with
 their framing (12 header bytes + data + 4 CRC bytes) and, when the file ends, the bytes read are
-compared with the bytes the file holds: its size, or for GZIP the uncompressed size in its
-trailer. A shortfall is the file-level error ``unreadable_file``: raised naming the file, the
-record and the byte offset, or, under ``on_error="skip"``, reported as a flagged element so the
-records before it are kept and the file's loss is counted.
+compared with the bytes the file holds: its size, for GZIP the uncompressed size in its trailer,
+for ZLIB (whose stream carries no size) the size found by inflating the file once, in Python,
+when the dataset is built. A shortfall is the file-level error ``unreadable_file``: raised naming
+the file, the record and the byte offset, or, under ``on_error="skip"``, reported as a flagged
+element so the records before it are kept and the file's loss is counted.
 """
 
 from __future__ import annotations
 
 import struct
+import zlib
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import tensorflow as tf
 
@@ -19,25 +23,56 @@ from object_input import errors
 
 _FRAMING = 16  # length (8) + length CRC (4) + data CRC (4)
 _HEADER = 12
-UNCHECKED = -1
+#: ``expected_bytes`` of a file that cannot be complete (its compressed stream is damaged).
+DAMAGED = -1
+_CHUNK = 1 << 20
+# Files stat-ed or inflated at once when a dataset is built (I/O and zlib release the GIL).
+_THREADS = 8
 
 
 def expected_bytes(path: str, compression: str) -> int:
-    """Framed bytes a complete ``path`` yields (``UNCHECKED`` when it cannot be known).
+    """Framed bytes a complete ``path`` yields (``DAMAGED`` when none can be complete).
 
     Plain files: the file size. GZIP: the uncompressed size modulo 2**32 from the trailer (one
-    gzip member, as TFRecordWriter writes). ZLIB streams carry no size.
+    gzip member, as TFRecordWriter writes). ZLIB: the file is inflated (not kept) to count its
+    bytes, since the stream does not record them; a stream that is corrupt, ends before its end
+    marker and checksum, or has data after them is ``DAMAGED`` (TensorFlow's reader ends such a
+    file silently or reads only its first stream).
     """
     if compression == "":
         return tf.io.gfile.stat(path).length
-    if compression == "GZIP":
-        with tf.io.gfile.GFile(path, "rb") as f:
+    with tf.io.gfile.GFile(path, "rb") as f:
+        if compression == "GZIP":
             size = f.size()
             if size < 4:
                 return 2**32  # cannot match: a GZIP file has a trailer
             f.seek(size - 4)
             return struct.unpack("<I", f.read(4))[0]
-    return UNCHECKED
+        return _inflated_size(f)
+
+
+def expected_sizes(files: Sequence[str], compressions: Sequence[str]) -> list[int]:
+    """:func:`expected_bytes` of each file, several files at a time."""
+    with ThreadPoolExecutor(min(_THREADS, max(1, len(files)))) as pool:
+        return list(pool.map(expected_bytes, files, compressions))
+
+
+def _inflated_size(f: tf.io.gfile.GFile) -> int:
+    inflater = zlib.decompressobj()
+    size = 0
+    try:
+        while chunk := f.read(_CHUNK):
+            if inflater.eof:
+                return DAMAGED  # data after the stream: TensorFlow's reader ignores it
+            # Bounded output per call: a small file may inflate to a great deal.
+            while True:
+                size += len(out := inflater.decompress(chunk, _CHUNK))
+                chunk = inflater.unconsumed_tail
+                if inflater.eof or (not chunk and len(out) < _CHUNK):
+                    break
+    except zlib.error:
+        return DAMAGED
+    return size if inflater.eof and not inflater.unused_data else DAMAGED
 
 
 def checked_records(
@@ -67,7 +102,7 @@ def checked_records(
         payload, is_end = element
         if_gzip = tf.equal(compression, "GZIP")
         seen = tf.where(if_gzip, consumed % 2**32, consumed)
-        complete = tf.equal(expected, UNCHECKED) | tf.equal(seen, expected)
+        complete = tf.equal(seen, expected)
         failed = is_end & ~complete
         detail = tf.cond(failed, lambda: _why(path, index, consumed, expected, compression), str)
         if on_error == "raise":
@@ -100,39 +135,47 @@ def _why(path, index, consumed, expected, compression) -> tf.Tensor:
         ]
     )
     plain = tf.equal(compression, "")
-    remaining = expected - consumed
+    # The uncompressed size is exact for plain files and intact ZLIB streams; a GZIP trailer
+    # read from a damaged file is not.
+    exact = plain | (tf.equal(compression, "ZLIB") & tf.not_equal(expected, DAMAGED))
+    of = tf.strings.join(
+        [" of ", tf.strings.as_string(expected), tf.where(plain, "", " uncompressed bytes")]
+    )
+    nothing_read = tf.equal(consumed, 0)
     why = tf.case(
         [
             (
-                ~plain,
+                plain & nothing_read,
+                lambda: tf.constant(
+                    ": not a TFRecord file (GZIP-compressed data needs compression='GZIP' or a "
+                    "name ending in .gz, ZLIB-compressed data compression='ZLIB')"
+                ),
+            ),
+            (
+                ~exact & nothing_read,
+                lambda: tf.strings.join(
+                    [
+                        ": not ",
+                        compression,
+                        "-compressed TFRecord data, or truncated or corrupt from its start "
+                        "(compression= "
+                        "must name the file's: None, 'GZIP' or 'ZLIB')",
+                    ]
+                ),
+            ),
+            (
+                ~exact,
                 lambda: tf.constant(
                     " of the uncompressed data: the compressed file is truncated or corrupt"
                 ),
             ),
             (
-                tf.equal(consumed, 0),
-                lambda: tf.constant(
-                    ": not a TFRecord file (GZIP-compressed data needs compression='GZIP' or a "
-                    "name ending in .gz)"
-                ),
-            ),
-            (
-                remaining < _HEADER,
-                lambda: tf.strings.join(
-                    [
-                        " of ",
-                        tf.strings.as_string(expected),
-                        ": the file ends inside a record header (truncated)",
-                    ]
-                ),
+                expected - consumed < _HEADER,
+                lambda: tf.strings.join([of, ": the file ends inside a record header (truncated)"]),
             ),
         ],
         default=lambda: tf.strings.join(
-            [
-                " of ",
-                tf.strings.as_string(expected),
-                ": the record is truncated or corrupt (length or CRC mismatch)",
-            ]
+            [of, ": the record is truncated or corrupt (length or CRC mismatch)"]
         ),
     )
     return tf.strings.join([where, why])

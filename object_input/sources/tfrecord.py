@@ -78,11 +78,9 @@ class TFRecord(Source):
         """Records of every file; a file that cannot be read to its end is an error naming it
         (see :mod:`object_input.sources.integrity`)."""
         compressions = [compression_of(f, self.compression) for f in self.files]
-        expected = [
-            integrity.expected_bytes(f, c) for f, c in zip(self.files, compressions, strict=True)
-        ]
+        expected = integrity.expected_sizes(self.files, compressions)
         compression_table = _table(self.files, compressions, "", tf.string)
-        expected_table = _table(self.files, expected, integrity.UNCHECKED, tf.int64)
+        expected_table = _table(self.files, expected, integrity.DAMAGED, tf.int64)
 
         def read(path: tf.Tensor) -> tf.data.Dataset:
             return integrity.checked_records(
