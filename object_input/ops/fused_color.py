@@ -18,13 +18,19 @@ V = max, C = max - min and the hue h in sextants, RGB channel n is ``V - C * cli
 0, 1)`` with ``k = (h + n) mod 6``, n = 5, 3, 1 for R, G, B. A hue rotation adds to h; a
 saturation factor f scales the chroma to ``min(C * f, V)`` (saturation capped at 1). Adjacent hue
 and saturation steps share one conversion.
+
+Contrast needs each image's channel means of the colour before it. XLA on CPU reduces a computed
+(not stored) value one element after another, which costs more than the whole colour pass, so
+the means are a compiled function of their own: the pixels are summed pairwise a few times
+(elementwise adds, which vectorize) before a plain reduction. The main function then takes the
+means as an input; it reads each pixel once and writes it once.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import tensorflow as tf
@@ -108,22 +114,109 @@ class FusedColor:
 
 
 @functools.cache
-def _compiled(names: tuple[str, ...]) -> tf.types.experimental.PolymorphicFunction:
-    """One XLA-compiled function per step list, shared by every pipeline that uses it."""
+def _compiled(names: tuple[str, ...]) -> Callable[[tf.Tensor, tf.Tensor], tf.Tensor]:
+    """One set of XLA-compiled functions per step list, shared by every pipeline that uses it."""
+    compile_ = functools.partial(tf.function, jit_compile=True, reduce_retracing=True)
+    # One means function per contrast step, over the colour just before it.
+    before_contrast = [
+        compile_(functools.partial(_channel_means, names[:index]))
+        for index, name in enumerate(names)
+        if name == "random_adjust_contrast"
+    ]
+    main = compile_(functools.partial(_colour, names))
 
     def fused(images: tf.Tensor, parameters: tf.Tensor) -> tf.Tensor:
-        # Planar channels vectorize better than strided channels-last reads.
-        planes = tf.unstack(tf.transpose(tf.cast(images, tf.float32), [3, 0, 1, 2]))
-        state: _State = _Rgb(tuple(planes))
-        for column, name in enumerate(names):
-            state = _APPLY[name](state, parameters[:, column, tf.newaxis, tf.newaxis])
-        return tf.transpose(tf.stack(state.rgb()), [1, 2, 3, 0])
+        means: tuple[tf.Tensor, ...] = ()
+        for channel_means in before_contrast:
+            means = (*means, channel_means(images, parameters, means))
+        return main(images, parameters, means)
 
-    return tf.function(fused, jit_compile=True, reduce_retracing=True)
+    return fused
+
+
+def _run(
+    names: Sequence[str], images: tf.Tensor, parameters: tf.Tensor, means: Sequence[tf.Tensor]
+) -> _State:
+    """The colour after ``names``; contrast step ``j`` uses ``means[j]`` (``[B, 3]``)."""
+    state: _State = _Pixels(tf.cast(images, tf.float32))
+    contrasts = iter(means)
+    for column, name in enumerate(names):
+        parameter = parameters[:, column]
+        if name == "random_adjust_brightness":
+            state = state.affine(None, tf.tile(255.0 * parameter[:, tf.newaxis], [1, 3]))
+        elif name == "random_adjust_contrast":
+            # (x - mean) * factor + mean, as one multiply-add per value.
+            state = state.affine(parameter, next(contrasts) * (1.0 - parameter[:, tf.newaxis]))
+        elif name == "random_adjust_hue":
+            # The rotated colour keeps V and C inside [0, 255]: the step's clip is a no-op here.
+            hsv = state.hsv()
+            hue = hsv.hue + 6.0 * parameter[:, tf.newaxis, tf.newaxis]
+            state = _Hsv(hue, hsv.value, hsv.chroma)
+        else:
+            hsv = state.hsv()
+            factor = tf.maximum(parameter, 0.0)[:, tf.newaxis, tf.newaxis]
+            state = _Hsv(hsv.hue, hsv.value, tf.minimum(hsv.chroma * factor, hsv.value))
+    return state
+
+
+def _colour(
+    names: Sequence[str], images: tf.Tensor, parameters: tf.Tensor, means: Sequence[tf.Tensor]
+) -> tf.Tensor:
+    """Every step of ``names``, ``[B, H, W, 3]`` float32 out."""
+    return _run(names, images, parameters, means).pixels()
+
+
+# Pairwise halvings of the pixel sums before the reduction; 3 measured fastest (1/8 left).
+_PAIRWISE_LEVELS = 3
+
+
+def _channel_means(
+    names: Sequence[str], images: tf.Tensor, parameters: tf.Tensor, means: Sequence[tf.Tensor]
+) -> tf.Tensor:
+    """``[B, 3]``: each image's channel means of the colour after ``names``."""
+    pixels = _run(names, images, parameters, means).pixels()
+    # Shapes may be unknown when traced (reduce_retracing); XLA sees them as constants.
+    shape = tf.shape(pixels)
+    count = shape[1] * shape[2]
+    # Zero pixels (after the colour) add nothing to the sums: pad to a multiple of 2**levels.
+    spare = -count % 2**_PAIRWISE_LEVELS
+    values = tf.pad(tf.reshape(pixels, [shape[0], 3 * count]), [[0, 0], [0, 3 * spare]])
+    for _ in range(_PAIRWISE_LEVELS):
+        # Halves of a whole number of pixels, so channels stay aligned.
+        half = tf.shape(values)[1] // 2
+        values = values[:, :half] + values[:, half:]
+    sums = tf.reduce_sum(tf.reshape(values, [shape[0], -1, 3]), axis=1)
+    return sums / tf.cast(count, tf.float32)
 
 
 def _clip(value: tf.Tensor) -> tf.Tensor:
     return tf.clip_by_value(value, 0.0, 255.0)
+
+
+class _Pixels:
+    """Channels-last pixels ``[B, H, W, 3]``, while only per-channel steps have run.
+
+    Brightness and contrast stay on this layout; XLA fuses their sums (for contrast's means)
+    only on it. Hue and saturation need the channels apart (:class:`_Rgb`).
+    """
+
+    def __init__(self, pixels: tf.Tensor):
+        self.values = pixels
+
+    def pixels(self) -> tf.Tensor:
+        return self.values
+
+    def rgb(self) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+        # Planar channels vectorize better than strided channels-last reads.
+        return tuple(tf.unstack(tf.transpose(self.values, [3, 0, 1, 2])))
+
+    def hsv(self) -> _Hsv:
+        return _Rgb(self.rgb()).hsv()
+
+    def affine(self, scale: tf.Tensor | None, offset: tf.Tensor) -> _State:
+        """``clip(x * scale + offset)``: ``scale`` ``[B]`` (None: 1), ``offset`` ``[B, 3]``."""
+        values = self.values if scale is None else self.values * scale[:, None, None, None]
+        return _Pixels(_clip(values + offset[:, tf.newaxis, tf.newaxis]))
 
 
 class _Rgb:
@@ -134,6 +227,21 @@ class _Rgb:
 
     def rgb(self) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
         return self.channels
+
+    def pixels(self) -> tf.Tensor:
+        return tf.transpose(tf.stack(self.rgb()), [1, 2, 3, 0])
+
+    def affine(self, scale: tf.Tensor | None, offset: tf.Tensor) -> _State:
+        """``clip(x * scale + offset)``: ``scale`` ``[B]`` (None: 1), ``offset`` ``[B, 3]``."""
+        channels = self.rgb()
+        if scale is not None:
+            channels = tuple(channel * scale[:, tf.newaxis, tf.newaxis] for channel in channels)
+        return _Rgb(
+            tuple(
+                _clip(channel + offset[:, index, tf.newaxis, tf.newaxis])
+                for index, channel in enumerate(channels)
+            )
+        )
 
     def hsv(self) -> _Hsv:
         red, green, blue = self.channels
@@ -164,37 +272,11 @@ class _Hsv:
 
         return channel(5.0), channel(3.0), channel(1.0)
 
+    def pixels(self) -> tf.Tensor:
+        return _Rgb(self.rgb()).pixels()
 
-_State = _Rgb | _Hsv
-
-
-def _brightness(state: _State, delta: tf.Tensor) -> _State:
-    return _Rgb(tuple(_clip(c + 255.0 * delta) for c in state.rgb()))
-
-
-def _contrast(state: _State, factor: tf.Tensor) -> _State:
-    def adjust(channel: tf.Tensor) -> tf.Tensor:
-        mean = tf.reduce_mean(channel, axis=[-2, -1], keepdims=True)
-        return _clip((channel - mean) * factor + mean)
-
-    return _Rgb(tuple(adjust(c) for c in state.rgb()))
+    def affine(self, scale: tf.Tensor | None, offset: tf.Tensor) -> _State:
+        return _Rgb(self.rgb()).affine(scale, offset)
 
 
-def _hue(state: _State, delta: tf.Tensor) -> _State:
-    # The rotated colour keeps V and C inside [0, 255]: the step's clip is a no-op here.
-    hsv = state.hsv()
-    return _Hsv(hsv.hue + 6.0 * delta, hsv.value, hsv.chroma)
-
-
-def _saturation(state: _State, factor: tf.Tensor) -> _State:
-    hsv = state.hsv()
-    chroma = tf.minimum(hsv.chroma * tf.maximum(factor, 0.0), hsv.value)
-    return _Hsv(hsv.hue, hsv.value, chroma)
-
-
-_APPLY = {
-    "random_adjust_brightness": _brightness,
-    "random_adjust_contrast": _contrast,
-    "random_adjust_hue": _hue,
-    "random_adjust_saturation": _saturation,
-}
+_State = _Pixels | _Rgb | _Hsv
