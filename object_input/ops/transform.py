@@ -264,6 +264,10 @@ class Resize(Transform):
     def raster(self, tensor, y_axis, fill, nearest):
         method = RESIZE_METHODS["NEAREST_NEIGHBOR" if nearest else self.method.upper()]
         size = tf.stack([tf.cast(self.height, tf.int32), tf.cast(self.width, tf.int32)])
+        if method == tf.image.ResizeMethod.BILINEAR and tensor.dtype.is_integer:
+            # The same float arithmetic (bit-identical), but TensorFlow's bilinear kernel runs
+            # about 2x faster on float input than on uint8: the cast costs less than it saves.
+            tensor = tf.cast(tensor, tf.float32)
         if y_axis == 0 and tensor.shape.rank == 3:
             resized = tf.image.resize(tensor, size, method=method)
         else:

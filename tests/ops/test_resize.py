@@ -342,3 +342,18 @@ def test_pad_to_max_dimension_gives_a_static_shape():
     )
     assert traced.structured_outputs[fields.IMAGE].shape.as_list() == [9, 9, 3]
     assert traced.structured_outputs[fields.MASKS].shape.as_list() == [None, 9, 9]
+
+
+@given(
+    size=st.tuples(st.integers(1, 40), st.integers(1, 40)),
+    out=st.tuples(st.integers(1, 50), st.integers(1, 50)),
+    channels=st.sampled_from([1, 3]),
+)
+def test_bilinear_on_uint8_is_tensorflows_bilinear_on_uint8_bit_for_bit(size, out, channels):
+    # The op casts integer images to float32 before the bilinear kernel (faster); the values
+    # must be exactly those of the kernel on the integers.
+    rng = np.random.default_rng(sum(size) * 100 + sum(out))
+    image = tf.constant(rng.integers(0, 256, (*size, channels)).astype(np.uint8))
+    resized = resize_features({fields.IMAGE: image}, *out)[fields.IMAGE]
+    assert resized.dtype == tf.float32
+    np.testing.assert_array_equal(resized.numpy(), tf.image.resize(image, out).numpy())
