@@ -20,6 +20,7 @@ _EXPORTS = {
     "ReadOptions": "object_input.options",
     "ServiceOptions": "object_input.options",
     "SkipLogger": "object_input.skips",
+    "SyncEpochs": "object_input.iterations",
     "dataset_fn": "object_input.distribute",
     "decode_example": "object_input.decoders",
     "load_pipeline_config": "object_input.config",
@@ -33,6 +34,7 @@ _SUBMODULES = (
     "earthengine",
     "errors",
     "fields",
+    "iterations",
     "keras_layout",
     "ops",
     "recipes",
@@ -48,6 +50,7 @@ __all__ = [
     "ReadOptions",
     "ServiceOptions",
     "SkipLogger",
+    "SyncEpochs",
     "boxes",
     "converters",
     "dataset_fn",
@@ -55,6 +58,7 @@ __all__ = [
     "earthengine",
     "errors",
     "fields",
+    "iterations",
     "keras_layout",
     "load_pipeline_config",
     "make_dataset",
@@ -73,6 +77,7 @@ if TYPE_CHECKING:
         earthengine,
         errors,
         fields,
+        iterations,
         keras_layout,
         ops,
         recipes,
@@ -83,6 +88,7 @@ if TYPE_CHECKING:
     from object_input.config import PipelineConfig, load_pipeline_config
     from object_input.decoders import ExampleDecoder, decode_example
     from object_input.distribute import dataset_fn
+    from object_input.iterations import SyncEpochs
     from object_input.options import DecodeOptions, ReadOptions, ServiceOptions
     from object_input.pipeline import DatasetOptions, make_dataset
     from object_input.skips import SkipLogger, stats

@@ -1,8 +1,9 @@
 """``make_dataset``: a source to a batched, prefetched ``tf.data.Dataset`` of feature dicts.
 
-The pipeline composes the parts and knows nothing of any record format: source (list, shard,
-shuffle and read records) → record shuffle → repeat → per-example seed → decode → augment →
-resize / box limit → padded batch → prefetch. Each stage lives in its own module.
+The pipeline composes the parts and knows nothing of any record format: iteration number →
+source (list, shard, shuffle and read records) → record shuffle → repeat → per-example seed →
+decode → augment → resize / box limit → padded batch → prefetch. Each stage lives in its own
+module.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from object_input import batching, errors, fields, keras_layout, partners, skips
+from object_input import batching, errors, fields, iterations, keras_layout, partners, skips
 from object_input.ops import Augmentation, core
 from object_input.ops.fused_color import FusedColor
 from object_input.ops.resize import resize_features
@@ -317,13 +318,9 @@ def _build(opts: DatasetOptions) -> tf.data.Dataset:
         on_error=opts.on_error,
         counter=counter,
     )
-    records = source.records(context)
-    if opts.shuffle:
-        records = records.shuffle(
-            opts.shuffle_buffer_size, seed=opts.seed, reshuffle_each_iteration=True
-        )
-    records = records.repeat(opts.num_epochs)
-    records = _with_example_seeds(records, opts)
+    # The iteration number keys every random draw; a variable in this process (not on workers).
+    iteration_counter = iterations.IterationCounter() if opts.service is None else None
+    records = _records(source, context, opts, iteration_counter)
 
     augment = opts.augment
     # Trailing colour steps may leave the per-example map for the batch (color_stage).
@@ -451,6 +448,8 @@ def _build(opts: DatasetOptions) -> tf.data.Dataset:
             )
         )
     dataset = dataset.prefetch(opts.prefetch)
+    if iteration_counter is not None:
+        dataset = iterations.attach(dataset, iteration_counter)
     return dataset if counter is None else skips.attach(dataset, counter)
 
 
@@ -489,21 +488,59 @@ def _fused_colour(batch: dict, colour: FusedColor, output_dtype: str | None) -> 
     return out
 
 
-def _with_example_seeds(records: tf.data.Dataset, opts: DatasetOptions) -> tf.data.Dataset:
-    """Attach a stateless seed to each record: ``fold_in([salt, shard], position)``.
+def _records(
+    source: Source,
+    context: ReadContext,
+    opts: DatasetOptions,
+    counter: iterations.IterationCounter | None,
+) -> tf.data.Dataset:
+    """``(example seed, (record_id, payload))``: ``num_epochs`` passes over the source's records.
 
-    The salts come from ``Dataset.random(seed)`` with ``rerandomize_each_iteration``: reproducible
-    for a seed, yet new each time the dataset is iterated anew (as Keras does every epoch), so
-    epochs differ even when the dataset itself holds one epoch.
+    Each iterator first takes its iteration number from ``counter``
+    (:mod:`object_input.iterations`), then reads its passes with the file and record shuffles
+    and the example seeds keyed by the pipeline seed and that number; the shuffles draw anew
+    each pass from there. Nothing random depends on the process or on how many iterators it
+    made before, so iteration ``k`` is the same in any process.
     """
     base = opts.seed if opts.seed is not None else 0
-    salts = tf.data.Dataset.random(seed=base, rerandomize_each_iteration=True)
+
+    def read(seed: int | tf.Tensor) -> tf.data.Dataset:
+        read_context = dataclasses.replace(context, seed=seed if opts.seed is not None else None)
+        records = source.records(read_context)
+        if opts.shuffle:
+            records = read_context.shuffled(records, opts.shuffle_buffer_size)
+        return records.repeat(opts.num_epochs)
+
     shard = opts.reading.shard_index
+    if counter is None:
+        # tf.data service workers split the work through the sources at the top of the graph
+        # and hold no variables: tf.data's own generators then key each iteration, anew in
+        # every process.
+        salts = tf.data.Dataset.random(seed=base, rerandomize_each_iteration=True)
+        return _with_example_seeds(read(opts.seed), salts, shard)
 
     @tf.autograph.experimental.do_not_convert
-    def attach(position, salt, record):
-        seed = core.fold_seed(tf.stack([tf.cast(salt % (2**31), tf.int32), shard]), position)
-        return seed, record
+    def one_iteration(key: tf.Tensor) -> tf.data.Dataset:
+        seed = iterations.pass_seed(base, key)
+        return _with_example_seeds(read(seed), tf.data.Dataset.from_tensors(seed).repeat(), shard)
+
+    return iterations.keys(counter).flat_map(one_iteration)
+
+
+def _with_example_seeds(
+    records: tf.data.Dataset, salts: tf.data.Dataset, shard: int
+) -> tf.data.Dataset:
+    """Attach a stateless seed to each record: ``fold_in([salt, shard], position)``.
+
+    ``salts`` gives one int64 salt per record, new each iteration; the position counts from the
+    iteration's start. The seeds thus differ between iterations and shards, not with the
+    parallelism.
+    """
+
+    @tf.autograph.experimental.do_not_convert
+    def attach(position: tf.Tensor, salt: tf.Tensor, record: Any) -> tuple[tf.Tensor, Any]:
+        seed = tf.stack([tf.cast(salt % (2**31), tf.int32), tf.constant(shard, tf.int32)])
+        return core.fold_seed(seed, position), record
 
     return tf.data.Dataset.zip((tf.data.Dataset.counter(), salts, records)).map(attach)
 

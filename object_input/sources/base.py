@@ -22,7 +22,8 @@ class ReadContext:
     Attributes:
       reading: file listing, sharding and interleave options.
       shuffle: whether the pipeline shuffles; a source shuffles its file (or key) order then.
-      seed: the pipeline seed (None: unseeded).
+      seed: the seed of this iteration over the data (a scalar int64 tensor derived from the
+        pipeline seed and the iteration number; None: unseeded). Shuffle with :meth:`shuffled`.
       deterministic: keep the record order independent of thread timing.
       on_error: "raise" or "skip": what a reader does with a file it cannot read to the end
         (see :func:`~object_input.sources.files.read_files` ``checked``).
@@ -32,10 +33,15 @@ class ReadContext:
 
     reading: ReadOptions = dataclasses.field(default_factory=ReadOptions)
     shuffle: bool = True
-    seed: int | None = None
+    seed: int | tf.Tensor | None = None
     deterministic: bool = True
     on_error: str = "raise"
     counter: Any = None
+
+    def shuffled(self, dataset: tf.data.Dataset, buffer_size: int) -> tf.data.Dataset:
+        """``dataset`` shuffled with a buffer of ``buffer_size`` elements, seeded by
+        :attr:`seed`, and drawn anew each time it is repeated within the iteration."""
+        return dataset.shuffle(buffer_size, seed=self.seed, reshuffle_each_iteration=True)
 
 
 class Source(abc.ABC):

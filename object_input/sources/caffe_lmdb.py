@@ -200,16 +200,13 @@ class CaffeLMDB(Source):
                 index = int(index)
                 return _chunks(self._entries(index * size, starts[index], size, shards, shard))
 
-            entries = (
-                tf.data.Dataset.range(len(starts))
-                .shuffle(len(starts), seed=context.seed, reshuffle_each_iteration=True)
-                .interleave(
-                    lambda index: tf.data.Dataset.from_generator(
-                        block, args=(index,), output_signature=signature
-                    ).unbatch(),
-                    cycle_length=max(1, min(reading.num_readers, len(starts))),
-                    block_length=1,
-                )
+            blocks = context.shuffled(tf.data.Dataset.range(len(starts)), len(starts))
+            entries = blocks.interleave(
+                lambda index: tf.data.Dataset.from_generator(
+                    block, args=(index,), output_signature=signature
+                ).unbatch(),
+                cycle_length=max(1, min(reading.num_readers, len(starts))),
+                block_length=1,
             )
         prefix = self.path + ":"
         return entries.map(

@@ -110,9 +110,7 @@ class DetectionCSV(Source):
             reading.num_shards, reading.shard_index
         )
         if context.shuffle and reading.file_shuffle:
-            indices = indices.shuffle(
-                self.num_images, seed=context.seed, reshuffle_each_iteration=True
-            )
+            indices = context.shuffled(indices, self.num_images)
         record_ids = self._arrays["record_ids"]
         return indices.map(lambda i: (tf.gather(record_ids, i), i))
 

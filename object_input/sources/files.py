@@ -79,7 +79,7 @@ def read_files(
     dataset = tf.data.Dataset.from_tensor_slices(files)
     # Record-level sharding needs the same record order in every worker: no file shuffle then.
     if context.shuffle and reading.file_shuffle and by_file and len(files) > 1:
-        dataset = dataset.shuffle(len(files), seed=context.seed, reshuffle_each_iteration=True)
+        dataset = context.shuffled(dataset, len(files))
 
     def with_ids(path: tf.Tensor) -> tf.data.Dataset:
         prefix = tf.strings.join([path, ":" + index_name])
