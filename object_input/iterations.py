@@ -3,11 +3,19 @@
 Every random draw of an iterator (file order, record shuffle, per-example augmentation seeds)
 derives from the pipeline seed and the iterator's *iteration number*, never from TensorFlow's
 per-iteration seed generators, so iteration ``k`` gives the same data in any process. In this
-process each new iterator takes the next number from a variable (:class:`IterationCounter`): a
-finite dataset iterated again, as Keras does every epoch, gets new, reproducible randomness.
-:class:`SyncEpochs`, a Keras callback, sets the number to Keras's epoch before each epoch, so
-that a run resumed by ``keras.callbacks.BackupAndRestore`` at epoch ``k`` reads epoch ``k``'s
-data (docs/reliability.md).
+process each new iterator takes the next number from a variable (:class:`IterationCounter`,
+found with :func:`counter_of`): a finite dataset iterated again, as Keras does every epoch, gets
+new, reproducible randomness.
+
+``object_input.SyncEpochs(dataset)``, a ``keras.callbacks.Callback`` (defined on first use, so
+that importing this module does not load Keras), sets the number to Keras's epoch in
+``on_epoch_begin``: epoch ``k`` of ``fit`` reads iteration ``k``, and a run resumed at epoch
+``k`` by ``keras.callbacks.BackupAndRestore`` reads exactly the data that epoch ``k`` of an
+uninterrupted run read. ``dataset`` is the one ``make_dataset`` returned and ``fit`` gets; it
+needs a ``seed`` and an in-process pipeline (not ``service=``). With ``steps_per_epoch`` over a
+repeating dataset ``fit`` keeps one iterator for every epoch: it reads iteration
+``initial_epoch``, so a resumed run reads fresh data keyed by the epoch it resumes at, not the
+rest of the interrupted stream (docs/reliability.md).
 """
 
 from __future__ import annotations
@@ -82,18 +90,8 @@ def _sync_epochs_class() -> type:
     import keras
 
     class SyncEpochs(keras.callbacks.Callback):
-        """Keras callback: epoch ``k`` of ``fit`` reads iteration ``k`` of ``dataset``.
-
-        Before each epoch it sets the dataset's iteration number to the epoch, so that a run
-        resumed at epoch ``k`` (``keras.callbacks.BackupAndRestore``, or ``initial_epoch=k``)
-        reads exactly the data that epoch ``k`` of an uninterrupted run read: the same records
-        in the same order with the same augmentation. Pass the dataset ``make_dataset``
-        returned, the one given to ``fit``; it needs a ``seed`` and an in-process pipeline
-        (not ``service=``). With ``steps_per_epoch`` over a repeating dataset, ``fit`` keeps
-        one iterator for all epochs: it reads iteration ``initial_epoch``, and a resumed run
-        reads fresh data keyed by the epoch it resumes at, not the rest of the interrupted
-        stream.
-        """
+        """Keras callback: epoch ``k`` of ``fit`` reads iteration ``k`` of ``dataset``, so that a
+        run resumed at epoch ``k`` reads the data epoch ``k`` read (see the module docstring)."""
 
         def __init__(self, dataset: tf.data.Dataset):
             super().__init__()
