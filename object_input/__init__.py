@@ -19,8 +19,8 @@ _EXPORTS = {
     "PipelineConfig": "object_input.config",
     "ReadOptions": "object_input.options",
     "ServiceOptions": "object_input.options",
-    "SkipLogger": "object_input.skips",
-    "SyncEpochs": "object_input.iterations",
+    "SkipLogger": "object_input.callbacks",
+    "SyncEpochs": "object_input.callbacks",
     "dataset_fn": "object_input.distribute",
     "decode_example": "object_input.decoders",
     "load_pipeline_config": "object_input.config",
@@ -85,13 +85,13 @@ if TYPE_CHECKING:
         writers,
     )
     from object_input.batching import unpad_batch
+    from object_input.callbacks import SkipLogger, SyncEpochs
     from object_input.config import PipelineConfig, load_pipeline_config
     from object_input.decoders import ExampleDecoder, decode_example
     from object_input.distribute import dataset_fn
-    from object_input.iterations import SyncEpochs
     from object_input.options import DecodeOptions, ReadOptions, ServiceOptions
     from object_input.pipeline import DatasetOptions, make_dataset
-    from object_input.skips import SkipLogger, stats
+    from object_input.skips import stats
 
 
 def __getattr__(name: str) -> Any:

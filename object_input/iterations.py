@@ -7,20 +7,13 @@ process each new iterator takes the next number from a variable (:class:`Iterati
 found with :func:`counter_of`): a finite dataset iterated again, as Keras does every epoch, gets
 new, reproducible randomness.
 
-``object_input.SyncEpochs(dataset)``, a ``keras.callbacks.Callback`` (defined on first use, so
-that importing this module does not load Keras), sets the number to Keras's epoch in
+:class:`object_input.SyncEpochs` (a Keras callback) sets the number to Keras's epoch in
 ``on_epoch_begin``: epoch ``k`` of ``fit`` reads iteration ``k``, and a run resumed at epoch
 ``k`` by ``keras.callbacks.BackupAndRestore`` reads exactly the data that epoch ``k`` of an
-uninterrupted run read. ``dataset`` is the one ``make_dataset`` returned and ``fit`` gets; it
-needs a ``seed`` and an in-process pipeline (not ``service=``). With ``steps_per_epoch`` over a
-repeating dataset ``fit`` keeps one iterator for every epoch: it reads iteration
-``initial_epoch``, so a resumed run reads fresh data keyed by the epoch it resumes at, not the
-rest of the interrupted stream (docs/reliability.md).
+uninterrupted run read (docs/reliability.md).
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 import tensorflow as tf
 
@@ -76,29 +69,3 @@ def counter_of(dataset: tf.data.Dataset) -> IterationCounter:
             "runs on the workers, which cannot hold this process's variables)"
         )
     return counter
-
-
-def __getattr__(name: str) -> Any:
-    # SyncEpochs subclasses a Keras callback: Keras loads only when it is asked for.
-    if name == "SyncEpochs":
-        globals()["SyncEpochs"] = _sync_epochs_class()
-        return globals()["SyncEpochs"]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def _sync_epochs_class() -> type:
-    import keras
-
-    class SyncEpochs(keras.callbacks.Callback):
-        """Keras callback: epoch ``k`` of ``fit`` reads iteration ``k`` of ``dataset``, so that a
-        run resumed at epoch ``k`` reads the data epoch ``k`` read (see the module docstring)."""
-
-        def __init__(self, dataset: tf.data.Dataset):
-            super().__init__()
-            self.counter = counter_of(dataset)
-
-        def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
-            self.counter.set(int(epoch))
-
-    SyncEpochs.__module__ = __name__
-    return SyncEpochs

@@ -133,8 +133,10 @@ def make_dataset(
       service: a tf.data service address or :class:`~object_input.options.ServiceOptions`:
         decoding, augmentation and batching then run on its workers.
 
-    Every example gets a stateless seed derived from the pipeline seed and its position in the
-    stream, so augmentation does not depend on thread timing.
+    Every example gets a stateless seed derived from the pipeline seed, the iterator's iteration
+    number and its position in the stream, so augmentation does not depend on thread timing;
+    the shuffles are keyed by the seed and iteration number too (:mod:`object_input.iterations`,
+    and :class:`object_input.SyncEpochs` for Keras).
     """
     given = dict(locals())
     overrides = config.to_dataset_kwargs() if config is not None else {}

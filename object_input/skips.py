@@ -5,7 +5,8 @@ runs inside the pipeline): under ``on_error="skip"`` the bad records it drops by
 the boxes that steps and limits removed from the others (``num_dropped_boxes``). :func:`stats`
 reads a snapshot from Python: how many records passed, how many were skipped for each reason, the
 first offenders with their location; reading it logs the offenders not logged yet through the
-``object_input`` logger. ``SkipLogger(dataset)``, a Keras callback, does that at every epoch end.
+``object_input`` logger. ``object_input.SkipLogger(dataset)``, a Keras callback
+(:mod:`object_input.callbacks`), does that at every epoch end.
 """
 
 from __future__ import annotations
@@ -167,34 +168,6 @@ def stats(dataset: tf.data.Dataset) -> Stats:
     snapshot = counter.snapshot()
     counter.log_new(snapshot)
     return snapshot
-
-
-def __getattr__(name: str) -> Any:
-    # SkipLogger subclasses a Keras callback: Keras loads only when it is asked for.
-    if name == "SkipLogger":
-        globals()["SkipLogger"] = _skip_logger_class()
-        return globals()["SkipLogger"]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def _skip_logger_class() -> type:
-    import keras
-
-    class SkipLogger(keras.callbacks.Callback):
-        """Keras callback: at each epoch end, log new skipped records; ``logs["skipped"]``."""
-
-        def __init__(self, dataset: tf.data.Dataset):
-            super().__init__()
-            self.counter = counter_of(dataset)
-
-        def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
-            snapshot = self.counter.snapshot()
-            self.counter.log_new(snapshot)
-            if logs is not None:
-                logs["skipped"] = snapshot.total_skipped
-
-    SkipLogger.__module__ = __name__
-    return SkipLogger
 
 
 def map_catching(
