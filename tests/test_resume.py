@@ -296,3 +296,14 @@ def test_counter_errors():
         counter.set(-1)
     with pytest.raises(ValueError, match="no iteration counter on this dataset"):
         oi.SyncEpochs(dataset.take(1))
+
+
+def test_the_global_seed_does_not_change_the_data(tmp_path):
+    files = _files(tmp_path)
+    expected = _iterations(files)[1]()
+    try:
+        for global_seed in (0, 5):  # 0 once made TensorFlow test the iteration seed as a bool
+            tf.random.set_seed(global_seed)
+            assert _iterations(files)[1]() == expected
+    finally:
+        tf.random.set_seed(None)

@@ -41,7 +41,16 @@ class ReadContext:
     def shuffled(self, dataset: tf.data.Dataset, buffer_size: int) -> tf.data.Dataset:
         """``dataset`` shuffled with a buffer of ``buffer_size`` elements, seeded by
         :attr:`seed`, and drawn anew each time it is repeated within the iteration."""
-        return dataset.shuffle(buffer_size, seed=self.seed, reshuffle_each_iteration=True)
+        if not isinstance(self.seed, tf.Tensor):
+            return dataset.shuffle(buffer_size, seed=self.seed, reshuffle_each_iteration=True)
+        # The iteration's seed alone keys the order: TensorFlow would combine it with the global
+        # seed (tf.random.set_seed), and with a global seed of 0 test the tensor as a bool.
+        graph = tf.compat.v1.get_default_graph()
+        global_seed, graph.seed = graph.seed, None
+        try:
+            return dataset.shuffle(buffer_size, seed=self.seed, reshuffle_each_iteration=True)
+        finally:
+            graph.seed = global_seed
 
 
 class Source(abc.ABC):
