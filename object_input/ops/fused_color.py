@@ -1,12 +1,13 @@
-"""The fused colour stage: brightness, contrast, hue and saturation as one XLA-compiled function.
+"""The fused colour stage: brightness, contrast, hue and saturation compiled together with XLA.
 
 A run of those steps at the end of an augmentation can leave the per-example map and run on the
-static-shape batch after the resize, as one ``tf.function(jit_compile=True)``: XLA fuses the
-steps into one pass over the pixels. The stage is exact for the steps it runs: the same values as
-the steps of :mod:`object_input.ops.color` (TensorFlow's ``AdjustContrastv2``, ``AdjustHue`` and
-``AdjustSaturation`` kernels on one image) up to float rounding, with every step clipping to
-[0, 255]. Only its place differs: after the resize, colour is computed on interpolated pixels
-(see docs/performance.md for how much that changes).
+static-shape batch after the resize, as ``tf.function(jit_compile=True)``: XLA fuses the steps
+into one pass over the pixels (after one read for each contrast step's means). The stage is
+exact for the steps it runs: the same values as the steps of :mod:`object_input.ops.color`
+(TensorFlow's ``AdjustContrastv2``, ``AdjustHue`` and ``AdjustSaturation`` kernels on one image)
+up to float rounding, with every step clipping to [0, 255]. Only its place differs: after the
+resize, colour is computed on interpolated pixels (see docs/performance.md for how much that
+changes).
 
 Randomness: :meth:`FusedColor.draw` draws one image's parameters from its example seed exactly as
 :class:`object_input.ops.Augmentation` would for the same steps (step ``i`` from
