@@ -501,8 +501,8 @@ def _records(
     Each iterator first takes its iteration number from ``counter``
     (:mod:`object_input.iterations`), then reads its passes with the file and record shuffles
     and the example seeds keyed by the pipeline seed and that number; the shuffles draw anew
-    each pass from there. Nothing random depends on the process or on how many iterators it
-    made before, so iteration ``k`` is the same in any process.
+    each pass from there. Given the number, nothing random depends on the process or the
+    parallelism: iteration ``k`` is the same in any process.
     """
     base = opts.seed if opts.seed is not None else 0
 

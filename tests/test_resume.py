@@ -81,7 +81,9 @@ def _run(script, *args) -> dict:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def test_restore_in_a_fresh_process_continues_exactly(tmp_path):
+# Saved in the first pass, and in the second (its file and record shuffles drawn anew).
+@pytest.mark.parametrize("steps", [3, 6])
+def test_restore_in_a_fresh_process_continues_exactly(tmp_path, steps):
     files = _files(tmp_path)
     namespace: dict = {}
     exec(PIPELINE, namespace)  # the same pipeline, uninterrupted, in this process
@@ -89,7 +91,7 @@ def test_restore_in_a_fresh_process_continues_exactly(tmp_path):
     whole = [namespace["summary"](batch) for batch in dataset]
     assert len(whole) == 8  # 2 epochs of 12 good records, batches of 3
     directory = str(tmp_path / "ckpt")
-    first = _run(WORKER, ",".join(files), "skip", "save", directory, "3")
+    first = _run(WORKER, ",".join(files), "skip", "save", directory, str(steps))
     rest = _run(WORKER, ",".join(files), "skip", "restore", directory, "0")
     assert first["batches"] + rest["batches"] == json.loads(json.dumps(whole))
     # The counts resume with the iterator: the totals are the uninterrupted run's.
