@@ -68,7 +68,9 @@ class RecordChecks:
     Under ``raise`` they become assertions whose message names the record, its source id and
     the field; under ``skip`` they fold into one error code (the first failed check's reason).
     Checks must not fail themselves on bad input: guard a check that needs an earlier one to hold
-    with :meth:`when`.
+    with :meth:`when`. A message part may be a callable returning a tensor (say, the offending
+    values; a string scalar is text): it is evaluated only when the message is built, that is,
+    only for a failed record.
     """
 
     def __init__(self, record_id: tf.Tensor, source_id: tf.Tensor | None = None):
@@ -77,7 +79,8 @@ class RecordChecks:
         self.items: list[tuple[tf.Tensor, str, tuple]] = []
 
     def add(self, ok: Any, reason: str, *message: Any) -> tf.Tensor:
-        """Record check ``ok`` (scalar bool); ``message`` parts (strings, tensors) explain it."""
+        """Record check ``ok`` (scalar bool); ``message`` parts (strings, tensors, or callables
+        returning tensors, evaluated only on failure) explain it."""
         if reason not in REASONS:
             raise ValueError(f"unknown reason {reason!r}")
         ok = tf.convert_to_tensor(ok, tf.bool)
@@ -118,10 +121,22 @@ class RecordChecks:
                     tf.strings.join([" (source_id ", self.source_id, ")"]),
                 )
             )
-        text = [
-            p if isinstance(p, str) else tf.strings.format("{}", p, summarize=20) for p in parts
-        ]
+        text = [_text(p) for p in parts]
         return tf.strings.join([tf.strings.join(where), ": ", tf.strings.join(text, " ")])
+
+    def verdict(self, on_error: str) -> tuple[tf.Tensor, tf.Tensor | None]:
+        """``(ok, error)`` of the record under policy ``on_error``.
+
+        ``raise``: ``ok`` is True once the assertions have passed (they raise otherwise) and
+        ``error`` is None. ``skip``: ``error`` is :meth:`error_code` and ``ok`` whether it is OK.
+        Ops that a bad record would break take their inputs through selects on ``ok`` (known-good
+        stand-ins when it is False), so they run after the checks, without a branch per input.
+        """
+        if check_policy(on_error) == "raise":
+            passed = self.asserts()
+            return (passed[0] if passed else tf.constant(True)), None
+        error = self.error_code()
+        return tf.equal(error, OK), error
 
     def error_code(self) -> tf.Tensor:
         """int32 scalar: 0 when every check holds, else the code of the first failed one."""
@@ -154,6 +169,18 @@ class RecordChecks:
             fresh, message, lambda: out.get(fields.ERROR_DETAIL, tf.constant(""))
         )
         return out
+
+
+def _text(part: Any) -> Any:
+    """A message part as text: strings as they are, tensors formatted (callables first called;
+    a string scalar they return is text)."""
+    if isinstance(part, str):
+        return part
+    if callable(part):
+        part = part()
+        if part.dtype == tf.string and part.shape.rank == 0:
+            return part
+    return tf.strings.format("{}", part, summarize=20)
 
 
 def guarded(

@@ -34,11 +34,20 @@ _PER_BOX_LISTS = {
     "image/object/group_of": (fields.GROUP_OF, tf.int64),
     "image/object/track/label": (fields.TRACK_IDS, tf.int64),
 }
+# Lists of one value per box or none (when the record passes its checks).
+_PER_BOX_KEYS = frozenset(
+    {"image/object/class/label", "image/object/class/text", *_PER_BOX_LISTS}
+)
 _FLAGS = (fields.IS_CROWD, fields.DIFFICULT, fields.GROUP_OF)
 # Byte signatures of the formats tf.io.decode_image reads.
 _IMAGE_MAGIC = (b"\xff\xd8\xff", b"\x89PNG", b"GIF8", b"BM")
 _ZEROS8 = b"\0" * 8
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+# The least JPEG whose header reads as 1x1: what header reads see for other formats.
+_TINY_JPEG = (
+    b"\xff\xd8\xff\xc0\x00\x0b\x08\x00\x01\x00\x01\x01\x01\x11\x00"
+    b"\xff\xda\x00\x08\x01\x01\x00\x00?\x00\xff\xd9"
+)
 #: A 1x1 gray PNG: what a skipped record decodes instead of its own bytes.
 PLACEHOLDER_PNG = (
     b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x00\x00\x00\x00:~\x9bU"
@@ -145,6 +154,8 @@ class ExampleDecoder:
 
     def _feature_spec(self) -> dict[str, Any]:
         string = tf.io.FixedLenFeature((), tf.string, default_value="")
+        # A RaggedFeature of one example parses to a dense list: no sparse-to-dense op per key.
+        listed = tf.io.RaggedFeature
         spec: dict[str, Any] = {
             "image/encoded": string,
             "image/format": string,
@@ -153,25 +164,25 @@ class ExampleDecoder:
             "image/key/sha256": string,
             "image/height": tf.io.FixedLenFeature((), tf.int64, default_value=0),
             "image/width": tf.io.FixedLenFeature((), tf.int64, default_value=0),
-            "image/object/class/label": tf.io.VarLenFeature(tf.int64),
-            "image/object/class/text": tf.io.VarLenFeature(tf.string),
-            "image/class/label": tf.io.VarLenFeature(tf.int64),
-            "image/class/text": tf.io.VarLenFeature(tf.string),
+            "image/object/class/label": listed(tf.int64),
+            "image/object/class/text": listed(tf.string),
+            "image/class/label": listed(tf.int64),
+            "image/class/text": listed(tf.string),
         }
         for key in _BOX_KEYS:
-            spec[key] = tf.io.VarLenFeature(tf.float32)
+            spec[key] = listed(tf.float32)
         for key, (_, dtype) in _PER_BOX_LISTS.items():
-            spec[key] = tf.io.VarLenFeature(dtype)
+            spec[key] = listed(dtype)
         if self.masks == "png":
-            spec["image/object/mask"] = tf.io.VarLenFeature(tf.string)
+            spec["image/object/mask"] = listed(tf.string)
         elif self.masks == "numerical":
-            spec["image/object/mask"] = tf.io.VarLenFeature(tf.float32)
+            spec["image/object/mask"] = listed(tf.float32)
         if self.num_keypoints:
-            spec["image/object/keypoint/y"] = tf.io.VarLenFeature(tf.float32)
-            spec["image/object/keypoint/x"] = tf.io.VarLenFeature(tf.float32)
-            spec["image/object/keypoint/visibility"] = tf.io.VarLenFeature(tf.int64)
+            spec["image/object/keypoint/y"] = listed(tf.float32)
+            spec["image/object/keypoint/x"] = listed(tf.float32)
+            spec["image/object/keypoint/visibility"] = listed(tf.int64)
         if self.multiclass_scores:
-            spec["image/object/class/multiclass_scores"] = tf.io.VarLenFeature(tf.float32)
+            spec["image/object/class/multiclass_scores"] = listed(tf.float32)
         clash = sorted(set(spec) & set(self.extra_features))
         if clash:
             raise ValueError(f"extra_features redefine schema keys {clash}")
@@ -203,43 +214,21 @@ class ExampleDecoder:
         record_id = tf.convert_to_tensor(record_id, tf.string)
         checks = errors.RecordChecks(record_id, parsed["image/source_id"])
         need_size = defer_image or bool(self.masks) or self.max_image_pixels is not None
-        size = self._validate(parsed, checks, need_size)
-        placeholder = (
-            errors.placeholder(
-                self._parsed_specs(parsed),
-                **{"image/encoded": PLACEHOLDER_PNG, "image/format": "png"},
-            ),
-            tf.ones([2], tf.int32),
-        )
-        out = errors.guarded(
-            checks,
-            self.on_error,
-            lambda inputs: self._build(*inputs, record_id, defer_image),
-            (parsed, size),
-            placeholder,
-        )
-        return out
-
-    def _parsed_specs(self, parsed: dict[str, tf.Tensor]) -> dict[str, tf.TensorSpec]:
-        """Shapes of the parsed record that hold for every record (lists empty)."""
-        specs = {}
-        for key, value in parsed.items():
-            feature = self.spec[key]
-            if isinstance(feature, tf.io.FixedLenFeature):
-                specs[key] = tf.TensorSpec(feature.shape, value.dtype)
-            else:
-                specs[key] = tf.TensorSpec([0] * value.shape.rank, value.dtype)
-        return specs
+        size, boxes = self._validate(parsed, checks, need_size)
+        ok, error = checks.verdict(self.on_error)
+        parsed, size, boxes = _sanitized(parsed, size, boxes, ok)
+        out = self._build(parsed, size, boxes, record_id, defer_image)
+        return out if error is None else checks.flag(out, error)
 
     def _validate(
         self, parsed: dict[str, tf.Tensor], checks: errors.RecordChecks, need_size: bool
-    ) -> tf.Tensor:
-        """Add every check the record allows before decoding; return its (height, width)."""
+    ) -> tuple[tf.Tensor, tf.Tensor]:
+        """Add every check the record allows before decoding; return its (height, width) and
+        its boxes ``[N, 4]``, unclipped (cut to the shortest coordinate list)."""
         size = self._check_image(parsed, checks, need_size)
-        num = self._check_boxes(parsed, checks)
+        boxes, num = self._check_boxes(parsed, checks)
         self._check_classes(parsed, num, checks)
-        for key in _PER_BOX_LISTS:
-            _check_per_box(checks, parsed[key], num, key)
+        _check_per_box(checks, [(key, parsed[key]) for key in _PER_BOX_LISTS], num)
         if self.masks:
             self._check_masks(parsed, num, size, checks)
         if self.num_keypoints:
@@ -266,7 +255,7 @@ class ExampleDecoder:
                 num,
                 "boxes",
             )
-        return size
+        return size, boxes
 
     def _check_image(
         self, parsed: dict[str, tf.Tensor], checks: errors.RecordChecks, need_size: bool
@@ -274,32 +263,28 @@ class ExampleDecoder:
         """Image checks; returns (height, width) from the header when ``need_size``, else the
         raw fields' (what raw decoding needs)."""
         encoded = parsed["image/encoded"]
+        length = tf.strings.length(encoded)
         is_raw = tf.equal(tf.strings.lower(parsed["image/format"]), "raw")
         present = checks.add(
-            tf.strings.length(encoded) > 0,
-            "no_image",
-            "has no image: field image/encoded is missing or empty",
+            length > 0, "no_image", "has no image: field image/encoded is missing or empty"
         )
-        head = tf.strings.substr(encoded, 0, 4)
-        is_jpeg = tf.strings.substr(head, 0, 3) == _IMAGE_MAGIC[0]
-        is_png = head == _IMAGE_MAGIC[1]
-        is_image = looks_like_image(encoded)
+        magic = _magic(encoded)
+        is_image = tf.reduce_any(magic)
         checks.add(
-            ~present | is_raw | is_image,
+            is_image | is_raw | ~present,
             "not_an_image",
             "field image/encoded is not a JPEG, PNG, GIF or BMP image (format:",
             parsed["image/format"],
             ")",
         )
         height, width = parsed["image/height"], parsed["image/width"]
+        raw_size = tf.stack([height, width])
         channels = self.channels or 3
-        length = tf.cast(tf.strings.length(encoded), tf.int64)
-        in_range = (height > 0) & (width > 0) & (height < 2**31) & (width < 2**31)
+        in_range = tf.reduce_all((raw_size > 0) & (raw_size < 2**31))
         # Clamped first, so that the product cannot wrap around int64.
-        pixels = tf.clip_by_value(height, 0, 2**31) * tf.clip_by_value(width, 0, 2**31)
-        raw_ok = in_range & tf.equal(pixels * channels, length)
+        pixels = tf.reduce_prod(tf.clip_by_value(raw_size, 0, 2**31))
         checks.add(
-            ~is_raw | raw_ok,
+            ~is_raw | (in_range & tf.equal(pixels * channels, tf.cast(length, tf.int64))),
             "image_size",
             "fields image/height, image/width (format raw) =",
             height,
@@ -308,18 +293,20 @@ class ExampleDecoder:
             " bytes, got",
             length,
         )
-        raw_size = tf.cast(tf.stack([height, width]) * tf.cast(raw_ok, tf.int64), tf.int32)
+        # Out of range only when the record fails; then the size is replaced (_sanitized).
+        raw_size = tf.cast(raw_size, tf.int32)
         if not need_size:
             # Nothing checks against the size: decoding finds it (raw images: their fields).
             return raw_size
-        size = tf.case(
-            [
-                (is_raw, lambda: raw_size),
-                (is_jpeg, lambda: tf.io.extract_jpeg_shape(encoded)[:2]),
-                (is_png, lambda: _png_size(encoded)),
-                (is_image, lambda: tf.shape(self._decode_pixels(encoded))[:2]),
-            ],
-            default=lambda: tf.zeros([2], tf.int32),
+        is_jpeg, is_png = magic[0], magic[1]
+        # Header reads without a branch per format: a stand-in where the format differs.
+        jpeg_size = tf.io.extract_jpeg_shape(tf.where(is_jpeg, encoded, _TINY_JPEG))[:2]
+        size = tf.where(is_raw, raw_size, tf.where(is_png, _png_size(encoded), jpeg_size))
+        # GIF and BMP: their decoder tells (a rare format, one branch).
+        size = tf.cond(
+            is_image & ~(is_raw | is_jpeg | is_png),
+            lambda: tf.shape(self._decode_pixels(encoded))[:2],
+            lambda: tf.where(is_raw | is_jpeg | is_png, size, 0),
         )
         checks.add(
             ~present | tf.reduce_all(size > 0),
@@ -338,8 +325,11 @@ class ExampleDecoder:
             )
         return size
 
-    def _check_boxes(self, parsed: dict[str, tf.Tensor], checks: errors.RecordChecks) -> tf.Tensor:
-        """Box checks; returns the number of boxes (that of ``ymin`` if the lists disagree)."""
+    def _check_boxes(
+        self, parsed: dict[str, tf.Tensor], checks: errors.RecordChecks
+    ) -> tuple[tf.Tensor, tf.Tensor]:
+        """Box checks; returns the boxes ``[N, 4]`` and the number of boxes (that of ``ymin``
+        if the lists disagree, when the boxes are cut to the shortest list)."""
         coords = [parsed[k] for k in _BOX_KEYS]
         sizes = tf.stack([tf.size(c) for c in coords])
         checks.add(
@@ -350,30 +340,30 @@ class ExampleDecoder:
             sizes,
             "values",
         )
-        flat = tf.concat(coords, axis=0)
+        # Cut to the shortest list, so that unequal lists (a failure of their own) still stack.
+        shortest = tf.reduce_min(sizes, keepdims=True)
+        ymin, xmin, ymax, xmax = (tf.strided_slice(c, [0], shortest, [1]) for c in coords)
+        boxes = tf.stack([ymin, xmin, ymax, xmax], axis=1)
         checks.add(
-            tf.reduce_all(tf.math.is_finite(flat)),
+            tf.reduce_all(tf.math.is_finite(boxes)),
             "box_not_finite",
             "field image/object/bbox has non-finite coordinates:",
-            tf.boolean_mask(flat, ~tf.math.is_finite(flat)),
+            lambda: _where_not(tf.concat(coords, axis=0), tf.math.is_finite),
         )
-        # Cut to the shortest list, so that unequal lists (a failure of their own) compare.
-        ymin, xmin, ymax, xmax = (c[: tf.reduce_min(sizes)] for c in coords)
         checks.add(
             tf.reduce_all((ymin <= ymax) & (xmin <= xmax)),
             "box_order",
             "field image/object/bbox has a box with ymin > ymax or xmin > xmax",
         )
         if self.boxes_out_of_range == "error":
-            outside = (flat < -BOX_TOLERANCE) | (flat > 1 + BOX_TOLERANCE)
             checks.add(
-                ~tf.reduce_any(outside),
+                tf.reduce_all(_in_unit_range(boxes)),
                 "box_out_of_range",
                 "field image/object/bbox has coordinates outside [0, 1]:",
-                tf.boolean_mask(flat, outside),
+                lambda: _where_not(tf.concat(coords, axis=0), _in_unit_range),
                 "(pass boxes_out_of_range='clip' to clip them)",
             )
-        return sizes[0]
+        return boxes, sizes[0]
 
     def _check_classes(
         self, parsed: dict[str, tf.Tensor], num: tf.Tensor, checks: errors.RecordChecks
@@ -384,25 +374,31 @@ class ExampleDecoder:
             ("image/object/class/label", labels),
             ("image/class/label", parsed["image/class/label"]),
         ):
-            bad = (ids < 1) | (ids >= 2**31)
             checks.add(
-                ~tf.reduce_any(bad),
+                tf.reduce_all(_valid_class_id(ids)),
                 "class_range",
                 f"field {key} has class ids outside [1, 2**31):",
-                tf.boolean_mask(ids, bad),
+                lambda ids=ids: _where_not(ids, _valid_class_id),
             )
         count = tf.size(labels)
         if self._table is not None:
             looked_up = self._table.lookup(texts)
-            text_count_ok = _check_per_box(
-                checks, texts, num, "image/object/class/text", "class_count"
+            text_count = tf.size(texts)
+            text_count_ok = checks.add(
+                tf.equal(text_count, num) | tf.equal(text_count, 0),
+                "class_count",
+                "field image/object/class/text has",
+                text_count,
+                "values for",
+                num,
+                "boxes",
             )
             if self.unknown_classes == "error":
                 checks.add(
                     tf.reduce_all(looked_up > 0),
                     "class_unknown",
                     "field image/object/class/text has names not in the label map:",
-                    tf.boolean_mask(texts, looked_up <= 0),
+                    lambda: tf.boolean_mask(texts, looked_up <= 0),
                 )
             both = (tf.size(labels) > 0) & (tf.size(texts) > 0)
             comparable = both & text_count_ok & tf.equal(tf.size(labels), tf.size(texts))
@@ -471,10 +467,11 @@ class ExampleDecoder:
         self,
         parsed: dict[str, tf.Tensor],
         size: tf.Tensor,
+        unclipped: tf.Tensor,
         record_id: tf.Tensor,
         defer_image: bool,
     ) -> dict[str, tf.Tensor]:
-        """The feature dict of a record that passed its checks."""
+        """The feature dict of a record that passed its checks (or of its stand-ins)."""
         if defer_image:
             image = tf.zeros(tf.concat([size, [0]], axis=0), tf.uint8)
         else:
@@ -487,18 +484,17 @@ class ExampleDecoder:
             fields.KEY: parsed["image/key/sha256"],
             fields.RECORD_ID: record_id,
         }
-        boxes = tf.clip_by_value(tf.stack([parsed[k] for k in _BOX_KEYS], axis=1), 0.0, 1.0)
+        boxes = tf.clip_by_value(unclipped, 0.0, 1.0)
         num = tf.shape(boxes)[0]
         out[fields.BOXES] = boxes
         out[fields.CLASSES] = self._classes(parsed)
         height, width = tf.shape(image)[0], tf.shape(image)[1]
+        # Each list has one value per box or none (checked): the first num values of the list
+        # followed by its default are the list or the default, without a branch.
+        first = tf.reshape(num, [1])
         for key, (name, dtype) in _PER_BOX_LISTS.items():
-            values = parsed[key]
-            out[name] = tf.cond(
-                tf.size(values) > 0,
-                lambda v=values: v,
-                lambda d=dtype, n=name: _default(n, d, num, boxes, height, width),
-            )
+            default = _default(name, dtype, num, boxes, height, width)
+            out[name] = tf.strided_slice(tf.concat([parsed[key], default], 0), [0], first, [1])
         out = _per_box_dtypes(out)
 
         if self.masks:
@@ -518,9 +514,8 @@ class ExampleDecoder:
         if self._table is not None and self.unknown_classes == "drop":
             keep &= out[fields.CLASSES] > 0
         if self.boxes_out_of_range == "clip":
-            original = tf.stack([parsed[k] for k in _BOX_KEYS], axis=1)
             # A box the clip left without area lay outside the image; a degenerate one stays.
-            keep &= (_area(boxes) > 0) | (_area(original) <= 0)
+            keep &= (_area(boxes) > 0) | (_area(unclipped) <= 0)
         out[fields.NUM_DROPPED_BOXES] = tf.constant(0, tf.int32)
         if (self._table is not None and self.unknown_classes == "drop") or (
             self.boxes_out_of_range == "clip"
@@ -667,8 +662,57 @@ def _png_size(encoded: tf.Tensor) -> tf.Tensor:
 
 def looks_like_image(encoded: tf.Tensor) -> tf.Tensor:
     """Whether ``encoded`` starts like a JPEG, PNG, GIF or BMP file (what decode_image reads)."""
-    head = tf.strings.substr(encoded, 0, 4)
-    return tf.reduce_any([tf.strings.substr(head, 0, len(m)) == m for m in _IMAGE_MAGIC])
+    return tf.reduce_any(_magic(encoded))
+
+
+def _magic(encoded: tf.Tensor) -> tf.Tensor:
+    """bool ``[4]``: whether ``encoded`` starts like a JPEG, PNG, GIF, BMP (one substr op)."""
+    heads = tf.strings.substr(encoded, [0] * len(_IMAGE_MAGIC), [len(m) for m in _IMAGE_MAGIC])
+    return tf.equal(heads, _IMAGE_MAGIC)
+
+
+def _sanitized(
+    parsed: dict[str, tf.Tensor], size: tf.Tensor, boxes: tf.Tensor, ok: tf.Tensor
+) -> tuple[dict[str, tf.Tensor], tf.Tensor, tf.Tensor]:
+    """What the build reads: the record's own values where ``ok``, else known-good stand-ins
+    (a 1×1 PNG, size 1×1, no boxes, empty lists).
+
+    Selects and slices rather than a branch over every input: every op that a bad record would
+    break (decoding, reshapes to the box count) takes its input through them, so it also runs
+    after the checks.
+    """
+    out = dict(parsed)
+    # A branch, not a select, for the image bytes: a select would copy them.
+    out["image/encoded"] = tf.cond(
+        ok, lambda: parsed["image/encoded"], lambda: tf.constant(PLACEHOLDER_PNG)
+    )
+    out["image/format"] = tf.where(ok, parsed["image/format"], "png")
+    keep = tf.cast(ok, tf.int32)
+    count = tf.reshape(tf.shape(boxes)[0] * keep, [1])
+    boxes = tf.strided_slice(boxes, [0, 0], tf.concat([count, [4]], 0), [1, 1])
+    boxes.set_shape([None, 4])
+    for key, values in parsed.items():
+        if key in _BOX_KEYS or not key.startswith("image/object/") or values.shape.rank != 1:
+            continue
+        if key in _PER_BOX_KEYS:
+            # A slice clamps: a list of one value per box, or none, is whole when ok.
+            out[key] = tf.strided_slice(values, [0], count, [1])
+        else:
+            out[key] = tf.strided_slice(values, [0], tf.reshape(tf.size(values) * keep, [1]), [1])
+    return out, tf.where(ok, size, 1), boxes
+
+
+def _where_not(values: tf.Tensor, test: Any) -> tf.Tensor:
+    """The values that fail ``test`` (for messages)."""
+    return tf.boolean_mask(values, ~test(values))
+
+
+def _in_unit_range(coordinates: tf.Tensor) -> tf.Tensor:
+    return (coordinates >= -BOX_TOLERANCE) & (coordinates <= 1 + BOX_TOLERANCE)
+
+
+def _valid_class_id(ids: tf.Tensor) -> tf.Tensor:
+    return (ids >= 1) & (ids < 2**31)
 
 
 def default_per_box_fields(
@@ -720,19 +764,20 @@ def _default(
 
 
 def _check_per_box(
-    checks: errors.RecordChecks,
-    values: tf.Tensor,
-    num: tf.Tensor,
-    key: str,
-    reason: str = "per_box_count",
-) -> tf.Tensor:
-    """Check that the optional per-box list ``key`` is absent or has one value per box."""
-    count = tf.size(values)
-    return checks.add(
-        tf.equal(count, num) | tf.equal(count, 0),
-        reason,
-        f"field {key} has",
-        count,
+    checks: errors.RecordChecks, lists: list[tuple[str, tf.Tensor]], num: tf.Tensor
+) -> None:
+    """Check that each optional per-box list is absent or has one value per box: one check
+    for all of them, whose message names the first list that fails."""
+    counts = tf.stack([tf.size(values) for _, values in lists])
+    fits = tf.equal(counts, num) | tf.equal(counts, 0)
+    first = lambda: tf.argmin(tf.cast(fits, tf.int32))  # noqa: E731
+    checks.add(
+        tf.reduce_all(fits),
+        "per_box_count",
+        "field",
+        lambda: tf.gather([key for key, _ in lists], first()),
+        "has",
+        lambda: tf.gather(counts, first()),
         "values for",
         num,
         "boxes",
