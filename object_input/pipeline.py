@@ -406,7 +406,9 @@ def _build(opts: DatasetOptions) -> tf.data.Dataset:
             num_parallel_calls=opts.num_parallel_calls,
             deterministic=opts.deterministic,
         )
-    if counter is not None:
+    # Examples still flagged are dropped (and counted) one by one; otherwise batches are counted.
+    flagged = fields.ERROR in dataset.element_spec
+    if counter is not None and flagged:
         dataset = skips.drop_and_count(dataset, counter)
     if combining:
         dataset = partners.combine(
@@ -427,6 +429,8 @@ def _build(opts: DatasetOptions) -> tf.data.Dataset:
             drop_remainder=opts.drop_remainder,
             group_by_aspect_ratio=opts.group_by_aspect_ratio,
         )
+    if counter is not None and not flagged:
+        dataset = skips.count_passed(dataset, counter, batched=opts.batch_size is not None)
     if opts.color_stage == "fused" and fields.COLOR_PARAMETERS in dataset.element_spec:
         dataset = dataset.map(
             lambda batch: _fused_colour(batch, colour, opts.output_dtype),
