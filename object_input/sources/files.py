@@ -81,6 +81,9 @@ def read_files(
     if context.shuffle and reading.file_shuffle and by_file and len(files) > 1:
         dataset = context.shuffled(dataset, len(files))
 
+    # Under "raise" a checked reader raises itself: its marks never come, nothing to filter.
+    marks = checked and context.on_error != "raise"
+
     def with_ids(path: tf.Tensor) -> tf.data.Dataset:
         prefix = tf.strings.join([path, ":" + index_name])
         return (
@@ -89,7 +92,7 @@ def read_files(
             .map(
                 lambda i, item: (
                     tf.strings.join([prefix, tf.strings.as_string(i)]),
-                    *(item if checked else (item,)),
+                    *(item if marks else item[:1] if checked else (item,)),
                 )
             )
         )
@@ -103,7 +106,7 @@ def read_files(
     )
     if not by_file:
         dataset = dataset.shard(reading.num_shards, reading.shard_index)
-    if checked:
+    if marks:
         dataset = dataset.filter(
             lambda record_id, payload, error, detail: _keep(context, error, record_id, detail)
         ).map(lambda record_id, payload, error, detail: (record_id, payload))
