@@ -205,9 +205,7 @@ def map_catching(
     )
 
 
-def count_passed(
-    dataset: tf.data.Dataset, counter: SkipCounter, batched: bool
-) -> tf.data.Dataset:
+def count_passed(dataset: tf.data.Dataset, counter: SkipCounter, batched: bool) -> tf.data.Dataset:
     """Count every example of ``dataset`` as passed, with its dropped boxes, where nothing is
     flagged any more (no ``fields.ERROR``): once per batch when ``batched``.
 

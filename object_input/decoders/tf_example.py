@@ -35,9 +35,7 @@ _PER_BOX_LISTS = {
     "image/object/track/label": (fields.TRACK_IDS, tf.int64),
 }
 # Lists of one value per box or none (when the record passes its checks).
-_PER_BOX_KEYS = frozenset(
-    {"image/object/class/label", "image/object/class/text", *_PER_BOX_LISTS}
-)
+_PER_BOX_KEYS = frozenset({"image/object/class/label", "image/object/class/text", *_PER_BOX_LISTS})
 _FLAGS = (fields.IS_CROWD, fields.DIFFICULT, fields.GROUP_OF)
 # Byte signatures of the formats tf.io.decode_image reads.
 _IMAGE_MAGIC = (b"\xff\xd8\xff", b"\x89PNG", b"GIF8", b"BM")
