@@ -1,0 +1,162 @@
+"""The fixed cost of ``make_dataset``: the decoder per record, the traced graph, the first batch.
+
+    python benchmarks/overhead.py [--sets photos] [--records 5120] [--builds 5]
+
+1. Decoder CPU µs per record on records of a 16×16 JPEG with 1–20 boxes (the decoder's own
+   work dominates; one thread, medians of 3 passes): a plain parse + decode of the same keys,
+   and ``ExampleDecoder`` flagging (as the TFRecord source runs it) and raising.
+2. Per pipeline (floor, ``make_dataset`` with no steps, standard; 512×512, batches of 8): nodes
+   and functions of its traced graph (every map, filter and branch function), and the CPU
+   seconds of the build (Python tracing), ``iter()`` (the runtime instantiating and optimizing
+   the functions) and the first ``next()``, medians of ``--builds`` warm builds.
+
+Run it in two checkouts, one after the other, to compare them. CPU seconds, not wall time: the
+machine may be shared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from collections.abc import Callable
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np
+import speed
+import tensorflow as tf
+from common import IMAGE_SETS, cpu_seconds, random_boxes
+from tensorflow.core.framework import graph_pb2
+
+from object_input.decoders import ExampleDecoder
+from object_input.writers import build_example
+
+_BOX_KEYS = speed._BOX_KEYS
+
+
+def tiny_records(count: int = 256, seed: int = 0) -> list[bytes]:
+    """Serialized records of a 16×16 JPEG with 1–20 boxes and classes."""
+    rng = np.random.default_rng(seed)
+    records = []
+    for index in range(count):
+        boxes = random_boxes(rng)
+        example = build_example(
+            np.zeros((16, 16, 3), np.uint8),
+            boxes=boxes,
+            classes=[int(c) for c in rng.integers(1, 4, size=len(boxes))],
+            image_format="jpeg",
+            filename=f"f{index}.jpg",
+            source_id=str(index),
+        )
+        records.append(example.SerializeToString())
+    return records
+
+
+def plain_decode(record_id: tf.Tensor, serialized: tf.Tensor) -> dict[str, tf.Tensor]:
+    """Parse the image, source id, boxes and classes and decode the image: no checks."""
+    string = tf.io.FixedLenFeature((), tf.string, default_value="")
+    spec = {
+        "image/encoded": string,
+        "image/source_id": string,
+        "image/object/class/label": tf.io.VarLenFeature(tf.int64),
+        **{key: tf.io.VarLenFeature(tf.float32) for key in _BOX_KEYS},
+    }
+    parsed = tf.io.parse_single_example(serialized, spec)
+    boxes = tf.stack([tf.sparse.to_dense(parsed[key]) for key in _BOX_KEYS], axis=1)
+    return {
+        "image": tf.io.decode_jpeg(parsed["image/encoded"], channels=3),
+        "boxes": boxes,
+        "classes": tf.sparse.to_dense(parsed["image/object/class/label"]),
+    }
+
+
+def per_record_us(fn: Callable, records: list[bytes], count: int) -> float:
+    """CPU µs per record of ``fn(record_id, serialized)`` mapped on one thread."""
+    ids = [f"file:{i}" for i in range(len(records))]
+    base = tf.data.Dataset.from_tensor_slices((ids, records)).cache().repeat()
+    mapped = base.map(tf.autograph.experimental.do_not_convert(fn)).map(lambda _: 0)
+    for _ in mapped.take(64):
+        pass
+    began = cpu_seconds()
+    for _ in mapped.take(count):
+        pass
+    return (cpu_seconds() - began) / count * 1e6
+
+
+def graph_size(dataset: tf.data.Dataset) -> tuple[int, int]:
+    """(nodes, functions) of the dataset's graph, every function's nodes counted."""
+    serialized = tf.raw_ops.DatasetToGraphV2(
+        input_dataset=dataset._variant_tensor, external_state_policy=1
+    )
+    graph = graph_pb2.GraphDef()
+    graph.ParseFromString(serialized.numpy())
+    functions = graph.library.function
+    return len(graph.node) + sum(len(f.node_def) for f in functions), len(functions)
+
+
+def first_batch_cpu(make: Callable[[], tf.data.Dataset], builds: int) -> tuple[float, ...]:
+    """Median CPU seconds of build, ``iter()`` and the first ``next()`` over warm builds."""
+    make()  # warm: what a process that built a pipeline before pays
+    rows = []
+    for _ in range(builds):
+        began = cpu_seconds()
+        dataset = make()
+        built = cpu_seconds()
+        iterator = iter(dataset)
+        started = cpu_seconds()
+        next(iterator)
+        rows.append((built - began, started - built, cpu_seconds() - started))
+        del iterator
+    return tuple(statistics.median(column) for column in zip(*rows, strict=True))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--records", type=int, default=5120, help="records per decoder pass")
+    parser.add_argument("--builds", type=int, default=5)
+    parser.add_argument("--data", default="/tmp/oi-bench")
+    parser.add_argument("--sets", type=lambda t: t.split(","), default=["photos"])
+    args = parser.parse_args()
+    began = time.perf_counter()
+
+    records = tiny_records()
+    flagging, raising = ExampleDecoder(on_error="skip"), ExampleDecoder(on_error="raise")
+    decoders = {
+        "plain parse + decode (no checks)": plain_decode,
+        "ExampleDecoder, flagging": lambda rid, s: flagging(s, rid),
+        "ExampleDecoder, raising": lambda rid, s: raising(s, rid),
+    }
+    print("decoder, 16×16 JPEG records, 1–20 boxes:  CPU µs per record (median of 3)")
+    for name, fn in decoders.items():
+        runs = [per_record_us(fn, records, args.records) for _ in range(3)]
+        print(f"  {name:36s} {statistics.median(runs):8.1f}")
+
+    for image_set in args.sets:
+        pattern = IMAGE_SETS[image_set](args.data)
+        files = sorted(tf.io.gfile.glob(pattern))
+        pipelines = {
+            "floor": lambda files=files: speed.floor_dataset(files, 8),
+            "make_dataset, no steps": lambda p=pattern: speed.standard_dataset(p, 8, steps=()),
+            "standard": lambda p=pattern: speed.standard_dataset(p, 8),
+        }
+        print(f"\n{image_set}: graph, and warm CPU seconds to the first batch")
+        print(
+            f"  {'pipeline':24s} {'nodes':>6s} {'functions':>9s} {'build':>6s} {'iter':>6s} "
+            f"{'next':>6s} {'total':>6s}"
+        )
+        for name, make in pipelines.items():
+            nodes, functions = graph_size(make())
+            build, start, first = first_batch_cpu(make, args.builds)
+            print(
+                f"  {name:24s} {nodes:6d} {functions:9d} {build:6.2f} {start:6.2f} {first:6.2f} "
+                f"{build + start + first:6.2f}"
+            )
+    print(f"({time.perf_counter() - began:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
