@@ -91,3 +91,48 @@ def test_plain_lists_with_empty_examples():
     assert [x[fields.CLASSES].numpy().tolist() for x in examples] == [[3], []]
     assert examples[1][fields.CLASSES].dtype == tf.int32
     assert examples[1][fields.BOXES].dtype == tf.float32
+
+
+BAD_BOXES = {
+    "box_not_finite": (
+        [[0.1, 0.1, np.nan, 0.5]],
+        [1],
+        "field boxes has non-finite coordinates: [nan]",
+    ),
+    "box_order": ([[0.6, 0.1, 0.5, 0.5]], [1], "field boxes has a box with ymin > ymax"),
+    "box_out_of_range": ([[0.1, 0.1, 0.5, 2.0]], [1], "outside [0, 1]: [2]"),
+    "class_count": ([[0.1, 0.1, 0.5, 0.5]], [1, 2], "has 1 boxes but field classes has 2 values"),
+    "class_range": ([[0.1, 0.1, 0.5, 0.5]], [0], "class ids outside [1, 2**31): [0]"),
+}
+
+
+@pytest.mark.parametrize("reason", sorted(BAD_BOXES))
+def test_bad_boxes_are_named_or_skipped_not_passed_on(reason):
+    # Arrays passed NaN and out-of-range boxes on silently (a flip made them worse).
+    boxes, classes, text = BAD_BOXES[reason]
+    data = {
+        fields.IMAGE: np.zeros((3, 4, 8, 3), np.uint8),
+        fields.BOXES: [np.array(b, np.float32) for b in ([[0, 0, 1, 1]], boxes, [[0, 0, 1, 1]])],
+        fields.CLASSES: [np.array(c, np.int32) for c in ([1], classes, [1])],
+    }
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"record arrays:1: ") as err:
+        list(oi.make_dataset(Arrays(data), batch_size=None, shuffle=False))
+    assert text in str(err.value)
+    dataset = oi.make_dataset(Arrays(data), batch_size=None, shuffle=False, on_error="skip")
+    assert [x[fields.RECORD_ID].numpy() for x in dataset] == [b"arrays:0", b"arrays:2"]
+    assert oi.stats(dataset).skipped == {reason: 1}
+
+
+def test_float_noise_at_the_range_ends_is_clipped():
+    data = {
+        fields.IMAGE: np.zeros((1, 4, 8, 3), np.uint8),
+        fields.BOXES: np.array([[[-1e-7, 0.0, 1.0000001, 1.0]]], np.float32),
+    }
+    (example,) = oi.make_dataset(Arrays(data), batch_size=None, shuffle=False)
+    np.testing.assert_array_equal(example[fields.BOXES], [[0.0, 0.0, 1.0, 1.0]])
+
+
+def test_boxes_of_another_shape_fail_when_the_pipeline_is_built():
+    data = {fields.IMAGE: np.zeros((2, 4, 8, 3), np.uint8), fields.BOXES: np.zeros((2, 1, 3))}
+    with pytest.raises(ValueError, match=r"field .boxes. must hold float \[N, 4\].*shape \(1, 3\)"):
+        oi.make_dataset(Arrays(data), batch_size=None)

@@ -160,3 +160,20 @@ def test_bad_rows_are_skipped_and_counted_under_on_error_skip(tmp_path):
     dataset = oi.make_dataset(source, batch_size=None, shuffle=False, on_error="skip")
     assert [int(x["a"]) for x in dataset] == [1, 7]
     assert oi.stats(dataset).skipped == {"undecodable": 2}
+
+
+def test_rows_that_are_not_utf8_are_named_or_skipped(tmp_path):
+    # Reading the first rows for the column types decoded the file as UTF-8 and raised
+    # UnicodeDecodeError, naming nothing.
+    path = tmp_path / "latin.csv"
+    path.write_bytes(b"name,count\npear,2\ncaf\xe9,3\n")
+    source = CSV(str(path))
+    assert [c.dtype for c in source.columns] == [tf.string, tf.int32]
+    with pytest.raises(
+        tf.errors.InvalidArgumentError,
+        match=f"record {path}:line 3: is not UTF-8 text: .*caf\ufffd,3",
+    ):
+        _rows(source)
+    dataset = oi.make_dataset(source, batch_size=None, shuffle=False, on_error="skip")
+    assert [r["name"].numpy() for r in dataset] == [b"pear"]
+    assert oi.stats(dataset).skipped == {"undecodable": 1}

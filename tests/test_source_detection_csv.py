@@ -145,12 +145,26 @@ def test_missing_image_names_the_csv_line(annotated):
         ),
         ("a.png,8,6,dog,0,0,x,3", r"csv:2: column xmax is 'x', not a number"),
         ("a.png,8,6,dog,0,0", r"csv:2: 6 fields, the header has 8"),
+        # min(1, nan) is 1: a NaN ymin passed the range check and reached the boxes.
+        ("a.png,8,6,dog,1,nan,2,3", r"csv:2: column ymin is 'nan', not finite"),
+        ("a.png,8,6,dog,1,1,inf,3", r"csv:2: column xmax is 'inf', not finite"),
+        # Sizes are int32 in the pipeline: this one overflowed building the arrays.
+        ("a.png,99999999999,6,dog,0,0,1,1", r"csv:2: image size 99999999999x6 is not in \[1, "),
+        ("a.png,0,6,,,,,", r"csv:2: image size 0x6 is not in \[1, 2\*\*31\)"),
     ],
 )
 def test_bad_rows_name_the_csv_line(annotated, row, message):
     (annotated / "bad.csv").write_text("filename,width,height,class,xmin,ymin,xmax,ymax\n" + row)
     with pytest.raises(ValueError, match=message):
         DetectionCSV(annotated / "bad.csv", annotated / "images")
+
+
+def test_a_csv_that_is_not_utf8_is_an_error_naming_it(annotated):
+    (annotated / "latin.csv").write_bytes(
+        b"filename,width,height,class,xmin,ymin,xmax,ymax\na.png,8,6,caf\xe9,0,0,1,1\n"
+    )
+    with pytest.raises(ValueError, match=r"latin\.csv: not a UTF-8 CSV file: 'utf-8' codec"):
+        DetectionCSV(annotated / "latin.csv", annotated / "images")
 
 
 def test_construction_errors(annotated):

@@ -161,3 +161,16 @@ def test_cifar_writers_write_the_layout(tmp_path):
         write_cifar10(tmp_path / "x.bin", images[:, :16], [1, 2, 3])
     with pytest.raises(ValueError, match="one byte"):
         write_cifar10(tmp_path / "x.bin", images, [1, 2, 300])
+
+
+@pytest.mark.parametrize("size", [0, 1, 1 + 32 * 32 * 3 + 1])
+def test_a_payload_of_another_size_is_flagged_naming_the_record(tmp_path, size):
+    # decode reshaped whatever it was given: TensorFlow's reshape error, without the record.
+    path = tmp_path / "data_batch_1.bin"
+    path.write_bytes(bytes(1 + 32 * 32 * 3))
+    out = CIFAR10(str(path)).decode(tf.constant("x.bin:3"), tf.constant(bytes(size)))
+    assert oi.errors.reason_of(int(out[fields.ERROR])) == "undecodable"
+    assert out[fields.ERROR_DETAIL].numpy().decode() == (
+        f"record x.bin:3: has {size} bytes, expected record_bytes=3073"
+    )
+    assert out[fields.IMAGE].shape == (32, 32, 3)

@@ -77,3 +77,33 @@ def test_generator_argument_errors():
         Generator(list(_examples()), SIGNATURE)
     with pytest.raises(TypeError, match="output_signature="):
         Generator(_examples, None)
+
+
+BAD_ELEMENTS = {
+    "shape": (
+        {fields.BOXES: np.zeros((3,), np.float32)},
+        "field 'boxes' has shape (3,), expected (None, 4)",
+    ),
+    "dtype": ({fields.CLASSES: ["one"]}, "field 'classes' does not convert to int32"),
+    "fraction": ({fields.CLASSES: [1.5]}, "field 'classes' holds non-integers for int32: [1.5]"),
+    "missing": ({fields.IMAGE: None}, "fields ['image'] are missing, [] not in output_signature"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_ELEMENTS))
+def test_a_bad_element_is_named_or_skipped_not_the_end_of_the_stream(case):
+    # from_generator's own error ended the stream, under skip too, without the element's index.
+    change, text = BAD_ELEMENTS[case]
+    good = {
+        fields.IMAGE: np.zeros([4, 6, 3], np.uint8),
+        fields.BOXES: np.array([[0.0, 0.0, 0.5, 0.5]], np.float32),
+        fields.CLASSES: np.array([1], np.int32),
+    }
+    bad = {k: v for k, v in {**good, **change}.items() if v is not None}
+    source = Generator(lambda: iter([good, bad, good]), SIGNATURE)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"record generator:1: ") as err:
+        list(oi.make_dataset(source, batch_size=None, shuffle=False))
+    assert text in str(err.value).replace("\\'", "'")
+    dataset = oi.make_dataset(source, batch_size=None, shuffle=False, on_error="skip")
+    assert [x[fields.RECORD_ID].numpy() for x in dataset] == [b"generator:0", b"generator:2"]
+    assert oi.stats(dataset).skipped == {"undecodable": 1}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import math
 import os
 from collections.abc import Mapping
 
@@ -89,6 +90,8 @@ def read_detection_csv(
     except (OSError, tf.errors.OpError) as err:
         reason = getattr(err, "strerror", None) or getattr(err, "message", str(err))
         raise ConversionError(f"cannot read {path!r}: {reason}") from err
+    except (UnicodeDecodeError, csv.Error) as err:
+        raise ConversionError(f"{path}: not a UTF-8 CSV file: {err}") from None
     if not images:
         raise ConversionError(f"{path}: no rows")
     return list(images.values())
@@ -106,6 +109,8 @@ def _add_row(
     if not filename:
         raise ConversionError(f"{where}: column {names['filename']} is empty")
     width, height = (_parse(row, c, where, int, names) for c in ("width", "height"))
+    if not (0 < width < 2**31 and 0 < height < 2**31):
+        raise ConversionError(f"{where}: image size {width}x{height} is not in [1, 2**31)")
     image = images.setdefault(filename, CsvImage(filename, width, height, where))
     if (image.width, image.height) != (width, height):
         raise ConversionError(
@@ -133,12 +138,14 @@ def _add_row(
 def _parse(row: dict, column: str, where: str, kind: type, names: Mapping[str, str]):
     text = row[column].strip()
     try:
-        return kind(text)
+        value = kind(text)
     except ValueError:
-        wanted = "an integer" if kind is int else "a number"
-        raise ConversionError(
-            f"{where}: column {names[column]} is {text!r}, not {wanted}"
-        ) from None
+        value = None
+    # float() reads "nan" and "inf", which no box holds (NaN would pass every comparison).
+    if value is None or not math.isfinite(value):
+        wanted = "an integer" if kind is int else "a number" if value is None else "finite"
+        raise ConversionError(f"{where}: column {names[column]} is {text!r}, not {wanted}")
+    return value
 
 
 def convert_csv(

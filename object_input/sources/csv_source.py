@@ -104,10 +104,12 @@ class CSV(Source):
         first: list[list[str]] = []
         header_of: tuple[str, str] | None = None
         for path in self.files:
-            with tf.io.gfile.GFile(path, "r") as f:
+            with tf.io.gfile.GFile(path, "rb") as f:
+                # Rows that are not UTF-8 fail when they are decoded, naming their line.
+                lines = (line.decode("utf-8", "replace") for line in f)
                 rows = list(
                     itertools.islice(
-                        csv.reader(f, delimiter=self.field_delim),
+                        csv.reader(lines, delimiter=self.field_delim),
                         1 + INFERENCE_ROWS if not first else 1,
                     )
                 )
@@ -164,8 +166,11 @@ class CSV(Source):
     ) -> dict[str, tf.Tensor]:
         line = payload
         checks = errors.RecordChecks(record_id)
+        # Messages quote the row as UTF-8 (bad bytes as U+FFFD): Python could not show it else.
+        shown = tf.strings.unicode_transcode(line, "UTF-8", "UTF-8", errors="replace")
+        utf8 = checks.add(tf.equal(shown, line), "undecodable", "is not UTF-8 text:", shown)
         quoted = checks.add(
-            tf.strings.regex_full_match(line, self._row_pattern),
+            checks.when(utf8, lambda: tf.strings.regex_full_match(line, self._row_pattern)),
             "undecodable",
             "is not a well-formed CSV row (a quoted field ends with a quote before the delimiter,"
             " and quotes inside it are doubled):",

@@ -6,7 +6,8 @@ from typing import Any
 
 import tensorflow as tf
 
-from object_input import fields
+from object_input import errors, fields
+from object_input.decoders.tf_example import BOX_TOLERANCE
 from object_input.sources.base import ReadContext, Source
 
 
@@ -15,7 +16,12 @@ class Dataset(Source):
 
     Sharding takes every ``num_shards``-th element; record ids are ``"<name>:<position>"``. The
     elements pass through as they are, ragged tensors made dense, plus ``RECORD_ID`` and
-    ``IMAGE_SHAPE`` (of an ``IMAGE``) when absent.
+    ``IMAGE_SHAPE`` (of an ``IMAGE``) when absent. Their detection fields are checked as the
+    TFRecord decoder checks its records (``BOXES`` float ``[N, 4]``: finite, ordered, inside
+    [0, 1] up to float noise, which is clipped; ``CLASSES`` one per box in ``[1, 2**31)``;
+    ``MASKS`` one per box, of the image's size): a failure is flagged naming the record, for
+    the pipeline to raise or skip; boxes of the wrong type or shape fail when the pipeline is
+    built.
     """
 
     def __init__(self, dataset: tf.data.Dataset, *, name: str = "dataset"):
@@ -48,7 +54,109 @@ class Dataset(Source):
         features.setdefault(fields.RECORD_ID, record_id)
         if fields.IMAGE in features and fields.IMAGE_SHAPE not in features:
             features[fields.IMAGE_SHAPE] = tf.shape(features[fields.IMAGE])[:2]
-        return features
+        # A flag set before decoding (sources.Generator) is kept, whatever the checks say.
+        flags = {k: features.pop(k) for k in (fields.ERROR, fields.ERROR_DETAIL) if k in features}
+        checks = _checks(features)
+        if not checks.items:
+            return {**features, **flags}
+
+        def build(chosen: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+            # Float noise (1.0000001 from a division) is clipped, as the TFRecord decoder does.
+            return {**chosen, fields.BOXES: tf.clip_by_value(chosen[fields.BOXES], 0, 1), **flags}
+
+        stand_in = {
+            name: tf.zeros(stand_in_shape(name, value.shape), value.dtype)
+            for name, value in features.items()
+        }
+        stand_in[fields.RECORD_ID] = features[fields.RECORD_ID]
+        if fields.IMAGE in features and fields.IMAGE_SHAPE in features:
+            stand_in[fields.IMAGE_SHAPE] = tf.shape(stand_in[fields.IMAGE])[:2]
+        return errors.guarded(checks, "skip", build, features, stand_in)
 
     def __repr__(self) -> str:
         return f"Dataset({self.name!r})"
+
+
+def stand_in_shape(name: str, shape: tf.TensorShape) -> list[int]:
+    """The shape of a bad record's stand-in value: unknown dimensions 0, except an image's (and
+    its masks') height and width, 1, so that steps run on it until it is dropped."""
+    spatial = {fields.IMAGE: (0, 1), fields.MASKS: (1, 2)}.get(name, ())
+    return [d if d is not None else int(i in spatial) for i, d in enumerate(shape.as_list() or [])]
+
+
+def _checks(features: dict[str, tf.Tensor]) -> errors.RecordChecks:
+    """The checks of a feature dict's detection fields (see :class:`Dataset`)."""
+    source_id = features.get(fields.SOURCE_ID)
+    if source_id is not None and (source_id.dtype != tf.string or source_id.shape.rank != 0):
+        source_id = None
+    checks = errors.RecordChecks(features[fields.RECORD_ID], source_id)
+    boxes = features.get(fields.BOXES)
+    if boxes is None:
+        return checks
+    if not boxes.dtype.is_floating or not boxes.shape.is_compatible_with([None, 4]):
+        raise ValueError(
+            f"field {fields.BOXES!r} must hold float [N, 4] normalized (ymin, xmin, ymax, xmax) "
+            f"boxes, got {boxes.dtype.name} of shape {boxes.shape}"
+        )
+    num = tf.shape(boxes)[0]
+    finite = tf.math.is_finite(boxes)
+    checks.add(
+        tf.reduce_all(finite),
+        "box_not_finite",
+        f"field {fields.BOXES} has non-finite coordinates:",
+        tf.boolean_mask(boxes, ~finite),
+    )
+    checks.add(
+        tf.reduce_all((boxes[:, 0] <= boxes[:, 2]) & (boxes[:, 1] <= boxes[:, 3])),
+        "box_order",
+        f"field {fields.BOXES} has a box with ymin > ymax or xmin > xmax",
+    )
+    outside = (boxes < -BOX_TOLERANCE) | (boxes > 1 + BOX_TOLERANCE)
+    checks.add(
+        ~tf.reduce_any(outside),
+        "box_out_of_range",
+        f"field {fields.BOXES} has coordinates outside [0, 1]:",
+        tf.boolean_mask(boxes, outside),
+    )
+    classes = features.get(fields.CLASSES)
+    if classes is not None:
+        checks.add(
+            tf.equal(tf.size(classes), num),
+            "class_count",
+            "has",
+            num,
+            f"boxes but field {fields.CLASSES} has",
+            tf.size(classes),
+            "values",
+        )
+        bad = (classes < 1) | (tf.cast(classes, tf.int64) >= 2**31)
+        checks.add(
+            ~tf.reduce_any(bad),
+            "class_range",
+            f"field {fields.CLASSES} has class ids outside [1, 2**31):",
+            tf.boolean_mask(classes, bad),
+        )
+    masks, image = features.get(fields.MASKS), features.get(fields.IMAGE)
+    if masks is not None:
+        if masks.shape.rank not in (None, 3):
+            raise ValueError(f"field {fields.MASKS!r} must be [N, H, W], got shape {masks.shape}")
+        mask_shape = tf.shape(masks)
+        checks.add(
+            tf.equal(mask_shape[0], num),
+            "mask",
+            f"field {fields.MASKS} has",
+            mask_shape[0],
+            "masks for",
+            num,
+            "boxes",
+        )
+        if image is not None:
+            checks.add(
+                tf.reduce_all(tf.equal(mask_shape[1:3], tf.shape(image)[:2])),
+                "mask",
+                f"field {fields.MASKS} has masks of height, width",
+                mask_shape[1:3],
+                "for an image of",
+                tf.shape(image)[:2],
+            )
+    return checks

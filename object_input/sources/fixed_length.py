@@ -9,7 +9,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from object_input import fields
+from object_input import errors, fields
 from object_input.sources.base import ReadContext, Source
 from object_input.sources.files import PathSource, list_files, read_files
 from object_input.sources.resolve import register_format
@@ -149,11 +149,27 @@ class FixedLength(Source):
     def decode(
         self, record_id: tf.Tensor, payload: Any, *, defer_image: bool = False
     ) -> dict[str, tf.Tensor]:
-        out = {name: spec.decode(payload) for name, spec in self.fields.items()}
-        if fields.IMAGE in out:
-            out[fields.IMAGE_SHAPE] = tf.shape(out[fields.IMAGE])[:2]
-        out[fields.RECORD_ID] = record_id
-        return out
+        checks = errors.RecordChecks(record_id)
+        length = tf.strings.length(payload)
+        checks.add(
+            tf.equal(length, self.record_bytes),
+            "undecodable",
+            "has",
+            length,
+            f"bytes, expected record_bytes={self.record_bytes}",
+        )
+
+        def build(record: tf.Tensor) -> dict[str, tf.Tensor]:
+            out = {name: spec.decode(record) for name, spec in self.fields.items()}
+            if fields.IMAGE in out:
+                out[fields.IMAGE_SHAPE] = tf.shape(out[fields.IMAGE])[:2]
+            out[fields.RECORD_ID] = record_id
+            return out
+
+        # The reader gives whole records; a payload from elsewhere is flagged, not reshaped.
+        return errors.guarded(
+            checks, "skip", build, payload, tf.constant(b"\0" * self.record_bytes)
+        )
 
     def __repr__(self) -> str:
         return (

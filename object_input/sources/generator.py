@@ -5,9 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+import numpy as np
 import tensorflow as tf
 
-from object_input.sources.dataset import Dataset
+from object_input import errors, fields
+from object_input.sources.dataset import Dataset, stand_in_shape
 
 
 class Generator(Dataset):
@@ -18,6 +20,11 @@ class Generator(Dataset):
     cannot run on tf.data service workers and is slower than a file source; decoding,
     augmentation and batching after it run in parallel as usual. Every pass over the dataset
     calls ``fn`` again.
+
+    Each element is checked in Python against ``output_signature`` as it is yielded: one that
+    is not a dict of the signature's fields, or holds a value of another shape or one that does
+    not convert to the field's dtype, is flagged naming the element (``"<name>:<index>"``) and
+    the field, for the pipeline to raise or skip (``on_error``), instead of ending the stream.
 
     Args:
       fn: a callable returning an iterator of feature dicts (a generator function).
@@ -45,11 +52,72 @@ class Generator(Dataset):
                 "Generator needs output_signature={field: tf.TensorSpec(shape, dtype)}, got "
                 f"{output_signature!r}"
             )
+        reserved = sorted({fields.ERROR, fields.ERROR_DETAIL} & set(output_signature))
+        if reserved:
+            raise ValueError(f"output_signature must not name the flag fields {reserved}")
         self.fn = fn
+        self.signature = signature = dict(output_signature)
+        flagged = {
+            **signature,
+            fields.ERROR: tf.TensorSpec([], tf.int32),
+            fields.ERROR_DETAIL: tf.TensorSpec([], tf.string),
+        }
+
+        def checked() -> Iterator[dict[str, Any]]:
+            for index, element in enumerate(fn()):
+                yield _conform(element, signature, f"{name}:{index}")
+
         super().__init__(
-            tf.data.Dataset.from_generator(fn, output_signature=dict(output_signature)), name=name
+            tf.data.Dataset.from_generator(checked, output_signature=flagged), name=name
         )
 
     def __repr__(self) -> str:
         fn = getattr(self.fn, "__name__", "fn")
-        return f"Generator({fn}, fields {sorted(self.dataset.element_spec)})"
+        return f"Generator({fn}, fields {sorted(self.signature)})"
+
+
+def _conform(element: Any, signature: dict[str, tf.TensorSpec], where: str) -> dict[str, Any]:
+    """``element`` as arrays of the signature, flagged OK; or stand-ins flagged with why not."""
+    problem = None
+    out = {}
+    if not isinstance(element, Mapping):
+        problem = f"the generator yielded a {type(element).__name__}, not a feature dict"
+    else:
+        missing = sorted(set(signature) - set(element))
+        extra = sorted(set(element) - set(signature))
+        if missing or extra:
+            problem = f"fields {missing} are missing, {extra} not in output_signature"
+    for name, spec in signature.items():
+        if problem is not None:
+            break
+        try:
+            given = np.asarray(element[name])
+            value = np.asarray(given, spec.dtype.as_numpy_dtype)
+        except (TypeError, ValueError, OverflowError) as error:
+            problem = f"field {name!r} does not convert to {spec.dtype.name}: {error}"
+            break
+        if given.dtype.kind in "fc" and spec.dtype.is_integer and not np.array_equal(given, value):
+            problem = (
+                f"field {name!r} holds non-integers for {spec.dtype.name}: {given.ravel()[:5]}"
+            )
+            break
+        if not spec.shape.is_compatible_with(value.shape):
+            problem = f"field {name!r} has shape {value.shape}, expected {spec.shape}"
+        out[name] = value
+    if problem is None:
+        return {**out, fields.ERROR: errors.OK, fields.ERROR_DETAIL: ""}
+    stand_in = {
+        name: np.full(
+            stand_in_shape(name, spec.shape),
+            b"" if spec.dtype == tf.string else 0,
+            spec.dtype.as_numpy_dtype,
+        )
+        for name, spec in signature.items()
+    }
+    if fields.IMAGE_SHAPE in stand_in and fields.IMAGE in stand_in:
+        stand_in[fields.IMAGE_SHAPE] = np.array(stand_in[fields.IMAGE].shape[:2], np.int32)
+    return {
+        **stand_in,
+        fields.ERROR: errors.code("undecodable"),
+        fields.ERROR_DETAIL: f"record {where}: {problem}",
+    }

@@ -1,0 +1,698 @@
+"""Fuzzing every source's decoder (the Example decoder and TFRecord: test_fuzz.py).
+
+Random bytes and mutated valid records go through each source's ``decode`` and, a few examples
+each, through ``make_dataset`` under both ``on_error`` policies. Allowed outcomes: the record
+decodes to the values a reference computes; a flag (``fields.ERROR``) whose message names the
+record; under ``make_dataset``, an error naming the record (``raise``) or the record alone
+skipped and counted under its reason (``skip``); or, for bytes that TensorFlow's own parsers and
+codecs reject, their documented error (docs/reliability.md). Never a crash, a hang (a guard
+ends the run with tracebacks) or silent wrong output.
+"""
+
+import csv
+import faulthandler
+import io
+
+import caffe_db
+import numpy as np
+import pytest
+import tensorflow as tf
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import object_input as oi
+from object_input import caffe_proto, errors, fields
+from object_input.sources import CIFAR10, CSV, caffe_lmdb
+from object_input.writers import encode_image
+
+# Seconds a test may run before the hang guard dumps every thread and exits.
+HANG_GUARD_S = 300
+FUZZ = settings(
+    max_examples=15,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+# make_dataset builds a pipeline per example: a few each.
+PIPELINE = settings(FUZZ, max_examples=3)
+# TensorFlow's own parse and codec errors, which cannot name the record (docs/reliability.md).
+TF_OWN = (
+    "Could not parse example",
+    "Invalid JPEG",
+    "Invalid PNG",
+    "Invalid BMP",
+    "Invalid GIF",
+    "JPEG",
+    "PNG",
+    "Unknown image file format",
+    "Data types don't match",
+    "Could not parse",
+    "Invalid protocol message input",
+)
+
+
+@pytest.fixture(autouse=True)
+def hang_guard():
+    faulthandler.dump_traceback_later(HANG_GUARD_S, exit=True)
+    yield
+    faulthandler.cancel_dump_traceback_later()
+
+
+def _mutate(data: bytes, edits: list[tuple[int, int]], cut: int) -> bytes:
+    out = bytearray(data)
+    for position, value in edits:
+        if out:
+            out[position % len(out)] = value
+    return bytes(out[: max(0, len(out) - cut)])
+
+
+def mutations(valid: bytes, max_cut: int = 20):
+    """``valid`` with a few bytes overwritten and its end cut off."""
+    return st.builds(
+        _mutate,
+        st.just(valid),
+        st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), max_size=4),
+        st.integers(0, max_cut),
+    )
+
+
+def flagged_or_decoded(decode, record_id: str, *args) -> dict | None:
+    """``decode(*args)``: the features when they decode (None: TensorFlow's own error); a flag
+    must name ``record_id`` and a known reason."""
+    try:
+        out = decode(*args)
+    except UnicodeDecodeError:
+        return None  # TensorFlow's message quotes non-UTF-8 bytes (docs/reliability.md)
+    except tf.errors.InvalidArgumentError as err:
+        assert any(text in str(err) for text in TF_OWN), str(err)
+        return None
+    code = int(out.get(fields.ERROR, errors.OK))
+    if code != errors.OK:
+        assert errors.reason_of(code) in errors.REASONS
+        # UTF-8, or a raised message would reach Python as a UnicodeDecodeError.
+        assert record_id in out[fields.ERROR_DETAIL].numpy().decode()
+    return out
+
+
+def is_ok(out: dict | None) -> bool:
+    return out is not None and int(out.get(fields.ERROR, errors.OK)) == errors.OK
+
+
+def through_pipeline(source, record_id: str, on_error: str, **options) -> list[dict] | None:
+    """Every example of ``source`` through ``make_dataset``; None when ``raise`` stopped on the
+    bad record (its error must name it). Under ``skip``, a skip is counted under a reason and
+    its offender line names the record."""
+    dataset = oi.make_dataset(source, batch_size=None, shuffle=False, on_error=on_error, **options)
+    try:
+        examples = list(dataset)
+    except tf.errors.InvalidArgumentError as err:
+        assert on_error == "raise", str(err)
+        message = str(err)
+        assert record_id in message or any(text in message for text in TF_OWN), message
+        return None
+    summary = oi.stats(dataset)
+    assert summary.passed == len(examples)
+    if summary.skipped:
+        assert on_error == "skip" and summary.total_skipped == 1, summary
+        assert summary.offenders[0].startswith(record_id), summary.offenders
+    return examples
+
+
+# --- CSV ---------------------------------------------------------------------------------
+
+CSV_TOKENS = [
+    "1", "-2", "+3", " 4 ", "3.5", ".5", "1e3", "1e999", "-1e-999", "nan", "inf", "-Infinity",
+    "NA", "", "a", '"q"', '"a,b"', '"x""y"', '"open', 'mid"quote', "0x10", "1_0",
+    "99999999999", "2147483648", "-2147483648", "\xe9", "\t", " ",
+]  # fmt: skip
+csv_lines = (
+    st.builds(
+        lambda tokens, encoding: ",".join(tokens).encode(encoding, "replace"),
+        st.lists(st.sampled_from(CSV_TOKENS) | st.text(max_size=3), max_size=5),
+        st.sampled_from(["utf-8", "latin-1"]),
+    )
+    | st.binary(max_size=30)
+).map(lambda line: line.replace(b"\n", b"").replace(b"\r", b""))
+CSV_DEFAULTS = (0, 0.0, "none")
+
+
+def csv_reference(line: bytes) -> list | None:
+    """The row as Python's csv module and the column types read it; None when it cannot."""
+    text = line.decode("utf-8", "surrogateescape")
+    try:
+        (row,) = list(csv.reader([text], strict=True))
+    except csv.Error:
+        return None
+    if len(row) != 3:
+        return None
+    values = []
+    for field, default, kind in zip(row, CSV_DEFAULTS, (int, float, str), strict=True):
+        if field in ("", "NA"):
+            values.append(default)
+        else:
+            values.append(kind(field) if kind is not str else field)
+    return values
+
+
+@pytest.fixture(scope="module")
+def csv_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("csv") / "rows.csv"
+    path.write_bytes(b"n,x,name\n1,2.5,a\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def csv_decode(csv_file):
+    source = CSV(str(csv_file), record_defaults=list(CSV_DEFAULTS), na_value="NA")
+    return tf.function(lambda line: source.decode(tf.constant("rows.csv:line 9"), line))
+
+
+@FUZZ
+@given(csv_lines)
+def test_csv_rows_decode_as_python_reads_them_or_are_flagged(csv_decode, line):
+    out = flagged_or_decoded(csv_decode, "rows.csv:line 9", tf.constant(line))
+    assert out is not None, "a CSV row never needs TensorFlow's own error"
+    if not is_ok(out):
+        return
+    expected = csv_reference(line)
+    assert expected is not None, line
+    n, x, name = expected
+    assert int(out["n"]) == n
+    np.testing.assert_allclose(float(out["x"]), np.float32(x), rtol=1e-6)
+    assert out["name"].numpy() == name.encode("utf-8", "surrogateescape")
+
+
+@PIPELINE
+@given(csv_lines, st.sampled_from(["raise", "skip"]))
+def test_csv_file_with_a_fuzzed_row_through_make_dataset(tmp_path_factory, line, on_error):
+    path = tmp_path_factory.mktemp("csv") / "rows.csv"
+    path.write_bytes(b"n,x,name\n1,2.5,a\n" + line + b"\n7,0.5,b\n")
+    source = CSV(str(path), record_defaults=list(CSV_DEFAULTS), na_value="NA")
+    examples = through_pipeline(source, f"{path}:line 3", on_error)
+    if examples is None:
+        return
+    names = [e["name"].numpy() for e in examples]
+    assert names[0] == b"a" and names[-1] == b"b"
+    assert len(examples) == 2 + (line != b"" and csv_reference(line) is not None)
+
+
+# --- FixedLength / CIFAR -----------------------------------------------------------------
+
+CIFAR_RECORD = 1 + 32 * 32 * 3
+
+
+@pytest.fixture(scope="module")
+def cifar(tmp_path_factory):
+    path = tmp_path_factory.mktemp("cifar") / "data_batch_1.bin"
+    path.write_bytes(bytes(range(256)) * (2 * CIFAR_RECORD // 256) + bytes(2 * CIFAR_RECORD % 256))
+    source = CIFAR10(str(path))
+    return source, tf.function(lambda payload: source.decode(tf.constant("c.bin:4"), payload))
+
+
+def cifar_reference(record: bytes) -> tuple[int, np.ndarray]:
+    planes = np.frombuffer(record[1:], np.uint8).reshape(3, 32, 32)
+    return record[0], planes.transpose(1, 2, 0)
+
+
+@FUZZ
+@given(
+    st.integers(0, 2**32 - 1).map(lambda seed: np.random.default_rng(seed).bytes(CIFAR_RECORD))
+    | st.binary(max_size=40)
+    | mutations(bytes(CIFAR_RECORD), max_cut=3)
+)
+def test_fixed_length_records_decode_exactly_or_are_flagged(cifar, payload):
+    _, decode = cifar
+    out = flagged_or_decoded(decode, "c.bin:4", tf.constant(payload))
+    assert out is not None
+    assert is_ok(out) == (len(payload) == CIFAR_RECORD)
+    if is_ok(out):
+        label, image = cifar_reference(payload)
+        assert int(out[fields.LABEL]) == label
+        np.testing.assert_array_equal(out[fields.IMAGE], image)
+
+
+@PIPELINE
+@given(st.integers(0, 2**32 - 1), st.sampled_from(["raise", "skip"]))
+def test_cifar_file_of_random_bytes_through_make_dataset(tmp_path_factory, seed, on_error):
+    data = np.random.default_rng(seed).bytes(2 * CIFAR_RECORD)
+    path = tmp_path_factory.mktemp("cifar") / "data_batch_1.bin"
+    path.write_bytes(data)
+    examples = through_pipeline(CIFAR10(str(path)), f"{path}:", on_error)
+    assert examples is not None and len(examples) == 2
+    for index, example in enumerate(examples):
+        label, image = cifar_reference(data[index * CIFAR_RECORD : (index + 1) * CIFAR_RECORD])
+        assert int(example[fields.LABEL]) == label
+        np.testing.assert_array_equal(example[fields.IMAGE], image)
+
+
+# --- Caffe LMDB --------------------------------------------------------------------------
+
+CAFFE_BGR = np.arange(4 * 5 * 3, dtype=np.uint8).reshape(4, 5, 3)
+CAFFE_VALID = caffe_db.raw_datum(CAFFE_BGR, label=3)
+PNG = encode_image(np.arange(4 * 5 * 3, dtype=np.uint8).reshape(4, 5, 3), "png")
+JPEG = encode_image(np.full((4, 5, 3), 128, np.uint8), "jpeg")
+caffe_data = (
+    st.none()
+    | st.binary(max_size=70)
+    | st.sampled_from([PNG, JPEG, PNG[:30], JPEG[:40], b"\xff\xd8\xff junk", b"BM junk"])
+)
+caffe_values = (
+    st.binary(max_size=60)
+    | mutations(CAFFE_VALID, max_cut=10)
+    | st.builds(
+        caffe_db.datum,
+        channels=st.none() | st.integers(-2, 4) | st.just(2**40 + 3),
+        height=st.none() | st.integers(-1, 6) | st.just(2**32 + 4),
+        width=st.none() | st.integers(-1, 6),
+        data=caffe_data,
+        label=st.none() | st.integers(-(2**31), 2**31 - 1),
+        encoded=st.none() | st.booleans(),
+    )
+)
+
+
+def caffe_reference(value: bytes) -> tuple[int, np.ndarray]:
+    """Label and RGB image as Caffe reads a Datum that decoded."""
+    datum = caffe_proto.message_class("Datum").FromString(value)
+    if datum.encoded:
+        image = tf.io.decode_image(datum.data, channels=3, expand_animations=False).numpy()
+    else:
+        planes = np.frombuffer(datum.data, np.uint8).reshape(
+            datum.channels, datum.height, datum.width
+        )
+        image = planes.transpose(1, 2, 0)[..., ::-1]
+    return datum.label, image
+
+
+def caffe_source(path, values: list[bytes]):
+    keys = [f"{i:05d}".encode() for i in range(len(values))]
+    return oi.sources.CaffeLMDB(caffe_db.write_lmdb(path, dict(zip(keys, values, strict=True))))
+
+
+@pytest.fixture(scope="module")
+def caffe_decode(tmp_path_factory):
+    source = caffe_source(tmp_path_factory.mktemp("lmdb") / "db", [CAFFE_VALID])
+    return tf.function(
+        lambda value, is_datum: source.decode(
+            tf.constant("db:00007"), (tf.constant(b"00007"), value, is_datum)
+        )
+    )
+
+
+@FUZZ
+@given(caffe_values)
+def test_caffe_datums_decode_as_caffe_reads_them_or_are_flagged(caffe_decode, value):
+    is_datum = caffe_lmdb._is_datum(value)
+    # The reader passes what is not a Datum as b"" (its flag says why).
+    payload = value if is_datum else b""
+    out = flagged_or_decoded(caffe_decode, "db:00007", tf.constant(payload), tf.constant(is_datum))
+    if not is_ok(out):
+        return
+    label, image = caffe_reference(value)
+    assert int(out[fields.LABEL]) == label
+    np.testing.assert_array_equal(out[fields.IMAGE], image)
+
+
+@PIPELINE
+@given(caffe_values, st.sampled_from(["raise", "skip"]))
+def test_caffe_database_with_a_fuzzed_datum_through_make_dataset(tmp_path_factory, value, on_error):
+    path = tmp_path_factory.mktemp("lmdb") / "db"
+    source = caffe_source(path, [CAFFE_VALID, value, CAFFE_VALID])
+    examples = through_pipeline(source, f"{path}:00001", on_error)
+    if examples is None:
+        return
+    keys = [e[fields.KEY].numpy() for e in examples]
+    assert keys in ([b"00000", b"00001", b"00002"], [b"00000", b"00002"])
+    for example in examples:
+        label, image = caffe_reference(CAFFE_VALID if example[fields.KEY] != b"00001" else value)
+        assert int(example[fields.LABEL]) == label
+        np.testing.assert_array_equal(example[fields.IMAGE], image)
+
+
+# --- Earth Engine ------------------------------------------------------------------------
+
+EE_SIZE = (2, 3)
+EE_BANDS = ["B1", "B2"]
+
+
+def ee_feature(kind: str, values: list[float]) -> tf.train.Feature:
+    if kind == "float":
+        return tf.train.Feature(float_list=tf.train.FloatList(value=values))
+    if kind == "int64":
+        return tf.train.Feature(int64_list=tf.train.Int64List(value=[int(v) for v in values]))
+    return tf.train.Feature(bytes_list=tf.train.BytesList(value=[bytes(int(v) for v in values)]))
+
+
+def ee_example(bands: dict) -> bytes:
+    features = {name: ee_feature(*spec) for name, spec in bands.items() if spec is not None}
+    return tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString()
+
+
+EE_VALID = ee_example({b: ("float", [float(i) for i in range(6)]) for b in EE_BANDS})
+ee_band = st.none() | st.tuples(
+    st.sampled_from(["float", "float", "int64", "bytes"]),
+    st.lists(st.integers(0, 255).map(float), min_size=0, max_size=8),
+)
+ee_patches = (
+    st.binary(max_size=60)
+    | mutations(EE_VALID)
+    | st.fixed_dictionaries({b: ee_band for b in EE_BANDS}).map(ee_example)
+)
+
+
+def ee_reference(serialized: bytes) -> np.ndarray:
+    feature = tf.train.Example.FromString(serialized).features.feature
+    planes = [np.reshape(feature[b].float_list.value, EE_SIZE) for b in EE_BANDS]
+    return np.stack(planes, axis=-1)
+
+
+def write_records(path, records: list[bytes]) -> str:
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for record in records:
+            writer.write(record)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def ee_decode(tmp_path_factory):
+    path = write_records(tmp_path_factory.mktemp("ee") / "ee-00000.tfrecord", [EE_VALID])
+    source = oi.sources.EarthEngine(path, bands=EE_BANDS, patch_size=EE_SIZE)
+    return tf.function(
+        lambda serialized: source.decode(
+            tf.constant("ee-00000.tfrecord:patch 4"), (tf.constant(4, tf.int64), serialized)
+        )
+    )
+
+
+@FUZZ
+@given(ee_patches)
+def test_earth_engine_patches_decode_exactly_or_are_flagged(ee_decode, serialized):
+    out = flagged_or_decoded(ee_decode, "ee-00000.tfrecord:patch 4", tf.constant(serialized))
+    if is_ok(out):
+        np.testing.assert_array_equal(out[fields.IMAGE], ee_reference(serialized))
+
+
+@PIPELINE
+@given(ee_patches, st.sampled_from(["raise", "skip"]))
+def test_earth_engine_export_with_a_fuzzed_patch_through_make_dataset(
+    tmp_path_factory, serialized, on_error
+):
+    path = write_records(
+        tmp_path_factory.mktemp("ee") / "ee-00000.tfrecord", [EE_VALID, serialized, EE_VALID]
+    )
+    source = oi.sources.EarthEngine(path, bands=EE_BANDS, patch_size=EE_SIZE)
+    examples = through_pipeline(source, f"{path}:patch 1", on_error)
+    if examples is not None:
+        indices = [int(e[fields.PATCH_INDEX]) for e in examples]
+        assert indices in ([0, 1, 2], [0, 2])
+        for example in examples:
+            record = serialized if int(example[fields.PATCH_INDEX]) == 1 else EE_VALID
+            np.testing.assert_array_equal(example[fields.IMAGE], ee_reference(record))
+
+
+def ee_pixel(b1: list[float] | None, steps: list[list[int]] | None) -> bytes:
+    pixel = tf.train.SequenceExample()
+    if b1 is not None:
+        pixel.context.feature["B1"].float_list.value.extend(b1)
+    if steps is not None:
+        feature_list = pixel.feature_lists.feature_list["T"]
+        for step in steps:
+            feature_list.feature.add().int64_list.value.extend(step)
+    return pixel.SerializeToString()
+
+
+EE_PIXEL = ee_pixel([1.5], [[2], [3]])
+ee_pixels = st.lists(
+    st.builds(
+        ee_pixel,
+        st.none() | st.lists(st.floats(-9, 9, width=32), max_size=2),
+        st.none() | st.lists(st.lists(st.integers(-9, 9), max_size=2), max_size=3),
+    )
+    | mutations(EE_PIXEL, max_cut=4)
+    | st.binary(max_size=20),
+    max_size=3,
+)
+
+
+def ee_pixel_reference(pixels: list[bytes]) -> np.ndarray:
+    values = []
+    for serialized in pixels:
+        pixel = tf.train.SequenceExample.FromString(serialized)
+        steps = pixel.feature_lists.feature_list["T"].feature
+        t = [v for step in steps for v in step.int64_list.value]
+        values.append([pixel.context.feature["B1"].float_list.value[0], *t])
+    return np.reshape(values, (1, 2, 3))
+
+
+@pytest.fixture(scope="module")
+def ee_sequence_decode(tmp_path_factory):
+    path = write_records(tmp_path_factory.mktemp("ee") / "s-00000.tfrecord", [EE_PIXEL] * 2)
+    source = oi.sources.EarthEngine(
+        path, bands=["B1", "T"], patch_size=(1, 2), tensor_depths={"T": 2}, sequence_data=True
+    )
+    return tf.function(
+        lambda serialized: source.decode(
+            tf.constant("s-00000.tfrecord:patch 0"), (tf.constant(0, tf.int64), serialized)
+        ),
+        input_signature=[tf.TensorSpec([None], tf.string)],
+    )
+
+
+@FUZZ
+@given(ee_pixels)
+def test_earth_engine_pixel_sequences_decode_exactly_or_are_flagged(ee_sequence_decode, pixels):
+    serialized = tf.constant(pixels, tf.string, shape=[len(pixels)])
+    out = flagged_or_decoded(ee_sequence_decode, "s-00000.tfrecord:patch 0", serialized)
+    if is_ok(out):
+        np.testing.assert_array_equal(out[fields.IMAGE], ee_pixel_reference(pixels))
+
+
+# --- DetectionCSV ------------------------------------------------------------------------
+
+DETECTION_HEADER = "filename,width,height,class,xmin,ymin,xmax,ymax"
+DETECTION_ROW = ["a.png", "5", "4", "cat", "1", "1", "3", "3"]
+DETECTION_TOKENS = [
+    "", "nan", "inf", "-inf", "-1", "0", "1e308", "99999999999", "2147483648", "x", "5", "4",
+    "3.5", "b.png", '"q,"', "\xe9", " 2 ",
+]  # fmt: skip
+detection_rows = st.lists(
+    st.lists(st.tuples(st.integers(0, 7), st.sampled_from(DETECTION_TOKENS)), max_size=3),
+    min_size=1,
+    max_size=3,
+)
+
+
+def detection_csv(edits_per_row: list[list[tuple[int, str]]]) -> list[list[str]]:
+    rows = []
+    for edits in edits_per_row:
+        row = list(DETECTION_ROW)
+        for column, token in edits:
+            row[column] = token
+        rows.append(row)
+    return rows
+
+
+def detection_reference(rows: list[list[str]]) -> list[list[float]]:
+    """Normalized [ymin, xmin, ymax, xmax] of each row with a class, as the CSV states them."""
+    boxes = []
+    for _, width, height, name, *coords in rows:
+        if name.strip():
+            xmin, ymin, xmax, ymax = (float(c) for c in coords)
+            w, h = int(width), int(height)
+            boxes.append([ymin / h, xmin / w, ymax / h, xmax / w])
+    return boxes
+
+
+@pytest.fixture(scope="module")
+def image_dir(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("images")
+    (folder / "a.png").write_bytes(PNG)
+    return folder
+
+
+def write_detection_csv(path, rows: list[list[str]], encoding: str = "utf-8") -> None:
+    text = io.StringIO()
+    csv.writer(text, lineterminator="\n").writerows(rows)
+    path.write_bytes((DETECTION_HEADER + "\n" + text.getvalue()).encode(encoding, "replace"))
+
+
+@FUZZ
+@given(detection_rows, st.sampled_from(["utf-8", "latin-1"]))
+def test_detection_csv_rows_give_exact_boxes_or_an_error_naming_file_and_line(
+    tmp_path_factory, image_dir, edits, encoding
+):
+    path = tmp_path_factory.mktemp("detection") / "boxes.csv"
+    rows = detection_csv(edits)
+    write_detection_csv(path, rows, encoding)
+    try:
+        source = oi.sources.DetectionCSV(str(path), image_dir)
+    except ValueError as err:
+        assert str(path) in str(err), str(err)
+        return
+    out = flagged_or_decoded(
+        source.decode, "boxes.csv:", tf.constant("boxes.csv:"), tf.constant(0, tf.int64)
+    )
+    assert is_ok(out), out[fields.ERROR_DETAIL]
+    np.testing.assert_allclose(out[fields.BOXES], detection_reference(rows), rtol=1e-6)
+    assert out[fields.CLASSES].numpy().tolist() == [1] * len(detection_reference(rows))
+
+
+images = (
+    st.binary(max_size=40)
+    | mutations(PNG, max_cut=40)
+    | mutations(JPEG, max_cut=40)
+    | st.sampled_from([PNG, JPEG, encode_image(np.zeros((5, 4, 3), np.uint8), "png")])
+)
+
+
+@FUZZ
+@given(images)
+def test_detection_csv_images_decode_or_are_flagged(tmp_path_factory, image_bytes):
+    folder = tmp_path_factory.mktemp("detection")
+    (folder / "a.png").write_bytes(image_bytes)
+    write_detection_csv(folder / "boxes.csv", [DETECTION_ROW])
+    source = oi.sources.DetectionCSV(str(folder / "boxes.csv"), folder)
+    out = flagged_or_decoded(
+        source.decode, "boxes.csv:line 2", tf.constant("boxes.csv:line 2"), tf.constant(0, tf.int64)
+    )
+    if is_ok(out):
+        expected = tf.io.decode_image(image_bytes, channels=3, expand_animations=False)
+        np.testing.assert_array_equal(out[fields.IMAGE], expected)
+        assert out[fields.IMAGE].shape == (4, 5, 3)
+
+
+@PIPELINE
+@given(images, st.sampled_from(["raise", "skip"]))
+def test_detection_csv_with_a_fuzzed_image_through_make_dataset(
+    tmp_path_factory, image_bytes, on_error
+):
+    folder = tmp_path_factory.mktemp("detection")
+    for name in ("a.png", "c.png"):
+        (folder / name).write_bytes(PNG)
+    (folder / "b.png").write_bytes(image_bytes)
+    rows = [[name, *DETECTION_ROW[1:]] for name in ("a.png", "b.png", "c.png")]
+    write_detection_csv(folder / "boxes.csv", rows)
+    source = oi.sources.DetectionCSV(str(folder / "boxes.csv"), folder)
+    examples = through_pipeline(source, f"{folder / 'boxes.csv'}:line 3", on_error)
+    if examples is not None:
+        names = [e[fields.FILENAME].numpy() for e in examples]
+        assert names in ([b"a.png", b"b.png", b"c.png"], [b"a.png", b"c.png"])
+
+
+# --- Arrays and Generator ----------------------------------------------------------------
+
+coordinates = st.sampled_from([0.0, 0.25, 0.5, 1.0, 1.0000001, -1e-7, 1.5, -0.5, np.nan, np.inf])
+example_boxes = st.lists(st.lists(coordinates, min_size=4, max_size=4), max_size=3)
+example_classes = st.lists(st.sampled_from([1, 2, 0, -1, 7]), max_size=3)
+
+
+def boxes_reference(boxes: list[list[float]], classes: list[int]) -> str | None:
+    """The reason a box list fails its checks, None when it passes."""
+    array = np.asarray(boxes, np.float32).reshape(-1, 4)
+    if not np.isfinite(array).all():
+        return "box_not_finite"
+    if ((array[:, 0] > array[:, 2]) | (array[:, 1] > array[:, 3])).any():
+        return "box_order"
+    if ((array < -1e-5) | (array > 1 + 1e-5)).any():
+        return "box_out_of_range"
+    if len(classes) != len(array):
+        return "class_count"
+    if any(c < 1 for c in classes):
+        return "class_range"
+    return None
+
+
+@FUZZ
+@given(example_boxes, example_classes)
+def test_arrays_boxes_pass_exactly_or_are_flagged_with_their_reason(boxes, classes):
+    source = oi.sources.Arrays(
+        {
+            fields.IMAGE: np.zeros((1, 4, 5, 3), np.uint8),
+            fields.BOXES: [np.asarray(boxes, np.float32).reshape(-1, 4)],
+            fields.CLASSES: [np.asarray(classes, np.int32)],
+        }
+    )
+    (record_id, payload), *_ = source.records(oi.sources.ReadContext(shuffle=False))
+    out = flagged_or_decoded(source.decode, "arrays:0", record_id, payload)
+    reason = boxes_reference(boxes, classes)
+    if reason is None:
+        assert is_ok(out), out[fields.ERROR_DETAIL]
+        expected = np.clip(np.asarray(boxes, np.float32).reshape(-1, 4), 0, 1)
+        np.testing.assert_array_equal(out[fields.BOXES], expected)
+    else:
+        assert errors.reason_of(int(out[fields.ERROR])) == reason
+
+
+@PIPELINE
+@given(example_boxes, example_classes, st.sampled_from(["raise", "skip"]))
+def test_arrays_with_fuzzed_boxes_through_make_dataset(boxes, classes, on_error):
+    good = (np.array([[0.1, 0.1, 0.5, 0.5]], np.float32), np.array([1], np.int32))
+    source = oi.sources.Arrays(
+        {
+            fields.IMAGE: np.zeros((3, 4, 5, 3), np.uint8),
+            fields.BOXES: [good[0], np.asarray(boxes, np.float32).reshape(-1, 4), good[0]],
+            fields.CLASSES: [good[1], np.asarray(classes, np.int32), good[1]],
+        }
+    )
+    examples = through_pipeline(source, "arrays:1", on_error)
+    if examples is not None:
+        ids = [e[fields.RECORD_ID].numpy() for e in examples]
+        passes = boxes_reference(boxes, classes) is None
+        assert (
+            ids == [b"arrays:0", b"arrays:1", b"arrays:2"] if passes else [b"arrays:0", b"arrays:2"]
+        )
+
+
+SIGNATURE = {
+    fields.IMAGE: tf.TensorSpec([None, None, 3], tf.uint8),
+    fields.BOXES: tf.TensorSpec([None, 4], tf.float32),
+    fields.CLASSES: tf.TensorSpec([None], tf.int32),
+}
+GOOD_ELEMENT = {
+    fields.IMAGE: np.zeros((4, 5, 3), np.uint8),
+    fields.BOXES: np.array([[0.1, 0.1, 0.5, 0.5]], np.float32),
+    fields.CLASSES: np.array([1], np.int32),
+}
+# field -> (values that pass, values that fail)
+ELEMENT_VALUES = {
+    fields.IMAGE: (
+        [np.full((4, 5, 3), 7, np.uint8), np.full((2, 2, 3), 9.0)],
+        [np.zeros((4, 5), np.uint8), "image", np.full((2, 2, 3), 0.5)],
+    ),
+    fields.BOXES: (
+        [[[0, 0, 1, 1]], np.zeros((0, 4))],
+        [np.zeros((3,), np.float32), [[0.1, 0.2, 0.3, np.nan]], [["a", 0, 0, 0]], [[0, 0, 2, 1]]],
+    ),
+    fields.CLASSES: ([[1], np.array([3], np.int64)], [[0], [2**40], ["x"], 1, [1.5]]),
+}
+bad_elements = st.fixed_dictionaries(
+    {}, optional={k: st.sampled_from(good + bad) for k, (good, bad) in ELEMENT_VALUES.items()}
+) | st.sampled_from([None, 7, []])
+
+
+def element_passes(element) -> bool:
+    if not isinstance(element, dict) or set(element) != set(ELEMENT_VALUES):
+        return False
+    num_boxes = np.shape(element[fields.BOXES])[0]
+    if np.shape(element[fields.CLASSES]) != (num_boxes,):
+        return False
+    return all(
+        any(element[k] is value for value in good) for k, (good, _) in ELEMENT_VALUES.items()
+    )
+
+
+@PIPELINE
+@given(bad_elements, st.sampled_from(["raise", "skip"]))
+def test_generator_yielding_a_fuzzed_element_through_make_dataset(element, on_error):
+    source = oi.sources.Generator(lambda: iter([GOOD_ELEMENT, element, GOOD_ELEMENT]), SIGNATURE)
+    examples = through_pipeline(source, "generator:1", on_error)
+    if examples is None:
+        assert not element_passes(element)
+        return
+    ids = [e[fields.RECORD_ID].numpy() for e in examples]
+    if element_passes(element):
+        assert ids == [b"generator:0", b"generator:1", b"generator:2"]
+        for name in ELEMENT_VALUES:
+            np.testing.assert_array_equal(examples[1][name], np.asarray(element[name]))
+    else:
+        assert ids == [b"generator:0", b"generator:2"]
