@@ -110,6 +110,12 @@ RECORD_CASES = {
         "[[24 16]]",
         {"masks": "png"},
     ),
+    "mask_size": (
+        _bad(image__object__mask=_mask_png(8, 12)),
+        "mask",
+        "[[8 12]]",
+        {"masks": "png"},
+    ),
     "keypoint_count": (
         _bad(image__object__keypoint__y=[0.5, 0.5, 0.5], image__object__keypoint__x=[0.5] * 3),
         "keypoints",
@@ -391,6 +397,25 @@ def test_image_variants_decode_under_both_policies(tmp_path, on_error):
     assert batch[fields.IMAGE].shape == (4, 16, 24, 3)
     np.testing.assert_array_equal(batch[fields.IMAGE][:3], np.full((3, 16, 24, 3), 90))
     assert int(tf.reduce_min(batch[fields.IMAGE][3])) >= 250
+
+
+@pytest.mark.parametrize("on_error", ["raise", "skip"])
+def test_huge_image_is_downscaled_at_decode_on_request(tmp_path, on_error):
+    huge = _bad(
+        image__encoded=encode_image(np.full((40, 60, 3), 90, np.uint8)),
+        image__height=40,
+        image__width=60,
+    )
+    path = _write(tmp_path / "h.tfrecord", _records_with_bad(huge, count=2, at=1))
+    decoding = {"max_image_pixels": 600, "large_images": "downscale"}
+    dataset = _dataset(path, on_error=on_error, batch_size=None, decoding=decoding)
+    examples = list(dataset)
+    assert [x[fields.SOURCE_ID].numpy() for x in examples] == [b"good-0", b"bad", b"good-1"]
+    # sqrt(600 / (40 * 60)) = 1/2: 20 x 30, the aspect kept; 16 x 24 is under the limit.
+    assert [x[fields.IMAGE].shape for x in examples] == [(16, 24, 3), (20, 30, 3), (16, 24, 3)]
+    np.testing.assert_array_equal(examples[1][fields.IMAGE], np.full((20, 30, 3), 90))
+    np.testing.assert_allclose(examples[1][fields.BOXES], [[0.1, 0.1, 0.6, 0.5]])
+    assert stats(dataset).skipped == {}
 
 
 @pytest.mark.parametrize("on_error", ["raise", "skip"])
