@@ -2,12 +2,15 @@
 documented error (InvalidArgumentError naming the record), or a flag under skip; never a crash
 or a hang. Few examples per run, for CI speed."""
 
+import gzip
+import zlib
+
 import numpy as np
 import tensorflow as tf
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from object_input import errors, fields
+from object_input import errors, fields, make_dataset, stats
 from object_input.decoders import ExampleDecoder
 from object_input.sources import TFRecord
 from object_input.writers import build_example
@@ -104,3 +107,48 @@ def test_source_decode_of_random_payloads(tmp_path_factory, payload):
     except (tf.errors.InvalidArgumentError, UnicodeDecodeError):
         return
     assert fields.ERROR in out
+
+
+def _records_file(directory, compression: str) -> tuple[bytes, list[bytes]]:
+    """Four records' TFRecord file bytes, compressed, and their source ids."""
+    ids = [f"r{i}".encode() for i in range(4)]
+    path = directory / "plain.tfrecord"
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for i in ids:
+            image = np.zeros((4, 6, 3), np.uint8)
+            writer.write(build_example(image, source_id=i.decode()).SerializeToString())
+    data = path.read_bytes()
+    return {"": bytes, "GZIP": gzip.compress, "ZLIB": zlib.compress}[compression](data), ids
+
+
+@settings(max_examples=4, deadline=None, database=None)
+@given(
+    st.sampled_from(["", "GZIP", "ZLIB"]),
+    st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), max_size=3),
+    st.integers(0, 30),
+    st.sampled_from(["raise", "skip"]),
+)
+def test_damaged_files_of_every_compression_give_a_prefix_and_are_named(
+    tmp_path_factory, compression, edits, cut, on_error
+):
+    directory = tmp_path_factory.mktemp("damaged")
+    data, ids = _records_file(directory, compression)
+    path = directory / "d.tfrecord"
+    path.write_bytes(_mutate(data, edits, cut))
+    reading = {"compression": compression or None}
+    dataset = make_dataset(
+        str(path), batch_size=None, shuffle=False, on_error=on_error, reading=reading
+    )
+    try:
+        read = [x[fields.SOURCE_ID].numpy() for x in dataset]
+    except tf.errors.InvalidArgumentError as err:
+        assert on_error == "raise" and f"file {path}: cannot read record" in str(err), str(err)
+        return
+    # CRCs guard every record: what is read is the file's first records, unchanged.
+    assert read == ids[: len(read)]
+    summary = stats(dataset)
+    if summary.skipped:
+        assert summary.skipped == {"unreadable_file": 1}
+        assert summary.offenders[0].startswith(f"{path}:{len(read)}: unreadable_file")
+    else:
+        assert read == ids
