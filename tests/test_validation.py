@@ -153,6 +153,29 @@ def test_per_box_list_of_wrong_length():
     _expect(serialized, "per_box_count", "image/object/weight has 2 values for 1 boxes")
 
 
+def test_per_box_lists_are_one_check_that_names_the_first_bad_list():
+    example = _example()
+    _set(example, "image/object/weight", [1.0])
+    serialized = _set(example, "image/object/group_of", [0, 1, 1])
+    _expect(serialized, "per_box_count", "field image/object/group_of has 3 values for 1 boxes")
+
+
+@pytest.mark.parametrize("masks", [None, "png"])
+def test_a_flagged_record_decodes_to_consistent_stand_ins(masks):
+    boxes = [[0.1, 0.2, 0.5, 0.6], [0.2, 0.2, 0.4, 0.4]]
+    example = _example(boxes=boxes, classes=[1, 2])
+    _set(example, "image/object/bbox/ymax", [0.5])  # unequal coordinate lists
+    serialized = _set(example, "image/object/weight", [1.0, 1.0])
+    out = decode_example(serialized, "data.tfrecord:5", on_error="skip", masks=masks)
+    assert errors.reason_of(int(out[fields.ERROR])) == "box_lists"
+    assert out[fields.IMAGE].shape == (1, 1, 3)
+    assert out[fields.BOXES].shape == (0, 4)
+    for name in (fields.CLASSES, fields.WEIGHTS, fields.AREA, fields.IS_CROWD, fields.TRACK_IDS):
+        assert out[name].shape == (0,), name
+    if masks:
+        assert out[fields.MASKS].shape == (0, 1, 1)
+
+
 def test_bytes_that_are_not_an_image():
     serialized = _set(_example(), "image/encoded", [b"GIF7 not really an image"])
     _expect(serialized, "not_an_image", "not a JPEG, PNG, GIF or BMP")
