@@ -23,6 +23,8 @@ from object_input import errors
 
 _FRAMING = 16  # length (8) + length CRC (4) + data CRC (4)
 _HEADER = 12
+# The error code of the end element of a file read to its end: filtered out at once.
+_CLEAN_END = -1
 #: ``expected_bytes`` of a file that cannot be complete (its compressed stream is damaged).
 DAMAGED = -1
 _CHUNK = 1 << 20
@@ -92,8 +94,11 @@ def checked_records(
     records = tf.data.TFRecordDataset(path, compression_type=compression, buffer_size=buffer_size)
     # Reading stops at the first unreadable byte; the count below tells that from a clean end.
     records = records.ignore_errors(log_warning=on_error == "skip")
+    # Each record with an end flag, then one end element: a zip and a concatenation, no
+    # function per record.
+    flags = tf.data.Dataset.from_tensors(tf.constant(False)).repeat()
     ends = tf.data.Dataset.from_tensors((tf.constant(""), tf.constant(True)))
-    stream = records.map(lambda r: (r, tf.constant(False))).concatenate(ends)
+    stream = tf.data.Dataset.zip(records, flags).concatenate(ends)
     unreadable = errors.code("unreadable_file")
 
     @tf.autograph.experimental.do_not_convert
@@ -111,14 +116,12 @@ def checked_records(
                 failed = tf.identity(failed)
         length = tf.cast(tf.strings.length(payload), tf.int64) + _FRAMING
         state = (index + 1, consumed + tf.where(is_end, tf.constant(0, tf.int64), length))
-        error = tf.where(failed, unreadable, errors.OK)
-        return state, (payload, error, detail, is_end & ~failed)
+        error = tf.where(failed, unreadable, tf.where(is_end, _CLEAN_END, errors.OK))
+        return state, (payload, error, detail)
 
     zero = tf.constant(0, tf.int64)
-    return (
-        stream.scan((zero, zero), step)
-        .filter(lambda payload, error, detail, clean_end: ~clean_end)
-        .map(lambda payload, error, detail, clean_end: (payload, error, detail))
+    return stream.scan((zero, zero), step).filter(
+        lambda payload, error, detail: tf.not_equal(error, _CLEAN_END)
     )
 
 
