@@ -204,13 +204,18 @@ def guarded(
     return checks.flag(build(chosen), error)
 
 
+def flagged_check(features: dict[str, tf.Tensor], allowed: tuple[str, ...] = ()) -> tf.Operation:
+    """An assertion that raises the flagged failure of ``features`` (its ``ERROR_DETAIL``)
+    unless it is OK or one of the ``allowed`` reasons."""
+    error = features[fields.ERROR]
+    fine = tf.reduce_any(tf.equal(error, [OK] + [code(r) for r in allowed]))
+    return tf.debugging.Assert(fine, [features[fields.ERROR_DETAIL]])
+
+
 def raise_flagged(features: dict[str, tf.Tensor], allowed: tuple[str, ...] = ()) -> dict:
     """Raise the flagged failure of ``features`` (its ``ERROR_DETAIL``) unless it is OK or one
     of the ``allowed`` reasons (kept flagged); otherwise drop the flag fields."""
-    error = features[fields.ERROR]
-    fine = tf.reduce_any(tf.equal(error, [OK] + [code(r) for r in allowed]))
-    check = tf.debugging.Assert(fine, [features[fields.ERROR_DETAIL]])
-    with tf.control_dependencies([check]):
+    with tf.control_dependencies([flagged_check(features, allowed)]):
         out = {k: tf.identity(v) for k, v in features.items()}
     if not allowed:
         del out[fields.ERROR], out[fields.ERROR_DETAIL]

@@ -9,6 +9,7 @@ module.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import os
 from collections.abc import Mapping, Sequence
@@ -123,7 +124,8 @@ def make_dataset(
         its ``color_parameters`` for :class:`object_input.layers.FusedColorLayer` on the
         training device). See docs/performance.md.
       num_parallel_calls, prefetch: parallelism of the per-example map and prefetch depth.
-      deterministic: keep the element order independent of thread timing.
+      deterministic: keep the element order independent of thread timing (the per-example
+        map keeps its order either way).
       on_error: a bad record or unreadable file: "raise" stops with an error naming the file,
         record, source id and field; "skip" drops that record alone (before batching) and counts
         it by reason: ``object_input.stats(dataset)`` reads the counts (docs/reliability.md).
@@ -375,46 +377,47 @@ def _build(opts: DatasetOptions) -> tf.data.Dataset:
             features[fields.IMAGE] = core.like(
                 features[fields.IMAGE], tf.as_dtype(opts.output_dtype)
             )
-        features = batching.prepare(features, opts.max_boxes, opts.box_overflow)
-        if opts.on_error == "raise" and fields.ERROR in features:
-            # Only "empty" stays flagged (a drop, not an error).
-            features = errors.raise_flagged(
-                features, ("empty",) if opts.empty_images == "drop" else ()
-            )
-        return features
+        return batching.prepare(features, opts.max_boxes, opts.box_overflow)
 
     def process_element(seed: tf.Tensor, record: Any) -> dict:
         features = process(seed, *record)
-        if combining:
-            # Failed and empty examples are settled before they can become partners.
-            if opts.on_error == "raise":
-                features = errors.raise_flagged(features, ("empty",) if counter else ())
-            features = {**features, partners.SEED: seed}
-        return features
+        return {**features, partners.SEED: seed} if combining else features
 
+    # Under "raise" only "empty" stays flagged (a drop, not an error).
+    allowed = ("empty",) if opts.empty_images == "drop" else ()
+    # An op error inside the map (a truncated JPEG, a failed assertion) is caught for its record
+    # alone: raised naming the record under "raise", counted under "skip". Flagged failures are
+    # settled after the catch, so that every failure is raised or counted in stream order.
+    caught = functools.partial(
+        skips.catch_errors,
+        records,
+        process_element,
+        record_id=lambda seed, record: record[0],
+        num_parallel_calls=opts.num_parallel_calls,
+    )
+    count_batches = False
     if opts.on_error == "skip":
-        dataset = skips.map_catching(
-            records,
-            process_element,
-            record_id=lambda seed, record: record[0],
-            num_parallel_calls=opts.num_parallel_calls,
-            deterministic=opts.deterministic,
-        )
+        dataset = skips.count_caught(caught(), counter)
     else:
-        dataset = records.map(
-            process_element,
-            num_parallel_calls=opts.num_parallel_calls,
-            deterministic=opts.deterministic,
-        )
-    # Examples still flagged are dropped (and counted) one by one; otherwise batches are counted.
-    flagged = fields.ERROR in dataset.element_spec
-    if counter is not None and flagged:
-        dataset = skips.drop_and_count(dataset, counter)
+        # Raised inside the catch, ahead of the stream: no sequential stage per example.
+        dataset = caught(per_window=lambda window: skips.raise_caught(window, allowed))
+        # Examples still flagged ("empty") are dropped and counted one by one; else per batch.
+        if counter is not None and fields.ERROR in dataset.element_spec:
+            dataset = skips.drop_and_count(dataset, counter)
+        else:
+            count_batches = counter is not None
     if combining:
+
+        def finish_combined(seed: tf.Tensor | None, features: dict, start: int) -> dict:
+            features = finish(seed, features, start)
+            if opts.on_error == "raise" and fields.ERROR in features:
+                features = errors.raise_flagged(features, allowed)
+            return features
+
         dataset = partners.combine(
             dataset,
             augment,
-            finish,
+            finish_combined,
             use_seed=opts.seed is not None,
             num_parallel_calls=opts.num_parallel_calls,
             deterministic=opts.deterministic,
@@ -429,7 +432,7 @@ def _build(opts: DatasetOptions) -> tf.data.Dataset:
             drop_remainder=opts.drop_remainder,
             group_by_aspect_ratio=opts.group_by_aspect_ratio,
         )
-    if counter is not None and not flagged:
+    if count_batches:
         dataset = skips.count_passed(dataset, counter, batched=opts.batch_size is not None)
     if opts.color_stage == "fused" and fields.COLOR_PARAMETERS in dataset.element_spec:
         dataset = dataset.map(

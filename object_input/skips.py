@@ -170,39 +170,162 @@ def stats(dataset: tf.data.Dataset) -> Stats:
     return snapshot
 
 
-def map_catching(
+#: Records per window of :func:`catch_errors`: its fixed cost per window is spread over them,
+#: and it holds up to about four windows of mapped examples (docs/performance.md).
+CATCH_WINDOW = 16
+
+
+def catch_errors(
     dataset: tf.data.Dataset,
     fn: Any,
     *,
     record_id: Any,
     num_parallel_calls: int,
-    deterministic: bool,
+    window: int = CATCH_WINDOW,
+    per_window: Any = None,
 ) -> tf.data.Dataset:
-    """``dataset.map(fn)``, except that an element whose ``fn`` fails comes out flagged.
+    """``dataset.map(fn)`` that survives an op error inside ``fn`` and says whose it was.
 
-    ``fn`` returns a feature dict with ``fields.ERROR`` and ``ERROR_DETAIL``;
-    ``record_id(*element)`` names the element. An op error inside ``fn`` (bytes no decoder can
-    read, a failed assertion in a step) would end the stream; here it yields a placeholder
-    with the error code ``undecodable`` and the element's record id instead (TensorFlow logs the
-    error itself), so that :func:`drop_and_count` drops just that record. Each element is mapped
-    inside its own one-element dataset, in parallel and in order.
+    ``fn`` returns a feature dict; ``record_id`` picks an element's record id (a string scalar)
+    out of the element's structure (``lambda seed, record: record[0]``), and is applied to the
+    windows' matching structure of datasets too. An op error inside ``fn`` (bytes no decoder
+    can read, a failed assertion in a step) would end the stream; here that element is left
+    out and its record id handed on. Elements come out in order as ``(failed, end,
+    features)``: ``failed`` the string vector of the record ids whose ``fn`` failed just before
+    this element, ``end`` True for a marker with placeholder ``features`` that closes each
+    window (it carries the window's trailing failures). :func:`raise_caught` and
+    :func:`count_caught` turn them back into feature dicts, raising or counting the failures in
+    stream order; ``per_window`` (a function of a dataset of such elements) runs on each
+    window's elements inside the catch, where it runs ahead of the stream.
+
+    The records go in windows of ``window``, each mapped as its own small dataset under
+    ``ignore_errors`` (``num_parallel_calls`` at a time), while the next window is mapped
+    ahead. Only ``fn`` is covered: the windows are filled in the outer dataset, so an error
+    while reading records (a damaged file, a failed read) still ends the stream and is never
+    swallowed.
+    """
+    block = window + 1  # the window's examples and its end marker
+
+    def one(*elements: tf.data.Dataset) -> tf.data.Dataset:
+        # In order within the window: each survivor is found by its id from there on.
+        mapped = (
+            tf.data.Dataset.zip(elements)
+            .map(
+                lambda *element: (record_id(*element), False, fn(*element)),
+                num_parallel_calls=num_parallel_calls,
+                deterministic=True,
+            )
+            .ignore_errors(log_warning=True)
+        )
+        end = tf.data.Dataset.from_tensors(("", True, errors.placeholder(mapped.element_spec[2])))
+
+        def with_ids(ids: tf.Tensor) -> tf.data.Dataset:
+            size = tf.size(ids, tf.int64)
+
+            @tf.autograph.experimental.do_not_convert
+            def step(expected: tf.Tensor, item: tuple) -> tuple:
+                # The survivor is the first record with its id from the expected one on (ids
+                # repeat in a window only when a small dataset repeats: then the same id is
+                # reported either way).
+                survivor, is_end, features = item
+                found = tf.where(tf.equal(ids[expected:], survivor))[:, 0]
+                position = tf.where(is_end, size, expected + tf.concat([found, [0]], 0)[0])
+                return position + 1, (ids[expected:position], is_end, features)
+
+            caught = mapped.concatenate(end).scan(tf.constant(0, tf.int64), step)
+            return caught if per_window is None else per_window(caught)
+
+        # The ids as one batch in a dataset, not get_single_element: that op cannot be
+        # checkpointed. Finding each element by its id costs less than enumerating them.
+        return record_id(*elements).batch(block).flat_map(with_ids)
+
+    # One window at a time, the next one mapped ahead: windows mapped side by side would each
+    # buffer two windows of examples (gigabytes with 16 cores and large images).
+    return dataset.window(window).interleave(
+        one, cycle_length=1, block_length=block, num_parallel_calls=1
+    )
+
+
+def _raise_failed(failed: tf.Tensor) -> tf.Tensor:
+    """An assertion that the string vector ``failed`` of record ids is empty, naming them."""
+
+    def fail() -> tf.Tensor:
+        message = tf.strings.join(
+            [
+                tf.where(tf.size(failed) > 1, "records ", "record "),
+                tf.strings.reduce_join(failed, separator=", "),
+                f": undecodable: {errors.REASONS['undecodable']}. TensorFlow logged its own "
+                "error for it just above, as a warning of tf.data ignore_errors (hidden by "
+                "TF_CPP_MIN_LOG_LEVEL=2 or more; object-input commands show it with --verbose)",
+            ]
+        )
+        with tf.control_dependencies([tf.debugging.Assert(False, [message])]):
+            return tf.constant(False)
+
+    return tf.cond(tf.equal(tf.size(failed), 0), lambda: tf.constant(True), fail)
+
+
+def _features(flags: tuple[str, ...]) -> Any:
+    """A map function from ``(failed, end, features)`` to the features without ``flags``."""
+    return lambda failed, end, features: {k: v for k, v in features.items() if k not in flags}
+
+
+def raise_caught(dataset: tf.data.Dataset, allowed: tuple[str, ...] = ()) -> tf.data.Dataset:
+    """Feature dicts from :func:`catch_errors`'s elements under ``on_error="raise"``.
+
+    Records whose map failed raise an error naming them (all those before the next example
+    that did not fail: that example goes with the error); then a flagged record
+    (``fields.ERROR``) raises its own message unless its reason is in ``allowed``. So every
+    failure is raised in stream order. Without ``allowed`` the flag fields go; the window end
+    markers go. No variables: this runs on tf.data service workers too.
     """
 
-    def one(*element: tf.Tensor) -> tf.data.Dataset:
-        attempt = tf.data.Dataset.from_tensors(element).map(fn).ignore_errors(log_warning=True)
-        spec = attempt.element_spec
-        failed = errors.placeholder(spec)
-        failed[fields.ERROR] = tf.constant(errors.code("undecodable"), tf.int32)
-        failed[fields.RECORD_ID] = record_id(*element)
-        return attempt.concatenate(tf.data.Dataset.from_tensors(failed)).take(1)
+    @tf.autograph.experimental.do_not_convert
+    def keep(failed: tf.Tensor, end: tf.Tensor, features: dict) -> tf.Tensor:
+        checks = [_raise_failed(failed)]
+        if fields.ERROR in features:
+            with tf.control_dependencies(checks):
+                checks = [errors.flagged_check(features, allowed)]
+        with tf.control_dependencies(checks):
+            return tf.identity(~end)
 
-    return dataset.interleave(
-        one,
-        cycle_length=num_parallel_calls,
-        block_length=1,
-        num_parallel_calls=num_parallel_calls,
-        deterministic=deterministic,
-    )
+    flags = () if allowed else (fields.ERROR, fields.ERROR_DETAIL)
+    return dataset.filter(keep).map(_features(flags))
+
+
+def count_caught(dataset: tf.data.Dataset, counter: SkipCounter) -> tf.data.Dataset:
+    """Feature dicts from :func:`catch_errors`'s elements under ``on_error="skip"``.
+
+    Each record whose map failed is counted as ``undecodable`` with its id, then each example
+    by its ``fields.ERROR`` code with its dropped boxes; the flagged ones, the flag fields and
+    the window end markers go. One sequential filter, one element at a time, so the first
+    offenders are the first in the stream.
+    """
+    undecodable = errors.code("undecodable")
+
+    @tf.autograph.experimental.do_not_convert
+    def keep(failed: tf.Tensor, end: tf.Tensor, features: dict) -> tf.Tensor:
+        counted = tf.foldl(
+            lambda done, record: counter.count(undecodable, record, count_passed=False) | done,
+            failed,
+            initializer=tf.constant(True),
+        )
+        error = features.get(fields.ERROR, tf.constant(errors.OK, tf.int32))
+        detail = features.get(fields.ERROR_DETAIL, tf.constant(""))
+
+        def count() -> tf.Tensor:
+            passed = counter.count(error, features[fields.RECORD_ID], detail)
+            dropped = features.get(fields.NUM_DROPPED_BOXES, tf.constant(0, tf.int32))
+            added = counter.dropped_boxes.assign_add(
+                tf.cast(dropped, tf.int64) * tf.cast(passed, tf.int64)
+            )
+            with tf.control_dependencies([added]):
+                return tf.identity(passed)
+
+        with tf.control_dependencies([counted]):
+            return tf.cond(end, lambda: tf.constant(False), count)
+
+    return dataset.filter(keep).map(_features((fields.ERROR, fields.ERROR_DETAIL)))
 
 
 def count_passed(dataset: tf.data.Dataset, counter: SkipCounter, batched: bool) -> tf.data.Dataset:

@@ -203,10 +203,14 @@ def test_bad_records_raise_naming_file_record_and_field(tmp_path, group):
             break
     assert len(messages) == len(cases)
     for number, (case, message) in enumerate(zip(cases, messages, strict=True)):
-        assert RECORD_CASES[case][2] in message, (case, message)
-        # TensorFlow's own decoders do not name the record: on_error="skip" does (below).
-        if RECORD_CASES[case][1] != "undecodable":
-            assert f"record {path}:{3 * number + 2} (source_id bad): " in message, message
+        where = f"{path}:{3 * number + 2}"
+        if RECORD_CASES[case][1] == "undecodable":
+            # TensorFlow's own error is caught for the record, and logged by TensorFlow.
+            assert f"record {where}: undecodable: " in message, message
+            assert "TensorFlow logged its own error for it just above" in message
+        else:
+            assert RECORD_CASES[case][2] in message, (case, message)
+            assert f"record {where} (source_id bad): " in message, message
 
 
 @pytest.mark.parametrize("group", sorted(GROUPS))
@@ -520,3 +524,135 @@ def test_zlib_size_is_counted_exactly_however_far_it_inflates(tmp_path):
     assert integrity.expected_bytes(str(path), "ZLIB") == len(data)
     path.write_bytes(zlib.compress(data) + b"\0")
     assert integrity.expected_bytes(str(path), "ZLIB") == integrity.DAMAGED
+
+
+def _png_garbage() -> bytes:
+    return encode_image(IMAGE)[:16] + b"not the rest of a PNG" * 4
+
+
+# Records a TensorFlow op fails on (no check flags them), by position in a file of 37 records:
+# two in a row, the last of a catch window and the first of the next, and the very last record.
+TF_ERRORS = {
+    3: _truncated_jpeg(),
+    4: b"\xff\xd8\xff\xe0" + b"bytes that are not an image" * 3,
+    15: _truncated_jpeg(),
+    16: _png_garbage(),
+    36: b"\xff\xd8\xff\xe0 not a JPEG either",
+}
+
+
+def _tf_error_file(tmp_path) -> tuple[str, list[str]]:
+    """A file of 37 records with the TF_ERRORS images; the source ids of the good ones."""
+    records, good = [], []
+    for index in range(37):
+        example = _good(index)
+        if index in TF_ERRORS:
+            records.append(_with(example, image__encoded=TF_ERRORS[index]))
+        else:
+            records.append(example.SerializeToString())
+            good.append(f"good-{index}")
+    return _write(tmp_path / "tf_errors.tfrecord", records), good
+
+
+def test_tensorflow_op_errors_raise_naming_the_record_in_stream_order(tmp_path):
+    assert oi.skips.CATCH_WINDOW == 16  # positions 15 and 16 straddle a window boundary
+    path, good = _tf_error_file(tmp_path)
+    iterator = iter(_dataset(path, batch_size=1))
+    seen, failed = [], []
+    while True:
+        try:
+            seen.append(next(iterator)[fields.SOURCE_ID].numpy()[0].decode())
+        except tf.errors.InvalidArgumentError as err:
+            failed.append(re.search(r"records? (.+?): undecodable: ", str(err)).group(1))
+        except StopIteration:
+            break
+    # Failures in a row within a window raise together, on the next good example, which goes
+    # with the error (under "raise" the stream ends at the first error anyway).
+    assert failed == [f"{path}:3, {path}:4"] + [f"{path}:{index}" for index in (15, 16, 36)]
+    assert seen == [i for i in good if i not in ("good-5", "good-17")]
+
+
+@pytest.mark.parametrize("calls", [1, 3])
+def test_tensorflow_op_errors_skip_the_record_alone(tmp_path, calls, caplog):
+    path, good = _tf_error_file(tmp_path)
+    dataset = _dataset(path, on_error="skip", num_parallel_calls=calls)
+    assert _source_ids(dataset) == [good[i : i + 4] for i in range(0, len(good), 4)]
+    with caplog.at_level(logging.WARNING, logger="object_input"):
+        summary = stats(dataset)
+    assert summary.passed == len(good) and summary.skipped == {"undecodable": len(TF_ERRORS)}
+    where = [f"{path}:{index}" for index in TF_ERRORS]
+    assert [o.split(": ")[0] for o in summary.offenders] == where
+    assert re.findall(r"skipped record (\S+): undecodable", caplog.text) == where
+
+
+@pytest.mark.parametrize("on_error", ["raise", "skip"])
+def test_reading_errors_are_never_caught_as_bad_records(on_error):
+    def read(index):
+        # An error of the source itself, upstream of decoding: it must end the stream.
+        tf.debugging.assert_less(index, tf.constant(5, tf.int64), message="reading failed")
+        return {fields.IMAGE: tf.zeros([4, 4, 3], tf.uint8), fields.BOXES: tf.zeros([0, 4])}
+
+    source = oi.sources.Dataset(tf.data.Dataset.range(8).map(read))
+    dataset = _dataset(source, batch_size=None, on_error=on_error)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="reading failed"):
+        list(dataset)
+    if on_error == "skip":
+        assert not stats(dataset).skipped
+
+
+@pytest.mark.parametrize("on_error", ["raise", "skip"])
+def test_clean_data_gives_the_same_batches_as_a_plain_map_whatever_the_parallelism(
+    tmp_path, on_error
+):
+    rng = np.random.default_rng(3)
+    records = [
+        build_example(
+            rng.integers(0, 255, (12, 16, 3), np.uint8),
+            boxes=[[0.1, 0.2, 0.7, 0.9]],
+            classes=[1],
+            source_id=str(i),
+        ).SerializeToString()
+        for i in range(21)
+    ]
+    path = _write(tmp_path / "clean.tfrecord", records)
+    options = {
+        "seed": 5,
+        "shuffle": True,
+        "shuffle_buffer_size": 8,
+        "augment": ["random_horizontal_flip", "random_crop_image", "random_adjust_brightness"],
+        "image_size": (8, 8),
+        "batch_size": 3,
+    }
+
+    def batches(calls):
+        dataset = _dataset(path, on_error=on_error, num_parallel_calls=calls, **options)
+        return [{k: v.numpy() for k, v in batch.items()} for batch in dataset]
+
+    expected = batches(1)
+    assert sum(len(batch[fields.SOURCE_ID]) for batch in expected) == 21
+    for calls in (2, tf.data.AUTOTUNE):
+        for got, want in zip(batches(calls), expected, strict=True):
+            assert got.keys() == want.keys()
+            for key in want:
+                np.testing.assert_array_equal(got[key], want[key], err_msg=key)
+
+
+def test_iterator_checkpoints_mid_window_with_caught_errors(tmp_path):
+    path, good = _tf_error_file(tmp_path)
+
+    def make():
+        dataset = _dataset(path, on_error="skip", seed=2, shuffle=True, shuffle_buffer_size=6)
+        iterator = iter(dataset)
+        counts = oi.skips.counter_of(dataset)
+        return iterator, counts, tf.train.Checkpoint(iterator=iterator, counts=counts)
+
+    iterator, counts, checkpoint = make()
+    before = _source_ids([next(iterator) for _ in range(3)])
+    saved = checkpoint.save(str(tmp_path / "ckpt"))
+    rest = _source_ids(iterator)
+    iterator, restored_counts, checkpoint = make()
+    checkpoint.restore(saved).assert_consumed()
+    assert _source_ids(iterator) == rest
+    assert sorted(i for batch in before + rest for i in batch) == sorted(good)
+    assert restored_counts.snapshot() == counts.snapshot()
+    assert counts.snapshot().skipped == {"undecodable": len(TF_ERRORS)}

@@ -1,0 +1,109 @@
+"""skips.catch_errors, raise_caught and count_caught: a map that survives op errors, names the
+failed records in stream order and raises or counts them, whatever the window and parallelism."""
+
+import pytest
+import tensorflow as tf
+from hypothesis import given
+from hypothesis import strategies as st
+
+from object_input import errors, fields, skips
+
+
+def _records(size: int) -> tf.data.Dataset:
+    return tf.data.Dataset.range(size).map(lambda i: (tf.strings.as_string(i), i))
+
+
+def _failing_map(failing: set[int]):
+    bad = tf.constant(sorted(failing) or [-1], tf.int64)
+
+    def fn(record_id, value):
+        check = tf.debugging.Assert(~tf.reduce_any(tf.equal(value, bad)), ["op error", value])
+        with tf.control_dependencies([check]):
+            return {
+                "value": tf.identity(value),
+                fields.RECORD_ID: record_id,
+                fields.ERROR: tf.constant(errors.OK, tf.int32),
+                fields.ERROR_DETAIL: tf.constant(""),
+            }
+
+    return fn
+
+
+def _caught(size, failing, window, calls):
+    return skips.catch_errors(
+        _records(size),
+        _failing_map(failing),
+        record_id=lambda record_id, value: record_id,
+        num_parallel_calls=calls,
+        window=window,
+    )
+
+
+@given(
+    size=st.integers(0, 13),
+    failing=st.sets(st.integers(0, 12)),
+    window=st.integers(1, 5),
+    calls=st.sampled_from([1, 2, tf.data.AUTOTUNE]),
+)
+def test_catch_errors_is_the_map_with_each_failure_named_before_its_successor(
+    size, failing, window, calls
+):
+    failing = {f for f in failing if f < size}
+    elements = [
+        ([f.decode() for f in failed.numpy()], bool(end), int(features["value"]))
+        for failed, end, features in _caught(size, failing, window, calls)
+    ]
+    # Each window of records gives its survivors, then an end marker; every survivor and end
+    # marker carries the failures since the window's previous element.
+    expected = []
+    for start in range(0, size, window):
+        failed = []
+        for value in range(start, min(start + window, size)):
+            if value in failing:
+                failed.append(str(value))
+            else:
+                expected.append((failed, False, value))
+                failed = []
+        expected.append((failed, True, 0))
+    assert elements == expected
+
+
+def test_count_caught_counts_failures_and_drops_in_stream_order():
+    counter = skips.SkipCounter()
+    dataset = skips.count_caught(_caught(11, {0, 4, 5, 10}, 3, 2), counter)
+    assert [int(f["value"]) for f in dataset] == [1, 2, 3, 6, 7, 8, 9]
+    snapshot = counter.snapshot()
+    assert snapshot.passed == 7 and snapshot.skipped == {"undecodable": 4}
+    assert [o.split(":")[0] for o in snapshot.offenders] == ["0", "4", "5", "10"]
+
+
+@pytest.mark.parametrize("inside", [False, True])
+def test_raise_caught_raises_failures_then_flags_in_stream_order(inside):
+    def flag(features):
+        bad = tf.equal(features["value"], 3)
+        return {
+            **features,
+            fields.ERROR: tf.where(bad, errors.code("box_order"), errors.OK),
+            fields.ERROR_DETAIL: tf.where(bad, "record 3: flagged", ""),
+        }
+
+    # Windows [0, 1, 2] and [3, 4, 5]: record 2 fails, record 3 is flagged.
+    if inside:  # in each window, ahead of the stream, as make_dataset does
+        dataset = skips.catch_errors(
+            _records(6),
+            lambda record_id, value: flag(_failing_map({2})(record_id, value)),
+            record_id=lambda record_id, value: record_id,
+            num_parallel_calls=2,
+            window=3,
+            per_window=skips.raise_caught,
+        )
+    else:
+        caught = _caught(6, {2}, 3, 2).map(lambda failed, end, f: (failed, end, flag(f)))
+        dataset = skips.raise_caught(caught)
+    iterator = iter(dataset)
+    assert [int(next(iterator)["value"]) for _ in range(2)] == [0, 1]
+    with pytest.raises(tf.errors.InvalidArgumentError, match="record 2: undecodable: "):
+        next(iterator)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="record 3: flagged"):
+        next(iterator)
+    assert [int(f["value"]) for f in iterator] == [4, 5]
