@@ -127,8 +127,9 @@ def make_dataset(
       deterministic: keep the element order independent of thread timing (the per-example
         map keeps its order either way).
       on_error: a bad record or unreadable file: "raise" stops with an error naming the file,
-        record, source id and field; "skip" drops that record alone (before batching) and counts
-        it by reason: ``object_input.stats(dataset)`` reads the counts (docs/reliability.md).
+        record, source id and field (a TensorFlow op failing on a record, e.g. a truncated JPEG,
+        names the record); "skip" drops that record alone (before batching) and counts it by
+        reason: ``object_input.stats(dataset)`` reads the counts (docs/reliability.md).
       empty_images: images without boxes: "keep", or "drop" (counted as ``empty``).
       reading: :class:`~object_input.options.ReadOptions` (sharding, interleave, compression).
       decoding: :class:`~object_input.options.DecodeOptions` (channels, extra features, ...).
