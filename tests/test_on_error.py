@@ -656,3 +656,15 @@ def test_iterator_checkpoints_mid_window_with_caught_errors(tmp_path):
     assert sorted(i for batch in before + rest for i in batch) == sorted(good)
     assert restored_counts.snapshot() == counts.snapshot()
     assert counts.snapshot().skipped == {"undecodable": len(TF_ERRORS)}
+
+
+@pytest.mark.parametrize("on_error", ["raise", "skip"])
+def test_tensorflow_op_errors_are_settled_before_records_become_mosaic_partners(tmp_path, on_error):
+    path, good = _tf_error_file(tmp_path)
+    dataset = _dataset(path, on_error=on_error, seed=1, augment=["mosaic"], image_size=(16, 16))
+    if on_error == "raise":
+        with pytest.raises(tf.errors.InvalidArgumentError, match=f"records {path}:3, {path}:4: "):
+            _source_ids(dataset)
+        return
+    assert [i for batch in _source_ids(dataset) for i in batch] == good
+    assert stats(dataset).skipped == {"undecodable": len(TF_ERRORS)}
