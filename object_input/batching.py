@@ -31,7 +31,7 @@ def limit_boxes(features: dict, max_boxes: int | None, on_overflow: str = "error
     dropped = out.get(fields.NUM_DROPPED_BOXES, tf.constant(0, tf.int32))
     if max_boxes is not None:
         if on_overflow == "error":
-            out = _check(
+            out = errors.check_features(
                 out,
                 num <= max_boxes,
                 "too_many_boxes",
@@ -48,19 +48,6 @@ def limit_boxes(features: dict, max_boxes: int | None, on_overflow: str = "error
                     out[name] = out[name][:max_boxes]
     out[fields.NUM_BOXES] = num
     out[fields.NUM_DROPPED_BOXES] = dropped
-    return out
-
-
-def _check(features: dict, ok: tf.Tensor, reason: str, *message: Any) -> dict:
-    """Assert ``ok`` naming the record; a flagged example (``ERROR`` field) is flagged instead."""
-    record_id = features.get(fields.RECORD_ID, tf.constant("<unnamed>"))
-    checks = errors.RecordChecks(record_id, features.get(fields.SOURCE_ID))
-    checks.add(ok, reason, *message)
-    if fields.ERROR in features:
-        return checks.flag(features)
-    out = dict(features)
-    with tf.control_dependencies(checks.asserts()):
-        out[fields.IMAGE] = tf.identity(out[fields.IMAGE])
     return out
 
 
@@ -95,7 +82,7 @@ def add_shape_fields(features: dict) -> dict:
 def check_fits(features: dict, height: int, width: int) -> dict:
     """Assert the image fits in ``height`` × ``width`` (static padding), naming the record."""
     shape = tf.shape(features[fields.IMAGE])
-    return _check(
+    return errors.check_features(
         features,
         (shape[0] <= height) & (shape[1] <= width),
         "too_large_to_pad",

@@ -41,6 +41,8 @@ REASONS: dict[str, str] = {
     "empty": "the image has no boxes (dropped because empty_images='drop')",
     "band_length": "an Earth Engine band or table property has the wrong number of values",
     "patch_count": "an Earth Engine export ends inside a patch or has more patches than its mixer",
+    "step_input": "a step cannot apply to the record (an image smaller than its crop, a mean of "
+    "another shape, class ids outside num_classes)",
 }
 OK = 0
 
@@ -220,6 +222,22 @@ def raise_flagged(features: dict[str, tf.Tensor], allowed: tuple[str, ...] = ())
     if not allowed:
         del out[fields.ERROR], out[fields.ERROR_DETAIL]
     return out
+
+
+def check_features(features: dict[str, tf.Tensor], ok: Any, reason: str, *message: Any) -> dict:
+    """``features`` once check ``ok`` holds, its failure naming the record.
+
+    Inside ``make_dataset`` (the example carries ``fields.ERROR``) a failure is flagged with its
+    message, for the pipeline to raise or skip: the caller must then keep its own ops from
+    failing on the flagged example. Elsewhere (a step called on its own) it is an assertion.
+    """
+    record_id = features.get(fields.RECORD_ID, tf.constant("<unnamed>"))
+    checks = RecordChecks(record_id, features.get(fields.SOURCE_ID))
+    checks.add(ok, reason, *message)
+    if fields.ERROR in features:
+        return checks.flag(features)
+    with tf.control_dependencies(checks.asserts()):
+        return {k: tf.identity(v) if isinstance(v, tf.Tensor) else v for k, v in features.items()}
 
 
 def placeholder(specs: Mapping[str, tf.TensorSpec], **overrides: Any) -> dict[str, tf.Tensor]:

@@ -668,3 +668,42 @@ def test_tensorflow_op_errors_are_settled_before_records_become_mosaic_partners(
         return
     assert [i for batch in _source_ids(dataset) for i in batch] == good
     assert stats(dataset).skipped == {"undecodable": len(TF_ERRORS)}
+
+
+def _step_input_file(tmp_path) -> str:
+    """Records 0..4, record 2 with an image smaller than caffe_transform's crop."""
+    small = build_example(
+        np.full((4, 6, 3), 9, np.uint8), boxes=[[0.1, 0.1, 0.5, 0.5]], classes=[1]
+    )
+    records = _records_with_bad(small.SerializeToString(), count=4, at=2)
+    return _write(tmp_path / "steps.tfrecord", records)
+
+
+def test_a_step_check_raises_its_own_message_naming_the_record(tmp_path):
+    path = _step_input_file(tmp_path)
+    dataset = _dataset(path, augment=[("caffe_transform", {"crop_size": 8})], batch_size=1)
+    with pytest.raises(tf.errors.InvalidArgumentError) as raised:
+        list(dataset)
+    message = str(raised.value)
+    assert (
+        f"record {path}:2: caffe_transform: the image of size [4 6] is smaller than crop_size 8"
+        in message
+    )
+
+
+def test_a_step_check_skips_the_record_alone_by_its_reason(tmp_path):
+    path = _step_input_file(tmp_path)
+    dataset = _dataset(
+        path, augment=[("caffe_transform", {"crop_size": 8})], on_error="skip", batch_size=5
+    )
+    (batch,) = list(dataset)
+    assert [s.decode() for s in batch[fields.SOURCE_ID].numpy()] == [
+        "good-0",
+        "good-1",
+        "good-2",
+        "good-3",
+    ]
+    summary = stats(dataset)
+    assert summary.skipped == {"step_input": 1}
+    assert summary.offenders[0].startswith(f"{path}:2: step_input: ")
+    assert "smaller than crop_size 8" in summary.offenders[0]

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from object_input import caffe_proto, fields
+from object_input import caffe_proto, errors, fields
 from object_input.ops import core, crop, flip
 from object_input.ops.registry import MOVED, non_negative, register_step, rule
 
@@ -72,10 +72,6 @@ def _mean_values(value: float | Sequence[float]) -> tuple[float, ...]:
     return (value,) if isinstance(value, float) else tuple(value)
 
 
-def _record(features: core.Features) -> Any:
-    return features.get(fields.RECORD_ID, "<unnamed>")
-
-
 def _force_channels(image: tf.Tensor, force_color: bool, force_gray: bool, bgr_to_rgb: bool):
     channels = image.shape[-1]
     if (force_color or force_gray) and channels not in (1, 3):
@@ -123,28 +119,32 @@ def _mean(
     return tf.constant(np.ascontiguousarray(mean), tf.float32)
 
 
-def _subtract(image: tf.Tensor, mean: tf.Tensor, mean_file: str | None, record: Any) -> tf.Tensor:
-    """``image - mean``, once the image has the mean's size (a mean file) and channels."""
-    shape = tf.shape(image)
+def _subtract(features: core.Features, mean: tf.Tensor, mean_file: str | None) -> dict:
+    """``features`` with ``mean`` subtracted from the image, once the image has the mean's size
+    (a mean file) and channels."""
+    shape = tf.shape(features[fields.IMAGE])
     if mean.shape.rank == 3:
         ok = tf.reduce_all(tf.equal(shape, tf.shape(mean)))
         what = f"mean_file {mean_file} is (height, width, channels)"
     else:
         ok = tf.equal(shape[-1], tf.shape(mean)[-1]) | tf.equal(tf.shape(mean)[-1], 1)
         what = "mean_value has values"
-    check = tf.debugging.Assert(
+    out = errors.check_features(
+        features,
         ok,
-        [
-            "caffe_transform: record",
-            record,
-            "has an image of shape",
-            shape,
-            f"but {what}",
-            tf.shape(mean),
-        ],
+        "step_input",
+        "caffe_transform: the image has shape",
+        shape,
+        f"but {what}",
+        tf.shape(mean),
     )
-    with tf.control_dependencies([check]):
-        return image - mean
+    image = out[fields.IMAGE]
+    if fields.ERROR in features:
+        # A flagged image keeps its pixels: the subtraction would fail on its shape.
+        out[fields.IMAGE] = tf.cond(ok, lambda: image - mean, lambda: image)
+    else:
+        out[fields.IMAGE] = image - mean
+    return out
 
 
 @register_step(
@@ -185,24 +185,22 @@ def caffe_transform(
     mirror_seed, top_seed, left_seed = core.split_seed(seed, 3)
     height, width = core.image_size(image)
     if mean is not None:
-        out[fields.IMAGE] = _subtract(out[fields.IMAGE], mean, mean_file, _record(features))
+        out = _subtract(out, mean, mean_file)
     if crop_size:
-        check = tf.debugging.Assert(
+        out = errors.check_features(
+            out,
             (height >= crop_size) & (width >= crop_size),
-            [
-                "caffe_transform: record",
-                _record(features),
-                "has an image of size",
-                tf.stack([height, width]),
-                f"smaller than crop_size {crop_size}",
-            ],
+            "step_input",
+            "caffe_transform: the image of size",
+            tf.stack([height, width]),
+            f"is smaller than crop_size {crop_size}",
         )
-        with tf.control_dependencies([check]):
-            if training:
-                top = core.uniform_int(top_seed, 0, height - crop_size + 1)
-                left = core.uniform_int(left_seed, 0, width - crop_size + 1)
-            else:
-                top, left = (height - crop_size) // 2, (width - crop_size) // 2
+        # A flagged image smaller than the crop gets a window that pads it, not an error.
+        if training:
+            top = core.uniform_int(top_seed, 0, tf.maximum(height - crop_size + 1, 1))
+            left = core.uniform_int(left_seed, 0, tf.maximum(width - crop_size + 1, 1))
+        else:
+            top, left = (height - crop_size) // 2, (width - crop_size) // 2
         out = crop.crop_to_window(out, top, left, crop_size, crop_size, overlap_thresh=0.0)
     if mirror:
         permutation = flip.check_permutation(out, keypoint_flip_permutation, "caffe_transform")

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
-from object_input import fields
+from object_input import errors, fields
 from object_input.ops import core
 from object_input.ops.registry import PER_BOX, in_range, positive, register_step, rule
 
@@ -103,18 +103,15 @@ def one_hot_encoding(features: core.Features, *, seed=None, num_classes: int) ->
     if fields.IMAGE_CLASSES not in features:
         return dict(features)
     classes = tf.cast(features[fields.IMAGE_CLASSES], tf.int32)
-    check = tf.debugging.Assert(
+    out = errors.check_features(
+        features,
         tf.reduce_all((classes >= 1) & (classes <= num_classes)),
-        [
-            "one_hot_encoding: record",
-            features.get(fields.RECORD_ID, "<unnamed>"),
-            f"has image class ids outside 1..num_classes={num_classes}:",
-            classes,
-        ],
+        "step_input",
+        f"one_hot_encoding: image class ids outside 1..num_classes={num_classes}:",
+        lambda: classes,
     )
-    with tf.control_dependencies([check]):
-        hits = tf.one_hot(classes - 1, num_classes, dtype=tf.float32)
-    out = dict(features)
+    # Ids out of range (a flagged example) give zero rows, not an error.
+    hits = tf.one_hot(classes - 1, num_classes, dtype=tf.float32)
     # A sum rather than a max: the max of zero rows (an image without classes) is -inf.
     out[IMAGE_CLASSES_MULTI_HOT] = tf.minimum(tf.reduce_sum(hits, axis=0), 1.0)
     return out
