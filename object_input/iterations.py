@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-_ATTRIBUTE = "_object_input_iterations"
+from object_input import dataset_state
 
 
 class IterationCounter(tf.Module):
@@ -55,17 +55,15 @@ def pass_seed(seed: int, key: tf.Tensor) -> tf.Tensor:
 
 def attach(dataset: tf.data.Dataset, counter: IterationCounter) -> tf.data.Dataset:
     """Remember ``counter`` on ``dataset`` for :func:`counter_of` and :class:`SyncEpochs`."""
-    setattr(dataset, _ATTRIBUTE, counter)
-    return dataset
+    return dataset_state.attach(dataset, "iterations", counter)
 
 
 def counter_of(dataset: tf.data.Dataset) -> IterationCounter:
     """The :class:`IterationCounter` of a ``make_dataset`` dataset."""
-    counter = getattr(dataset, _ATTRIBUTE, None)
-    if counter is None:
-        raise ValueError(
-            "no iteration counter on this dataset: pass the dataset make_dataset returned (a "
-            "dataset derived from it with .take() etc. has none; with service= the pipeline "
-            "runs on the workers, which cannot hold this process's variables)"
-        )
-    return counter
+    return dataset_state.attached(
+        dataset,
+        "iterations",
+        "no iteration counter on this dataset",
+        "with service= the pipeline runs on the workers, which cannot hold this process's "
+        "variables",
+    )

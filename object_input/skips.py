@@ -17,11 +17,9 @@ from typing import Any
 
 import tensorflow as tf
 
-from object_input import errors, fields
+from object_input import dataset_state, errors, fields
 
 logger = logging.getLogger("object_input")
-
-_ATTRIBUTE = "_object_input_skips"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,20 +141,17 @@ class SkipCounter(tf.Module):
 
 def attach(dataset: tf.data.Dataset, counter: SkipCounter) -> tf.data.Dataset:
     """Remember ``counter`` on ``dataset`` for :func:`stats`."""
-    setattr(dataset, _ATTRIBUTE, counter)
-    return dataset
+    return dataset_state.attach(dataset, "skips", counter)
 
 
 def counter_of(dataset: tf.data.Dataset) -> SkipCounter:
     """The :class:`SkipCounter` of a ``make_dataset`` dataset."""
-    counter = getattr(dataset, _ATTRIBUTE, None)
-    if counter is None:
-        raise ValueError(
-            "no counts on this dataset: pass the dataset make_dataset returned (a dataset "
-            "derived from it with .take() etc. has none; with service= the counting runs on "
-            "the workers and is not kept)"
-        )
-    return counter
+    return dataset_state.attached(
+        dataset,
+        "skips",
+        "no counts on this dataset",
+        "with service= the counting runs on the workers and is not kept",
+    )
 
 
 def stats(dataset: tf.data.Dataset) -> Stats:
