@@ -203,11 +203,8 @@ def caffe_transform(
             top, left = (height - crop_size) // 2, (width - crop_size) // 2
         out = crop.crop_to_window(out, top, left, crop_size, crop_size, overlap_thresh=0.0)
     if mirror:
-        permutation = flip.check_permutation(out, keypoint_flip_permutation, "caffe_transform")
-        out = tf.cond(
-            core.bernoulli(mirror_seed, 0.5),
-            lambda: flip.flip_left_right(out, permutation),
-            lambda: dict(out),
+        out = flip.maybe_flip(
+            out, 1, core.bernoulli(mirror_seed, 0.5), keypoint_flip_permutation, "caffe_transform"
         )
     out[fields.IMAGE] = out[fields.IMAGE] * tf.constant(scale, tf.float32)
     return out

@@ -65,6 +65,22 @@ def _maybe(flip, features, seed, probability, permutation):
     )
 
 
+def maybe_flip(
+    features: core.Features,
+    axis: int,
+    when: tf.Tensor,
+    permutation: Sequence[int] | None,
+    step: str,
+) -> core.Features:
+    """The example mirrored along image ``axis`` where the scalar bool ``when`` is True.
+
+    Each field is selected on its own (see :class:`transform.Flip`), not by a branch over the
+    whole feature dict.
+    """
+    permutation = check_permutation(features, permutation, step)
+    return transform.apply(features, transform.Flip(axis, permutation, when))
+
+
 @register_step(
     reads=(MOVED,),
     writes=(MOVED,),
@@ -79,7 +95,9 @@ def random_horizontal_flip(
     probability: float = 0.5,
 ) -> core.Features:
     """Flip left-right with ``probability``; keypoints are permuted (left ↔ right)."""
-    return _maybe(flip_left_right, features, seed, probability, keypoint_flip_permutation)
+    return maybe_flip(
+        features, 1, core.bernoulli(seed, probability), keypoint_flip_permutation, "flip_left_right"
+    )
 
 
 @register_step(
@@ -96,7 +114,9 @@ def random_vertical_flip(
     probability: float = 0.5,
 ) -> core.Features:
     """Flip top-bottom with ``probability``; keypoints are permuted."""
-    return _maybe(flip_up_down, features, seed, probability, keypoint_flip_permutation)
+    return maybe_flip(
+        features, 0, core.bernoulli(seed, probability), keypoint_flip_permutation, "flip_up_down"
+    )
 
 
 @register_step(

@@ -78,32 +78,54 @@ def _corners(boxes: tf.Tensor) -> tuple[tf.Tensor, ...]:
 
 @dataclasses.dataclass
 class Flip(Transform):
-    """Mirror along image ``axis`` (0: top-bottom, 1: left-right)."""
+    """Mirror along image ``axis`` (0: top-bottom, 1: left-right).
+
+    With ``when`` (a scalar bool tensor) the mirror happens only where it is True: boxes,
+    points, keypoint order and the deferred view are selected, so a random flip needs no
+    branch over the whole feature dict (each branch function costs tracing, instantiation
+    and graph optimization before the first batch); rasters get one small branch each.
+    """
 
     axis: int
-    keypoint_permutation: Sequence[int] | None = None
+    keypoint_permutation: Sequence[int] | tf.Tensor | None = None
+    when: tf.Tensor | None = None
+
+    def __post_init__(self) -> None:
+        if self.when is not None and self.keypoint_permutation is not None:
+            order = tf.constant(self.keypoint_permutation, tf.int32)
+            self.keypoint_permutation = tf.where(self.when, order, tf.range(tf.size(order)))
 
     @property
     def name(self) -> str:
         return "flip_up_down" if self.axis == 0 else "flip_left_right"
 
+    def _select(self, flipped: tf.Tensor, unchanged: tf.Tensor) -> tf.Tensor:
+        return flipped if self.when is None else tf.where(self.when, flipped, unchanged)
+
     def raster(self, tensor, y_axis, fill, nearest):
-        return tf.reverse(tensor, axis=[y_axis + self.axis])
+        def flip() -> tf.Tensor:
+            return tf.reverse(tensor, axis=[y_axis + self.axis])
+
+        # A reverse over no axis costs a copy, more than the branch: one small cond here.
+        # An empty raster (a deferred image's placeholder) is the same either way.
+        if self.when is None or (tensor.shape.rank is not None and 0 in tensor.shape):
+            return flip()
+        return tf.cond(self.when, flip, lambda: tf.identity(tensor))
 
     def points(self, points):
         y, x = _yx(points)
         if self.axis == 0:
-            return tf.stack([1.0 - y, x], axis=-1)
-        return tf.stack([y, 1.0 - x], axis=-1)
+            return self._select(tf.stack([1.0 - y, x], axis=-1), points)
+        return self._select(tf.stack([y, 1.0 - x], axis=-1), points)
 
     def boxes(self, boxes):
         ymin, xmin, ymax, xmax = _corners(boxes)
         if self.axis == 0:
-            return tf.stack([1.0 - ymax, xmin, 1.0 - ymin, xmax], axis=1)
-        return tf.stack([ymin, 1.0 - xmax, ymax, 1.0 - xmin], axis=1)
+            return self._select(tf.stack([1.0 - ymax, xmin, 1.0 - ymin, xmax], axis=1), boxes)
+        return self._select(tf.stack([ymin, 1.0 - xmax, ymax, 1.0 - xmin], axis=1), boxes)
 
     def view(self, features):
-        return deferred.flip_view(features, self.axis)
+        return self._select(deferred.flip_view(features, self.axis), features[fields.IMAGE_VIEW])
 
 
 @dataclasses.dataclass

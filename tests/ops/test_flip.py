@@ -147,6 +147,37 @@ def test_flip_twice_is_identity_and_consistent(box_id, features):
         _assert_same(as_numpy(flip(once, [0, 1])), original)
 
 
+@given(pixel_examples(), st.sampled_from([[0, 1], [1, 0]]), st.integers(0, 2**31 - 1))
+def test_random_flip_is_exactly_the_flip_or_the_input(box_id, features, permutation, seed):
+    # The random flips select each field (no branch over the dict): every field is bit for bit
+    # the deterministic flip's or the input's, all of them the same one, in graph mode too.
+    original = as_numpy(features)
+    for random_op, flip in (
+        (random_horizontal_flip, flip_left_right),
+        (random_vertical_flip, flip_up_down),
+    ):
+        flipped = as_numpy(flip(features, permutation))
+        out = as_numpy(
+            run_in_graph(
+                random_op,
+                features,
+                seed=[seed, 3],
+                probability=0.5,
+                keypoint_flip_permutation=permutation,
+            )
+        )
+        assert out.keys() == original.keys()
+        same = []
+        for expected in (flipped, original):
+            same.append(
+                all(
+                    np.array_equal(out[k], expected[k], equal_nan=out[k].dtype.kind == "f")
+                    for k in out
+                )
+            )
+        assert any(same), (out, flipped, original)
+
+
 @given(pixel_examples(), st.sampled_from([[0, 1], [1, 0]]))
 def test_rotation90_four_times_is_identity(box_id, features, permutation):
     original = as_numpy(features)
