@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -88,18 +88,19 @@ def _first_record(files: Sequence[str], codes: Sequence[str]) -> tuple[str, byte
 
 
 def _reader(files: Sequence[str], codes: Sequence[str], on_error: str):
-    """``read(path)`` for ``read_files(checked=True)``: a file's ``(path, record)`` pairs,
-    decompressed as detected, and a flag where the file cannot be read to its end."""
+    """``read(path, record_id)`` for ``read_files(checked=True)``: a file's ``(path, record)``
+    pairs, decompressed as detected, and a flag where the file cannot be read to its end."""
     sizes = integrity.expected_sizes(files, codes)
 
-    def read(path: tf.Tensor) -> tf.data.Dataset:
+    def read(path: tf.Tensor, record_id: Callable[[tf.Tensor], tf.Tensor]) -> tf.data.Dataset:
         position = tf.argmax(tf.cast(tf.equal(tf.constant(list(files)), path), tf.int32))
         return integrity.checked_records(
             path,
             tf.gather(tf.constant(sizes, tf.int64), position),
             tf.gather(tf.constant(list(codes)), position),
             on_error,
-        ).map(lambda record, error, detail: ((path, record), error, detail))
+            record_id,
+        ).map(lambda name, record, *mark: (name, (path, record), *mark))
 
     return read
 

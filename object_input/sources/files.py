@@ -51,7 +51,7 @@ def list_files(source: PathSource, suffixes: Sequence[str] = ()) -> list[str]:
 
 def read_files(
     files: Sequence[str],
-    read: Callable[[tf.Tensor], tf.data.Dataset],
+    read: Callable[..., tf.data.Dataset],
     context: ReadContext,
     *,
     index_name: str = "",
@@ -66,10 +66,13 @@ def read_files(
     together complete. Files are shuffled (seeded, anew each epoch) when the pipeline shuffles,
     then interleaved ``num_readers`` at a time, ``block_length`` records from each in turn.
 
-    With ``checked``, ``read(path)`` yields ``(payload, error, detail)``: a nonzero ``error``
-    (a code of :mod:`object_input.errors`, e.g. ``unreadable_file``) marks where the file could
-    not be read further, and ``detail`` says why. Under ``context.on_error="raise"`` the reader
-    raises that itself; under ``"skip"`` the mark is counted in ``context.counter`` and dropped.
+    With ``checked``, ``read(path, record_id)`` names its records itself (``record_id(i)`` is
+    the id of the payload at 0-based position ``i``, so a reader that runs a function per record
+    builds it there, not in a stage of its own) and raises, under ``context.on_error="raise"``,
+    where the file cannot be read further: it yields ``(record_id, payload)``. Under ``"skip"``
+    it yields ``(record_id, payload, error, detail)``: a nonzero ``error`` (a code of
+    :mod:`object_input.errors`, e.g. ``unreadable_file``) marks where the file could not be read
+    further, ``detail`` says why; the mark is counted in ``context.counter`` and dropped.
     """
     reading = context.reading
     files = list(files)
@@ -86,16 +89,13 @@ def read_files(
 
     def with_ids(path: tf.Tensor) -> tf.data.Dataset:
         prefix = tf.strings.join([path, ":" + index_name])
-        return (
-            read(path)
-            .enumerate(first_index)
-            .map(
-                lambda i, item: (
-                    tf.strings.join([prefix, tf.strings.as_string(i)]),
-                    *(item if marks else item[:1] if checked else (item,)),
-                )
-            )
-        )
+
+        def record_id(index: tf.Tensor) -> tf.Tensor:
+            return tf.strings.join([prefix, tf.strings.as_string(index + first_index)])
+
+        if checked:
+            return read(path, record_id)
+        return read(path).enumerate().map(lambda i, payload: (record_id(i), payload))
 
     dataset = dataset.interleave(
         with_ids,

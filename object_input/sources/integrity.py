@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import tensorflow as tf
@@ -82,18 +82,27 @@ def checked_records(
     expected: tf.Tensor,
     compression: str | tf.Tensor,
     on_error: str,
+    record_id: Callable[[tf.Tensor], tf.Tensor],
     buffer_size: int | None = None,
 ) -> tf.data.Dataset:
-    """Records of one file as ``(payload, error, detail)`` (``read_files(checked=True)``).
+    """Records of one file as ``(record_id, payload)`` (``read_files(checked=True)``).
 
-    ``error`` is 0 for records; after the last record comes, only if the file could not be read
-    to its end, one element with the ``unreadable_file`` code and ``detail`` saying where and
-    why (under ``on_error="raise"`` that is an InvalidArgumentError instead).
+    ``record_id(index)`` names the record at ``index`` (0-based) in the file. Under
+    ``on_error="raise"`` a file that cannot be read to its end raises an InvalidArgumentError
+    saying where and why after its last record. Under ``"skip"`` the elements are
+    ``(record_id, payload, error, detail)``: ``error`` is 0 for records; after the last record
+    comes, only if the file could not be read to its end, one element with the
+    ``unreadable_file`` code, the id of the record that could not be read and ``detail`` saying
+    where and why.
+
+    One function runs per record (a ``scan``: byte accounting, the end check and the record
+    id) and one filter drops the end element of a file read to its end.
     """
     errors.check_policy(on_error)
+    raising = on_error == "raise"
     records = tf.data.TFRecordDataset(path, compression_type=compression, buffer_size=buffer_size)
     # Reading stops at the first unreadable byte; the count below tells that from a clean end.
-    records = records.ignore_errors(log_warning=on_error == "skip")
+    records = records.ignore_errors(log_warning=not raising)
     # Each record with an end flag, then one end element: a zip and a concatenation, no
     # function per record.
     flags = tf.data.Dataset.from_tensors(tf.constant(False)).repeat()
@@ -110,19 +119,22 @@ def checked_records(
         complete = tf.equal(seen, expected)
         failed = is_end & ~complete
         detail = tf.cond(failed, lambda: _why(path, index, consumed, expected, compression), str)
-        if on_error == "raise":
-            check = tf.debugging.Assert(~failed, [detail])
-            with tf.control_dependencies([check]):
-                failed = tf.identity(failed)
         length = tf.cast(tf.strings.length(payload), tf.int64) + _FRAMING
         state = (index + 1, consumed + tf.where(is_end, tf.constant(0, tf.int64), length))
+        name = record_id(index)
+        if raising:
+            check = tf.debugging.Assert(~failed, [detail])
+            with tf.control_dependencies([check]):
+                # The end element of a file read to its end has no name: dropped below.
+                return state, (tf.where(is_end, "", name), payload)
         error = tf.where(failed, unreadable, tf.where(is_end, _CLEAN_END, errors.OK))
-        return state, (payload, error, detail)
+        return state, (name, payload, error, detail)
 
     zero = tf.constant(0, tf.int64)
-    return stream.scan((zero, zero), step).filter(
-        lambda payload, error, detail: tf.not_equal(error, _CLEAN_END)
-    )
+    scanned = stream.scan((zero, zero), step)
+    if raising:
+        return scanned.filter(lambda name, payload: tf.not_equal(name, ""))
+    return scanned.filter(lambda name, payload, error, detail: tf.not_equal(error, _CLEAN_END))
 
 
 def _why(path, index, consumed, expected, compression) -> tf.Tensor:
@@ -145,40 +157,38 @@ def _why(path, index, consumed, expected, compression) -> tf.Tensor:
         [" of ", tf.strings.as_string(expected), tf.where(plain, "", " uncompressed bytes")]
     )
     nothing_read = tf.equal(consumed, 0)
-    why = tf.case(
-        [
-            (
-                plain & nothing_read,
-                lambda: tf.constant(
-                    ": not a TFRecord file (GZIP-compressed data needs compression='GZIP' or a "
-                    "name ending in .gz, ZLIB-compressed data compression='ZLIB')"
-                ),
+    # The first case that holds, else the last message: every text is built (this runs once,
+    # for a failed file) by selects rather than a nested branch function per case.
+    why = tf.strings.join([of, ": the record is truncated or corrupt (length or CRC mismatch)"])
+    cases = [
+        (
+            plain & nothing_read,
+            tf.constant(
+                ": not a TFRecord file (GZIP-compressed data needs compression='GZIP' or a "
+                "name ending in .gz, ZLIB-compressed data compression='ZLIB')"
             ),
-            (
-                ~exact & nothing_read,
-                lambda: tf.strings.join(
-                    [
-                        ": not ",
-                        compression,
-                        "-compressed TFRecord data, or truncated or corrupt from its start "
-                        "(compression= "
-                        "must name the file's: None, 'GZIP' or 'ZLIB')",
-                    ]
-                ),
-            ),
-            (
-                ~exact,
-                lambda: tf.constant(
-                    " of the uncompressed data: the compressed file is truncated or corrupt"
-                ),
-            ),
-            (
-                expected - consumed < _HEADER,
-                lambda: tf.strings.join([of, ": the file ends inside a record header (truncated)"]),
-            ),
-        ],
-        default=lambda: tf.strings.join(
-            [of, ": the record is truncated or corrupt (length or CRC mismatch)"]
         ),
-    )
+        (
+            ~exact & nothing_read,
+            tf.strings.join(
+                [
+                    ": not ",
+                    compression,
+                    "-compressed TFRecord data, or truncated or corrupt from its start "
+                    "(compression= "
+                    "must name the file's: None, 'GZIP' or 'ZLIB')",
+                ]
+            ),
+        ),
+        (
+            ~exact,
+            tf.constant(" of the uncompressed data: the compressed file is truncated or corrupt"),
+        ),
+        (
+            expected - consumed < _HEADER,
+            tf.strings.join([of, ": the file ends inside a record header (truncated)"]),
+        ),
+    ]
+    for condition, text in reversed(cases):
+        why = tf.where(condition, text, why)
     return tf.strings.join([where, why])

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import tensorflow as tf
@@ -82,12 +82,13 @@ class TFRecord(Source):
         compression_table = _table(self.files, compressions, "", tf.string)
         expected_table = _table(self.files, expected, integrity.DAMAGED, tf.int64)
 
-        def read(path: tf.Tensor) -> tf.data.Dataset:
+        def read(path: tf.Tensor, record_id: Callable[[tf.Tensor], tf.Tensor]) -> tf.data.Dataset:
             return integrity.checked_records(
                 path,
                 expected_table.lookup(path),
                 compression_table.lookup(path),
                 context.on_error,
+                record_id,
                 READ_BUFFER_BYTES,
             )
 
