@@ -446,6 +446,11 @@ def _build(opts: DatasetOptions) -> tf.data.Dataset:
         dataset = dataset.map(to_keras, num_parallel_calls=opts.num_parallel_calls)
     options = tf.data.Options()
     options.deterministic = opts.deterministic
+    # tf.data's static rewrites (fusing shuffle and repeat, parallelizing the small maps, ...)
+    # gain nothing measurable here but cost a rewrite of the whole graph when an iterator
+    # starts, and the fused shuffle fills its buffer across epochs before the first batch
+    # (docs/performance.md, "Time to first batch"); a caller's with_options may turn them on.
+    options.experimental_optimization.apply_default_optimizations = False
     # The counter's variables and the label-map tables are state outside the iterator: a
     # tf.train.Checkpoint holds the counter next to the iterator (docs/reliability.md).
     options.experimental_external_state_policy = tf.data.experimental.ExternalStatePolicy.IGNORE
