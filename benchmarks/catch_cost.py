@@ -8,9 +8,10 @@ benchmark's noisy set with every check, resize to 512×512), batched by 8, mappe
 - plain map: ``records.map(fn)`` raising flagged records inside it, what ``make_dataset`` did
   under ``on_error="raise"`` before the window catch; an op error inside ``fn`` ends the stream
   without a record id.
-- window catch: ``skips.catch_errors`` with ``skips.raise_caught`` in each window, what
-  ``make_dataset`` uses under ``on_error="raise"``: windows of records, each mapped under
-  ``ignore_errors``; the records that failed are found by their ids (one row per window size).
+- window catch: ``skips.catch_errors`` then ``skips.raise_caught``, what ``make_dataset`` uses
+  under ``on_error="raise"``: windows of records and an end marker, each mapped under
+  ``ignore_errors``; the records that failed are found by their positions in the window (one
+  row per window size).
 - per-record catch: each record mapped in its own one-element dataset under ``ignore_errors``
   (what ``on_error="skip"`` did before the window catch).
 - and, end to end, ``make_dataset`` with ``on_error="raise"`` and ``"skip"``.
@@ -74,14 +75,14 @@ def candidates(pattern: str, calls: int, windows: list[int]) -> dict[str, Callab
         )
 
     def windowed(window: int) -> tf.data.Dataset:
-        return skips.catch_errors(
+        caught = skips.catch_errors(
             _records(source),
             fn,
             record_id=lambda position, record: record[0],
             num_parallel_calls=calls,
             window=window,
-            per_window=skips.raise_caught,
         )
+        return skips.raise_caught(caught)
 
     def pipeline(on_error: str) -> tf.data.Dataset:
         dataset = oi.make_dataset(

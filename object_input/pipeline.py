@@ -9,7 +9,6 @@ module.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import inspect
 import os
 from collections.abc import Mapping, Sequence
@@ -389,8 +388,7 @@ def _build(opts: DatasetOptions) -> tf.data.Dataset:
     # An op error inside the map (a truncated JPEG, a failed assertion) is caught for its record
     # alone: raised naming the record under "raise", counted under "skip". Flagged failures are
     # settled after the catch, so that every failure is raised or counted in stream order.
-    caught = functools.partial(
-        skips.catch_errors,
+    caught = skips.catch_errors(
         records,
         process_element,
         record_id=lambda seed, record: record[0],
@@ -398,10 +396,9 @@ def _build(opts: DatasetOptions) -> tf.data.Dataset:
     )
     count_batches = False
     if opts.on_error == "skip":
-        dataset = skips.count_caught(caught(), counter)
+        dataset = skips.count_caught(caught, counter)
     else:
-        # Raised inside the catch, ahead of the stream: no sequential stage per example.
-        dataset = caught(per_window=lambda window: skips.raise_caught(window, allowed))
+        dataset = skips.raise_caught(caught, allowed)
         # Examples still flagged ("empty") are dropped and counted one by one; else per batch.
         if counter is not None and fields.ERROR in dataset.element_spec:
             dataset = skips.drop_and_count(dataset, counter)

@@ -177,7 +177,6 @@ def catch_errors(
     record_id: Any,
     num_parallel_calls: int,
     window: int = CATCH_WINDOW,
-    per_window: Any = None,
 ) -> tf.data.Dataset:
     """``dataset.map(fn)`` that survives an op error inside ``fn`` and says whose it was.
 
@@ -188,57 +187,69 @@ def catch_errors(
     out and its record id handed on. Elements come out in order as ``(failed, end,
     features)``: ``failed`` the string vector of the record ids whose ``fn`` failed just before
     this element, ``end`` True for a marker with placeholder ``features`` that closes each
-    window (it carries the window's trailing failures). :func:`raise_caught` and
-    :func:`count_caught` turn them back into feature dicts, raising or counting the failures in
-    stream order; ``per_window`` (a function of a dataset of such elements) runs on each
-    window's elements inside the catch, where it runs ahead of the stream.
+    window of ``window`` records and, last, the stream (it carries the trailing failures).
+    :func:`raise_caught` and :func:`count_caught` turn them back into feature dicts, raising or
+    counting the failures in stream order.
 
-    The records go in windows of ``window``, each mapped as its own small dataset under
-    ``ignore_errors`` (``num_parallel_calls`` at a time), while the next window is mapped
-    ahead. Only ``fn`` is covered: the windows are filled in the outer dataset, so an error
-    while reading records (a damaged file, a failed read) still ends the stream and is never
-    swallowed.
+    The records go in windows, each mapped as its own small dataset under ``ignore_errors``
+    (``num_parallel_calls`` at a time), while the next window is mapped ahead. Only ``fn`` is
+    covered: the windows are filled in the outer dataset, so an error while reading records (a
+    damaged file, a failed read) still ends the stream and is never swallowed. The markers are
+    interleaved into the stream before the windows and pass through the same map (``fn`` is not
+    run on them), so each window is one map of a zip: no function per window but the map's.
     """
-    block = window + 1  # the window's examples and its end marker
+    block = window + 1  # the window's records and its end marker
+    marker_input = tf.nest.map_structure(_zeros, dataset.element_spec)
+    records = tf.data.Dataset.zip((dataset, tf.data.Dataset.from_tensors(False).repeat()))
+    markers = tf.data.Dataset.from_tensors((marker_input, True)).repeat()
+    # ``window`` records, then a marker, until the records end; then the stream's own marker.
+    choice = tf.data.Dataset.from_tensor_slices(tf.constant([0] * window + [1], tf.int64))
+    stream = tf.data.Dataset.choose_from_datasets(
+        [records, markers], choice.repeat(), stop_on_empty_dataset=True
+    ).concatenate(tf.data.Dataset.from_tensors((marker_input, True)))
+    output_spec = {}
 
-    def one(*elements: tf.data.Dataset) -> tf.data.Dataset:
-        # In order within the window: each survivor is found by its id from there on.
-        mapped = (
-            tf.data.Dataset.zip(elements)
-            .map(
-                lambda *element: (record_id(*element), False, fn(*element)),
-                num_parallel_calls=num_parallel_calls,
-                deterministic=True,
-            )
+    @tf.autograph.experimental.do_not_convert
+    def attempt(index: tf.Tensor, ids: tf.Tensor, element: Any, end: tf.Tensor) -> tuple:
+        def mapped() -> dict:
+            features = fn(*element)
+            output_spec.update({k: tf.TensorSpec(v.shape, v.dtype) for k, v in features.items()})
+            return features
+
+        # tf.cond traces the first branch first: the marker's placeholder then knows the spec.
+        features = tf.cond(~end, mapped, lambda: errors.placeholder(output_spec))
+        return index, ids, end, features
+
+    def one(element: Any, end: tf.data.Dataset) -> tf.data.Dataset:
+        # Every element carries its window's record ids: a survivor names the failures before it
+        # by its position in the window.
+        ids = record_id(*element).batch(block).repeat()
+        positions = tf.data.Dataset.range(block)
+        return (
+            tf.data.Dataset.zip((positions, ids, element, end))
+            .map(attempt, num_parallel_calls=num_parallel_calls, deterministic=True)
             .ignore_errors(log_warning=True)
         )
-        end = tf.data.Dataset.from_tensors(("", True, errors.placeholder(mapped.element_spec[2])))
 
-        def with_ids(ids: tf.Tensor) -> tf.data.Dataset:
-            size = tf.size(ids, tf.int64)
-
-            @tf.autograph.experimental.do_not_convert
-            def step(expected: tf.Tensor, item: tuple) -> tuple:
-                # The survivor is the first record with its id from the expected one on (ids
-                # repeat in a window only when a small dataset repeats: then the same id is
-                # reported either way).
-                survivor, is_end, features = item
-                found = tf.where(tf.equal(ids[expected:], survivor))[:, 0]
-                position = tf.where(is_end, size, expected + tf.concat([found, [0]], 0)[0])
-                return position + 1, (ids[expected:position], is_end, features)
-
-            caught = mapped.concatenate(end).scan(tf.constant(0, tf.int64), step)
-            return caught if per_window is None else per_window(caught)
-
-        # The ids as one batch in a dataset, not get_single_element: that op cannot be
-        # checkpointed. Finding each element by its id costs less than enumerating them.
-        return record_id(*elements).batch(block).flat_map(with_ids)
+    @tf.autograph.experimental.do_not_convert
+    def step(expected: tf.Tensor, item: tuple) -> tuple:
+        position, ids, end, features = item
+        after = tf.where(end, tf.constant(0, tf.int64), position + 1)
+        return after, (ids[expected:position], end, features)
 
     # One window at a time, the next one mapped ahead: windows mapped side by side would each
     # buffer two windows of examples (gigabytes with 16 cores and large images).
-    return dataset.window(window).interleave(
+    mapped = stream.window(block).interleave(
         one, cycle_length=1, block_length=block, num_parallel_calls=1
     )
+    return mapped.scan(tf.constant(0, tf.int64), step)
+
+
+def _zeros(spec: tf.TensorSpec) -> tf.Tensor:
+    """A placeholder of ``spec``: zeros (empty strings), unknown dimensions 0."""
+    if not isinstance(spec, tf.TensorSpec):
+        raise TypeError(f"records of dense tensors only can be caught, got {spec}")
+    return tf.zeros([0 if d is None else d for d in spec.shape.as_list()], spec.dtype)
 
 
 def _raise_failed(failed: tf.Tensor) -> tf.Tensor:

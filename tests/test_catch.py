@@ -53,10 +53,11 @@ def test_catch_errors_is_the_map_with_each_failure_named_before_its_successor(
         ([f.decode() for f in failed.numpy()], bool(end), int(features["value"]))
         for failed, end, features in _caught(size, failing, window, calls)
     ]
-    # Each window of records gives its survivors, then an end marker; every survivor and end
-    # marker carries the failures since the window's previous element.
+    # Each full window of records gives its survivors, then an end marker; the records after the
+    # last full window give theirs, then the stream's end marker. Every survivor and end marker
+    # carries the failures since the window's previous element.
     expected = []
-    for start in range(0, size, window):
+    for start in range(0, size + 1, window):
         failed = []
         for value in range(start, min(start + window, size)):
             if value in failing:
@@ -88,18 +89,17 @@ def test_raise_caught_raises_failures_then_flags_in_stream_order(inside):
         }
 
     # Windows [0, 1, 2] and [3, 4, 5]: record 2 fails, record 3 is flagged.
-    if inside:  # in each window, ahead of the stream, as make_dataset does
-        dataset = skips.catch_errors(
+    if inside:  # flagged inside the caught map, as make_dataset does
+        caught = skips.catch_errors(
             _records(6),
             lambda record_id, value: flag(_failing_map({2})(record_id, value)),
             record_id=lambda record_id, value: record_id,
             num_parallel_calls=2,
             window=3,
-            per_window=skips.raise_caught,
         )
     else:
         caught = _caught(6, {2}, 3, 2).map(lambda failed, end, f: (failed, end, flag(f)))
-        dataset = skips.raise_caught(caught)
+    dataset = skips.raise_caught(caught)
     iterator = iter(dataset)
     assert [int(next(iterator)["value"]) for _ in range(2)] == [0, 1]
     with pytest.raises(tf.errors.InvalidArgumentError, match="record 2: undecodable: "):
