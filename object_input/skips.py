@@ -199,14 +199,16 @@ def catch_errors(
     run on them), so each window is one map of a zip: no function per window but the map's.
     """
     block = window + 1  # the window's records and its end marker
-    marker_input = tf.nest.map_structure(_zeros, dataset.element_spec)
+    marker_input = tf.nest.map_structure(_one_zero, dataset.element_spec)
+    marker = tf.data.Dataset.zip(
+        (tf.data.Dataset.from_tensor_slices(marker_input), tf.data.Dataset.from_tensors(True))
+    )
     records = tf.data.Dataset.zip((dataset, tf.data.Dataset.from_tensors(False).repeat()))
-    markers = tf.data.Dataset.from_tensors((marker_input, True)).repeat()
     # ``window`` records, then a marker, until the records end; then the stream's own marker.
     choice = tf.data.Dataset.from_tensor_slices(tf.constant([0] * window + [1], tf.int64))
     stream = tf.data.Dataset.choose_from_datasets(
-        [records, markers], choice.repeat(), stop_on_empty_dataset=True
-    ).concatenate(tf.data.Dataset.from_tensors((marker_input, True)))
+        [records, marker.repeat()], choice.repeat(), stop_on_empty_dataset=True
+    ).concatenate(marker)
     output_spec = {}
 
     @tf.autograph.experimental.do_not_convert
@@ -245,11 +247,22 @@ def catch_errors(
     return mapped.scan(tf.constant(0, tf.int64), step)
 
 
-def _zeros(spec: tf.TensorSpec) -> tf.Tensor:
-    """A placeholder of ``spec``: zeros (empty strings), unknown dimensions 0."""
-    if not isinstance(spec, tf.TensorSpec):
-        raise TypeError(f"records of dense tensors only can be caught, got {spec}")
-    return tf.zeros([0 if d is None else d for d in spec.shape.as_list()], spec.dtype)
+def _one_zero(spec: tf.TypeSpec) -> Any:
+    """A batch of one placeholder of ``spec`` (dense, ragged or sparse): zeros, unknown
+    dimensions 0. Sliced by ``from_tensor_slices``, its element has ``spec``'s type, which
+    for a ragged ``spec`` of ragged rank 0 (a row sliced from a ragged batch) no value has."""
+    shape = [1] + [0 if d is None else d for d in spec.shape.as_list()]
+    if isinstance(spec, tf.TensorSpec):
+        return tf.zeros(shape, spec.dtype)
+    if isinstance(spec, tf.RaggedTensorSpec):
+        return tf.RaggedTensor.from_tensor(
+            tf.zeros(shape, spec.dtype),
+            ragged_rank=spec.ragged_rank + 1,
+            row_splits_dtype=spec.row_splits_dtype,
+        )
+    if isinstance(spec, tf.SparseTensorSpec):
+        return tf.sparse.from_dense(tf.zeros(shape, spec.dtype))
+    raise TypeError(f"records of tensors, ragged or sparse tensors can be caught, got {spec}")
 
 
 def _raise_failed(failed: tf.Tensor) -> tf.Tensor:

@@ -107,3 +107,28 @@ def test_raise_caught_raises_failures_then_flags_in_stream_order(inside):
     with pytest.raises(tf.errors.InvalidArgumentError, match="record 3: flagged"):
         next(iterator)
     assert [int(f["value"]) for f in iterator] == [4, 5]
+
+
+def test_records_of_ragged_and_sparse_tensors_are_caught_too():
+    ragged = tf.ragged.constant([[1, 2], [3], [4, 5, 6]], tf.int64)
+    records = tf.data.Dataset.zip(
+        (
+            tf.data.Dataset.range(3).map(tf.strings.as_string),
+            tf.data.Dataset.from_tensor_slices(ragged),
+            tf.data.Dataset.from_tensor_slices(tf.sparse.from_dense(ragged.to_tensor())),
+        )
+    )
+
+    def fn(record_id, values, sparse):
+        check = tf.debugging.Assert(tf.size(values) != 1, ["op error"])
+        with tf.control_dependencies([check]):
+            return {
+                "total": tf.reduce_sum(values) + tf.reduce_sum(sparse.values),
+                fields.RECORD_ID: record_id,
+            }
+
+    caught = skips.catch_errors(
+        records, fn, record_id=lambda record_id, *_: record_id, num_parallel_calls=2, window=2
+    )
+    elements = [([f.decode() for f in a.numpy()], bool(b), int(c["total"])) for a, b, c in caught]
+    assert elements == [([], False, 6), (["1"], True, 0), ([], False, 30), ([], True, 0)]
