@@ -5,6 +5,7 @@ import gzip
 import io
 import logging
 import re
+import time
 import zlib
 
 import numpy as np
@@ -637,6 +638,15 @@ def test_clean_data_gives_the_same_batches_as_a_plain_map_whatever_the_paralleli
                 np.testing.assert_array_equal(got[key], want[key], err_msg=key)
 
 
+def _wait_until_idle(counts) -> None:
+    """Until the pipeline's threads stop counting (its buffers are full): the counts saved next
+    to the iterator then match its state (docs/reliability.md, what the checkpoint holds)."""
+    previous = None
+    while counts.snapshot() != previous:
+        previous = counts.snapshot()
+        time.sleep(0.3)
+
+
 def test_iterator_checkpoints_mid_window_with_caught_errors(tmp_path):
     path, good = _tf_error_file(tmp_path)
 
@@ -648,6 +658,7 @@ def test_iterator_checkpoints_mid_window_with_caught_errors(tmp_path):
 
     iterator, counts, checkpoint = make()
     before = _source_ids([next(iterator) for _ in range(3)])
+    _wait_until_idle(counts)
     saved = checkpoint.save(str(tmp_path / "ckpt"))
     rest = _source_ids(iterator)
     iterator, restored_counts, checkpoint = make()

@@ -16,7 +16,7 @@ from object_input.writers import build_example
 
 PIPELINE = textwrap.dedent(
     """
-    import json, sys
+    import json, sys, time
     import tensorflow as tf
     import object_input as oi
 
@@ -44,6 +44,11 @@ WORKER = PIPELINE + textwrap.dedent(
     checkpoint = tf.train.Checkpoint(iterator=iterator, counts=oi.skips.counter_of(dataset))
     if mode == "save":
         batches = [summary(next(iterator)) for _ in range(int(steps))]
+        # Saved once the pipeline's threads stop counting: the counts then match the iterator.
+        previous = None
+        while oi.stats(dataset) != previous:
+            previous = oi.stats(dataset)
+            time.sleep(0.3)
         checkpoint.save(directory + "/ckpt")
     else:
         checkpoint.restore(tf.train.latest_checkpoint(directory)).assert_consumed()
