@@ -493,10 +493,8 @@ def _is_rgb(features: dict, color_stage: str) -> bool:
 def _fused_colour(batch: dict, colour: FusedColor, output_dtype: str | None) -> dict:
     """The batch with its fused colour stage applied (and its parameters consumed)."""
     out = dict(batch)
-    image = colour(out[fields.IMAGE], out.pop(fields.COLOR_PARAMETERS))
-    if output_dtype is not None:
-        image = core.like(image, tf.as_dtype(output_dtype))
-    out[fields.IMAGE] = image
+    parameters = out.pop(fields.COLOR_PARAMETERS)
+    out[fields.IMAGE] = colour(out[fields.IMAGE], parameters, output_dtype or tf.float32)
     return out
 
 

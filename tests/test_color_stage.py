@@ -46,6 +46,20 @@ def test_fused_differs_from_exact_by_interpolation_only(synthetic_dir):
     assert 0 < np.median(difference) < 1.0
 
 
+@pytest.mark.parametrize("dtype", ["uint8", "bfloat16"])
+def test_fused_stage_output_dtype_is_its_float_colour_cast(synthetic_dir, dtype):
+    steps = [*GEOMETRY, *COLOUR]
+    colour = first_batch(synthetic_dir, steps)[fields.IMAGE]
+    got = first_batch(synthetic_dir, steps, output_dtype=dtype)[fields.IMAGE]
+    assert got.dtype == tf.as_dtype(dtype)
+    if dtype == "uint8":
+        np.testing.assert_array_equal(got, tf.cast(tf.round(colour), tf.uint8))
+    else:
+        np.testing.assert_array_equal(
+            tf.bitcast(got, tf.uint16), tf.bitcast(tf.cast(colour, tf.bfloat16), tf.uint16)
+        )
+
+
 def test_device_stage_defers_the_colour_to_the_layer(synthetic_dir):
     steps = [*GEOMETRY, *COLOUR]
     device = first_batch(synthetic_dir, steps, color_stage="device", output_dtype="uint8")

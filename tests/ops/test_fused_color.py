@@ -134,3 +134,22 @@ def test_keras_layer_needs_a_trailing_colour_step():
 
     with pytest.raises(ValueError, match="does not end with a fusable colour step"):
         FusedColorLayer(["random_adjust_hue", "random_horizontal_flip"])
+
+
+@pytest.mark.parametrize("dtype", [tf.uint8, tf.bfloat16])
+def test_narrow_output_is_the_float_output_cast_like_the_steps(dtype):
+    stage = FusedColor.split(STANDARD_COLOUR)[1]
+    images = tf.constant(make_batch(11))
+    parameters = tf.stack([stage.draw(tf.constant([i, 3])) for i in range(4)])
+    colour = stage(images, parameters)
+    narrow = stage(images, parameters, dtype)
+    assert narrow.dtype == dtype
+    if dtype.is_integer:
+        # Rounded, not truncated: the batch has values that the two casts take apart.
+        assert np.any(tf.cast(colour, dtype).numpy() != tf.cast(tf.round(colour), dtype).numpy())
+        np.testing.assert_array_equal(narrow.numpy(), tf.cast(tf.round(colour), dtype).numpy())
+    else:
+        np.testing.assert_array_equal(
+            tf.bitcast(narrow, tf.uint16).numpy(),
+            tf.bitcast(tf.cast(colour, dtype), tf.uint16).numpy(),
+        )
