@@ -10,7 +10,8 @@ applied) and the standard six steps, on each image set. ``ops`` times single ops
 record of the first set (CPU ms per call, in a ``tf.function``, median of 5 rounds); it also
 prints the pixel difference of ``crop_and_resize`` (crop, flip and resize in one op) against the
 pipeline's crop → flip → resize. ``colour`` times the fused colour stage and its two compiled
-parts (the contrast means, the colour pass) in a ``tf.data`` map over one batch of 8 × 512 × 512.
+parts (the contrast means, the colour pass) in a ``tf.data`` map over one batch of 8 × 512 × 512,
+and its ``uint8`` output (compiled cast) against TensorFlow's cast after a float32 stage.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import tensorflow as tf
 from common import IMAGE_SETS, cpu_seconds, interleaved_streams, report_streams
 from speed import STANDARD_STEPS, dataset_batches, standard_dataset
 
-from object_input.ops import fused_color
+from object_input.ops import core, fused_color
 
 COLOUR_STEPS = STANDARD_STEPS[2:]
 
@@ -44,6 +45,7 @@ def pipeline(args: argparse.Namespace) -> None:
             "flip + crop": {"steps": STANDARD_STEPS[:2]},
             "flip + crop + colour parameters": {"color_stage": "device"},
             "standard": {},
+            "standard, output_dtype='uint8'": {"output_dtype": "uint8"},
         }
         candidates = {
             name: dataset_batches(functools.partial(standard_dataset, pattern, 8, **options))
@@ -156,11 +158,14 @@ def colour(args: argparse.Namespace) -> None:
     means_part = compile_(functools.partial(fused_color._channel_means, COLOUR_STEPS[:1]))
     colour_part = compile_(functools.partial(fused_color._colour, COLOUR_STEPS))
     stage = fused_color._compiled(COLOUR_STEPS)
+    fused = fused_color.FusedColor.split(COLOUR_STEPS)[1]
     candidates = {
         "one pass: x + 0 (read and write the batch)": lambda x, p: x + 0.0,
         "fused colour stage": stage,
         "  its contrast means": lambda x, p: means_part(x, p, ()),
         "  its colour pass (means given)": lambda x, p: colour_part(x, p, (means,)),
+        "fused colour stage, uint8 out": lambda x, p: fused(x, p, tf.uint8),
+        "  the same, TensorFlow's cast after it": lambda x, p: core.like(fused(x, p), tf.uint8),
     }
     times: dict[str, list[float]] = {name: [] for name in candidates}
     for _ in range(args.rounds):
