@@ -101,10 +101,12 @@ class RecordChecks:
         """
 
         def fail() -> tf.Tensor:
+            where = self._where()
             chain: list[tf.Operation] = []
             for ok, _, message in self.items:
                 with tf.control_dependencies(chain):
-                    chain = [tf.debugging.Assert(ok, [self._message(message)])]
+                    text = tf.strings.join([where, ": ", self._body(message)])
+                    chain = [tf.debugging.Assert(ok, [text])]
             with tf.control_dependencies(chain):
                 return tf.constant(False)
 
@@ -113,7 +115,8 @@ class RecordChecks:
         all_ok = tf.reduce_all(tf.stack([ok for ok, _, _ in self.items]))
         return [tf.cond(all_ok, lambda: tf.constant(True), fail)]
 
-    def _message(self, parts: tuple) -> tf.Tensor:
+    def _where(self) -> tf.Tensor:
+        """The head of every message, "record <id> (source_id <id>)"; built once per branch."""
         where = [tf.constant("record "), self.record_id]
         if self.source_id is not None:
             where.append(
@@ -123,8 +126,11 @@ class RecordChecks:
                     tf.strings.join([" (source_id ", self.source_id, ")"]),
                 )
             )
-        text = [_text(p) for p in parts]
-        return tf.strings.join([tf.strings.join(where), ": ", tf.strings.join(text, " ")])
+        return tf.strings.join(where)
+
+    @staticmethod
+    def _body(parts: tuple) -> tf.Tensor:
+        return tf.strings.join([_text(p) for p in parts], " ")
 
     def verdict(self, on_error: str) -> tuple[tf.Tensor, tf.Tensor | None]:
         """``(ok, error)`` of the record under policy ``on_error``.
@@ -164,7 +170,8 @@ class RecordChecks:
             # Every message, then the first failed one's: one branch, not a cond per check.
             oks = tf.stack([ok for ok, _, _ in self.items])
             first = tf.argmin(tf.cast(oks, tf.int32))
-            return tf.gather(tf.stack([self._message(m) for _, _, m in self.items]), first)
+            text = tf.gather(tf.stack([self._body(m) for _, _, m in self.items]), first)
+            return tf.strings.join([self._where(), ": ", text])
 
         out[fields.ERROR] = tf.where(fresh, error, previous)
         out[fields.ERROR_DETAIL] = tf.cond(
