@@ -35,8 +35,8 @@ def as_seed(seed: Any) -> tf.Tensor:
 
 def split_seed(seed: Any, num: int) -> list[tf.Tensor]:
     """``num`` independent shape-[2] seeds derived from ``seed``."""
-    seeds = tf.random.experimental.stateless_split(as_seed(seed), num)
-    return [seeds[i] for i in range(num)]
+    # One unstack, not a slice (four graph nodes) per seed: nodes cost tracing and start-up.
+    return tf.unstack(tf.random.experimental.stateless_split(as_seed(seed), num), num=num)
 
 
 def fold_seed(seed: Any, data: Any) -> tf.Tensor:
@@ -105,6 +105,9 @@ def concat_boxes(first: Features, second: Features) -> Features:
 def image_size(image: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
     """(height, width) of a ``[H, W, C]`` image as int32 scalars."""
     shape = tf.shape(image)
+    if image.shape.rank is not None:
+        height, width, *_ = tf.unstack(shape, num=image.shape.rank)
+        return height, width
     return shape[0], shape[1]
 
 
