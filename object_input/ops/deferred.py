@@ -160,7 +160,12 @@ def realize(
             return tf.switch_case(branch, [lambda r=r: jpeg_window(r) for r in (1, 2, 4, 8)])
 
     image = tf.cond(is_jpeg, decode_jpeg, full_then_slice)
-    image = tf.cond(view[2] > 0, lambda: tf.reverse(image, [0]), lambda: image)
-    image = tf.cond(view[3] > 0, lambda: tf.reverse(image, [1]), lambda: image)
+    # One branch for both mirrors (a reverse over the axes that flip; none: no copy).
+    mirrored = view[2:4] > 0
+    image = tf.cond(
+        tf.reduce_any(mirrored),
+        lambda: tf.reverse(image, tf.reshape(tf.where(mirrored), [-1])),
+        lambda: image,
+    )
     image.set_shape([None, None, channels])
     return core.set_image(out, image)
