@@ -169,11 +169,10 @@ def _run(
         elif name == "random_adjust_hue":
             # The rotated colour keeps V and C inside [0, 255]: the step's clip is a no-op here.
             hsv = state.hsv()
-            hue = hsv.hue + 6.0 * parameter[:, tf.newaxis, tf.newaxis]
-            state = _Hsv(hue, hsv.value, hsv.chroma)
+            state = _Hsv(hsv.hue + 6.0 * _per_image(parameter), hsv.value, hsv.chroma)
         else:
             hsv = state.hsv()
-            factor = tf.maximum(parameter, 0.0)[:, tf.newaxis, tf.newaxis]
+            factor = _per_image(tf.maximum(parameter, 0.0))
             state = _Hsv(hsv.hue, hsv.value, tf.minimum(hsv.chroma * factor, hsv.value))
     return state
 
@@ -212,58 +211,61 @@ def _clip(value: tf.Tensor) -> tf.Tensor:
     return tf.clip_by_value(value, 0.0, 255.0)
 
 
-class _Pixels:
-    """Channels-last pixels ``[B, H, W, 3]``, while only per-channel steps have run.
+def _per_image(value: tf.Tensor) -> tf.Tensor:
+    """``[B]`` to ``[B, 1, 1, 1]``, to broadcast over a batch of pixels."""
+    return value[:, tf.newaxis, tf.newaxis, tf.newaxis]
 
-    Brightness and contrast stay on this layout; XLA fuses their sums (for contrast's means)
-    only on it. Hue and saturation need the channels apart (:class:`_Rgb`).
+
+def _spread(channel: tf.Tensor) -> tf.Tensor:
+    """``[B, H, W, 1]`` broadcast to ``[B, H, W, 3]``: one channel's value at every channel."""
+    return tf.broadcast_to(channel, tf.concat([tf.shape(channel)[:-1], [3]], axis=0))
+
+
+class _Pixels:
+    """Channels-last pixels ``[B, H, W, 3]``: the input and the per-channel steps (brightness,
+    contrast) still to apply, each ``clip(x * scale + offset)``.
+
+    They are applied where the pixels are read: on the channels-last batch for contrast's sums
+    (XLA fuses those only on it), on each channel spread over the channel axis for hue and
+    saturation (:meth:`hsv`).
     """
 
-    def __init__(self, pixels: tf.Tensor):
-        self.values = pixels
+    def __init__(self, pixels: tf.Tensor, maps: tuple = ()):
+        self.input, self.maps = pixels, maps
+
+    def _mapped(self, values: tf.Tensor, channel: slice) -> tf.Tensor:
+        for scale, offset in self.maps:
+            if scale is not None:
+                values = values * _per_image(scale)
+            values = _clip(values + offset[:, tf.newaxis, tf.newaxis, channel])
+        return values
 
     def pixels(self) -> tf.Tensor:
-        return self.values
-
-    def rgb(self) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-        # Planar channels vectorize better than strided channels-last reads.
-        return tuple(tf.unstack(tf.transpose(self.values, [3, 0, 1, 2])))
+        return self._mapped(self.input, slice(None))
 
     def hsv(self) -> _Hsv:
-        return _Rgb(self.rgb()).hsv()
-
-    def affine(self, scale: tf.Tensor | None, offset: tf.Tensor) -> _State:
-        """``clip(x * scale + offset)``: ``scale`` ``[B]`` (None: 1), ``offset`` ``[B, 3]``."""
-        values = self.values if scale is None else self.values * scale[:, None, None, None]
-        return _Pixels(_clip(values + offset[:, tf.newaxis, tf.newaxis]))
-
-
-class _Rgb:
-    """Planar channels ``(r, g, b)``, each ``[B, H, W]``."""
-
-    def __init__(self, channels: tuple[tf.Tensor, tf.Tensor, tf.Tensor]):
-        self.channels = channels
-
-    def rgb(self) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-        return self.channels
-
-    def pixels(self) -> tf.Tensor:
-        return tf.transpose(tf.stack(self.rgb()), [1, 2, 3, 0])
-
-    def affine(self, scale: tf.Tensor | None, offset: tf.Tensor) -> _State:
-        """``clip(x * scale + offset)``: ``scale`` ``[B]`` (None: 1), ``offset`` ``[B, 3]``."""
-        channels = self.rgb()
-        if scale is not None:
-            channels = tuple(channel * scale[:, tf.newaxis, tf.newaxis] for channel in channels)
-        return _Rgb(
-            tuple(
-                _clip(channel + offset[:, index, tf.newaxis, tf.newaxis])
-                for index, channel in enumerate(channels)
-            )
+        # XLA emits each output value on its own. With every channel spread over the channel
+        # axis, the three values of a pixel compute from the same operands, and LLVM computes
+        # value, chroma and hue once per pixel instead of once per output channel.
+        red, green, blue = (
+            self._mapped(_spread(self.input[..., c : c + 1]), slice(c, c + 1)) for c in range(3)
         )
+        return _Hsv.from_rgb(red, green, blue)
 
-    def hsv(self) -> _Hsv:
-        red, green, blue = self.channels
+    def affine(self, scale: tf.Tensor | None, offset: tf.Tensor) -> _State:
+        """``clip(x * scale + offset)``: ``scale`` ``[B]`` (None: 1), ``offset`` ``[B, 3]``."""
+        return _Pixels(self.input, (*self.maps, (scale, offset)))
+
+
+class _Hsv:
+    """Hue in sextants (any real; taken mod 6), value and chroma, each ``[B, H, W, 3]`` with one
+    value per pixel spread over the channel axis."""
+
+    def __init__(self, hue: tf.Tensor, value: tf.Tensor, chroma: tf.Tensor):
+        self.hue, self.value, self.chroma = hue, value, chroma
+
+    @classmethod
+    def from_rgb(cls, red: tf.Tensor, green: tf.Tensor, blue: tf.Tensor) -> _Hsv:
         value = tf.maximum(tf.maximum(red, green), blue)
         chroma = value - tf.minimum(tf.minimum(red, green), blue)
         # AdjustHue's choice among tied maxima: red, then green, then blue.
@@ -271,31 +273,19 @@ class _Rgb:
         numerator = tf.where(is_red, green - blue, tf.where(is_green, blue - red, red - green))
         offset = tf.where(is_red, 0.0, tf.where(is_green, 2.0, 4.0))
         hue = numerator / tf.where(chroma > 0, chroma, 1.0) + offset
-        return _Hsv(hue, value, chroma)
-
-
-class _Hsv:
-    """Hue in sextants (any real; taken mod 6), value and chroma, each ``[B, H, W]``."""
-
-    def __init__(self, hue: tf.Tensor, value: tf.Tensor, chroma: tf.Tensor):
-        self.hue, self.value, self.chroma = hue, value, chroma
+        return cls(hue, value, chroma)
 
     def hsv(self) -> _Hsv:
         return self
 
-    def rgb(self) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
-        def channel(n: float) -> tf.Tensor:
-            k = self.hue + n
-            k = k - 6.0 * tf.floor(k * (1.0 / 6.0))
-            return self.value - self.chroma * tf.clip_by_value(tf.minimum(k, 4.0 - k), 0.0, 1.0)
-
-        return channel(5.0), channel(3.0), channel(1.0)
-
     def pixels(self) -> tf.Tensor:
-        return _Rgb(self.rgb()).pixels()
+        # Channel n of (R, G, B) = (5, 3, 1): V - C * clip(min(k, 4 - k), 0, 1), k = (h + n) mod 6.
+        k = self.hue + tf.constant([5.0, 3.0, 1.0])
+        k = k - 6.0 * tf.floor(k * (1.0 / 6.0))
+        return self.value - self.chroma * tf.clip_by_value(tf.minimum(k, 4.0 - k), 0.0, 1.0)
 
     def affine(self, scale: tf.Tensor | None, offset: tf.Tensor) -> _State:
-        return _Rgb(self.rgb()).affine(scale, offset)
+        return _Pixels(self.pixels()).affine(scale, offset)
 
 
-_State = _Pixels | _Rgb | _Hsv
+_State = _Pixels | _Hsv
