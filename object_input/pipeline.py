@@ -310,6 +310,10 @@ def _size(name: str, size: Any) -> tuple[int, int] | None:
     return tuple(size)
 
 
+# Every function tf.data traces in here is written for graphs: AutoGraph would only convert it,
+# which cost a fresh process about 0.7 s before its first batch (docs/performance.md). Functions
+# traced while this runs are not converted.
+@tf.autograph.experimental.do_not_convert
 def _build(opts: DatasetOptions) -> tf.data.Dataset:
     source = opts.source
     # Counting needs variables in this process: not with tf.data service workers.

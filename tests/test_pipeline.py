@@ -1,6 +1,7 @@
 """make_dataset end to end on generated TFRecords."""
 
 import os
+from unittest import mock
 
 import keras
 import numpy as np
@@ -316,3 +317,27 @@ def test_output_dtype(synthetic_dir, dtype, expected):
     if dtype == "uint8":
         want = np.clip(np.round(want), 0, 255)
     np.testing.assert_allclose(tf.cast(cast[fields.IMAGE], tf.float32).numpy(), want, rtol=1e-2)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {
+            "augment": ["random_horizontal_flip", "random_crop_image", "random_adjust_hue"],
+            "image_size": (32, 32),
+            "keras": True,
+        },
+        {"augment": ["mosaic"], "image_size": (32, 32), "on_error": "skip", "masks": "png"},
+    ],
+)
+def test_make_dataset_converts_nothing_with_autograph(synthetic_dir, options):
+    # The pipeline's functions are written for graphs: AutoGraph converting them (parsing and
+    # rewriting their source) only delays the first batch of a fresh process.
+    api = pytest.importorskip("tensorflow.python.autograph.impl.api")
+    if not hasattr(api, "_TRANSPILER"):
+        pytest.skip("this TensorFlow converts through another entry point")
+    transpiler = api._TRANSPILER
+    with mock.patch.object(transpiler, "transform", wraps=transpiler.transform) as transform:
+        dataset = oi.make_dataset(_pattern(synthetic_dir), batch_size=4, seed=1, **options)
+        next(iter(dataset))
+    assert [call.args[0] for call in transform.call_args_list] == []

@@ -127,7 +127,10 @@ class FusedColor:
 @functools.cache
 def _compiled(names: tuple[str, ...]) -> Callable[[tf.Tensor, tf.Tensor], tf.Tensor]:
     """One set of XLA-compiled functions per step list, shared by every pipeline that uses it."""
-    compile_ = functools.partial(tf.function, jit_compile=True, reduce_retracing=True)
+    # autograph=False: the code is written for graphs; converting it cost a cold build ~1 s.
+    compile_ = functools.partial(
+        tf.function, jit_compile=True, reduce_retracing=True, autograph=False
+    )
     # One means function per contrast step, over the colour just before it.
     before_contrast = [
         compile_(functools.partial(_channel_means, names[:index]))
@@ -149,7 +152,10 @@ def _compiled(names: tuple[str, ...]) -> Callable[[tf.Tensor, tf.Tensor], tf.Ten
 def _compiled_like(dtype: tf.DType) -> Callable[[tf.Tensor], tf.Tensor]:
     """:func:`object_input.ops.core.like` to ``dtype``, compiled."""
     return tf.function(
-        functools.partial(core.like, reference_dtype=dtype), jit_compile=True, reduce_retracing=True
+        functools.partial(core.like, reference_dtype=dtype),
+        jit_compile=True,
+        reduce_retracing=True,
+        autograph=False,
     )
 
 
