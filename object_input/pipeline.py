@@ -346,8 +346,6 @@ def _build(opts: DatasetOptions) -> tf.data.Dataset:
     # object_input.partners, which runs them and the steps after them.
     combining = augment.combining()
 
-    # The ops use tf.cond explicitly: AutoGraph conversion would only slow tracing down.
-    @tf.autograph.experimental.do_not_convert
     def process(seed: tf.Tensor, record_id: tf.Tensor, payload: Any) -> dict:
         features = source.decode(record_id, payload, defer_image=deferred_steps > 0)
         features = _flagged(features, record_id, opts.empty_images)
@@ -359,7 +357,6 @@ def _build(opts: DatasetOptions) -> tf.data.Dataset:
             return augment(features, seed, start=deferred_steps, stop=combining[0])
         return finish(seed, features, deferred_steps)
 
-    @tf.autograph.experimental.do_not_convert
     def finish(seed: tf.Tensor | None, features: dict, start: int) -> dict:
         """Steps ``start:`` (trailing colour steps may go to the batch), resize, box limit."""
         stop = len(augment)
@@ -533,7 +530,6 @@ def _records(
         salts = tf.data.Dataset.random(seed=base, rerandomize_each_iteration=True)
         return _with_example_seeds(read(opts.seed), salts, shard)
 
-    @tf.autograph.experimental.do_not_convert
     def one_iteration(key: tf.Tensor) -> tf.data.Dataset:
         seed = iterations.pass_seed(base, key)
         return _with_example_seeds(read(seed), tf.data.Dataset.from_tensors(seed).repeat(), shard)
@@ -551,7 +547,6 @@ def _with_example_seeds(
     parallelism.
     """
 
-    @tf.autograph.experimental.do_not_convert
     def attach(position: tf.Tensor, salt: tf.Tensor, record: Any) -> tuple[tf.Tensor, Any]:
         seed = tf.stack([tf.cast(salt % (2**31), tf.int32), tf.constant(shard, tf.int32)])
         return core.fold_seed(seed, position), record
