@@ -114,6 +114,17 @@ class SkipCounter(tf.Module):
         with tf.control_dependencies([noted]):
             return tf.identity(keep)
 
+    def count_example(self, features: dict[str, tf.Tensor]) -> tf.Tensor:
+        """Count one example by its ``fields.ERROR`` code (OK when absent), and its
+        ``num_dropped_boxes`` when it passes (graph op); returns whether to keep it."""
+        error = features.get(fields.ERROR, tf.constant(errors.OK, tf.int32))
+        detail = features.get(fields.ERROR_DETAIL, tf.constant(""))
+        keep = self.count(error, features[fields.RECORD_ID], detail)
+        dropped = features.get(fields.NUM_DROPPED_BOXES, tf.constant(0, tf.int32))
+        added = self.dropped_boxes.assign_add(tf.cast(dropped, tf.int64) * tf.cast(keep, tf.int64))
+        with tf.control_dependencies([added]):
+            return tf.identity(keep)
+
     def snapshot(self) -> Stats:
         """The counts now, as plain Python values."""
         counts = self.counts.numpy().tolist()
@@ -329,20 +340,8 @@ def count_caught(dataset: tf.data.Dataset, counter: SkipCounter) -> tf.data.Data
             failed,
             initializer=tf.constant(True),
         )
-        error = features.get(fields.ERROR, tf.constant(errors.OK, tf.int32))
-        detail = features.get(fields.ERROR_DETAIL, tf.constant(""))
-
-        def count() -> tf.Tensor:
-            passed = counter.count(error, features[fields.RECORD_ID], detail)
-            dropped = features.get(fields.NUM_DROPPED_BOXES, tf.constant(0, tf.int32))
-            added = counter.dropped_boxes.assign_add(
-                tf.cast(dropped, tf.int64) * tf.cast(passed, tf.int64)
-            )
-            with tf.control_dependencies([added]):
-                return tf.identity(passed)
-
         with tf.control_dependencies([counted]):
-            return tf.cond(end, lambda: tf.constant(False), count)
+            return tf.cond(end, lambda: tf.constant(False), lambda: counter.count_example(features))
 
     return dataset.filter(keep).map(_features((fields.ERROR, fields.ERROR_DETAIL)))
 
@@ -379,15 +378,7 @@ def drop_and_count(dataset: tf.data.Dataset, counter: SkipCounter) -> tf.data.Da
 
     @tf.autograph.experimental.do_not_convert
     def flag(features: dict) -> tuple[tf.Tensor, dict]:
-        error = features.get(fields.ERROR, tf.constant(errors.OK, tf.int32))
-        detail = features.get(fields.ERROR_DETAIL, tf.constant(""))
-        keep = counter.count(error, features[fields.RECORD_ID], detail)
-        dropped = features.get(fields.NUM_DROPPED_BOXES, tf.constant(0, tf.int32))
-        added = counter.dropped_boxes.assign_add(
-            tf.cast(dropped, tf.int64) * tf.cast(keep, tf.int64)
-        )
-        with tf.control_dependencies([added]):
-            keep = tf.identity(keep)
+        keep = counter.count_example(features)
         return keep, {k: v for k, v in features.items() if k not in flags}
 
     return dataset.map(flag).filter(lambda keep, _: keep).map(lambda _, features: features)
