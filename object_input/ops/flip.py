@@ -35,16 +35,14 @@ def flip_left_right(
     features: core.Features, keypoint_flip_permutation: Sequence[int] | None = None
 ) -> core.Features:
     """Mirror the example left-right (deterministic)."""
-    permutation = check_permutation(features, keypoint_flip_permutation, "flip_left_right")
-    return transform.apply(features, transform.Flip(1, permutation))
+    return maybe_flip(features, 1, None, keypoint_flip_permutation, "flip_left_right")
 
 
 def flip_up_down(
     features: core.Features, keypoint_flip_permutation: Sequence[int] | None = None
 ) -> core.Features:
     """Mirror the example top-bottom (deterministic)."""
-    permutation = check_permutation(features, keypoint_flip_permutation, "flip_up_down")
-    return transform.apply(features, transform.Flip(0, permutation))
+    return maybe_flip(features, 0, None, keypoint_flip_permutation, "flip_up_down")
 
 
 def rotate90(
@@ -68,11 +66,12 @@ def _maybe(flip, features, seed, probability, permutation):
 def maybe_flip(
     features: core.Features,
     axis: int,
-    when: tf.Tensor,
+    when: tf.Tensor | None,
     permutation: Sequence[int] | None,
     step: str,
 ) -> core.Features:
-    """The example mirrored along image ``axis`` where the scalar bool ``when`` is True.
+    """The example mirrored along image ``axis`` where the scalar bool ``when`` is True
+    (always when it is None); ``step`` names the caller in a bad permutation's error.
 
     Each field is selected on its own (see :class:`transform.Flip`), not by a branch over the
     whole feature dict.
