@@ -346,7 +346,7 @@ class ExampleDecoder:
             tf.reduce_all(tf.math.is_finite(boxes)),
             "box_not_finite",
             "field image/object/bbox has non-finite coordinates:",
-            lambda: _where_not(tf.concat(coords, axis=0), tf.math.is_finite),
+            lambda: where_not(tf.concat(coords, axis=0), tf.math.is_finite),
         )
         checks.add(
             tf.reduce_all((ymin <= ymax) & (xmin <= xmax)),
@@ -355,10 +355,10 @@ class ExampleDecoder:
         )
         if self.boxes_out_of_range == "error":
             checks.add(
-                tf.reduce_all(_in_unit_range(boxes)),
+                tf.reduce_all(in_unit_range(boxes)),
                 "box_out_of_range",
                 "field image/object/bbox has coordinates outside [0, 1]:",
-                lambda: _where_not(tf.concat(coords, axis=0), _in_unit_range),
+                lambda: where_not(tf.concat(coords, axis=0), in_unit_range),
                 "(pass boxes_out_of_range='clip' to clip them)",
             )
         return boxes, sizes[0]
@@ -376,7 +376,7 @@ class ExampleDecoder:
                 tf.reduce_all(_valid_class_id(ids)),
                 "class_range",
                 f"field {key} has class ids outside [1, 2**31):",
-                lambda ids=ids: _where_not(ids, _valid_class_id),
+                lambda ids=ids: where_not(ids, _valid_class_id),
             )
         count = tf.size(labels)
         if self._table is not None:
@@ -700,13 +700,14 @@ def _sanitized(
     return out, tf.where(ok, size, 1), boxes
 
 
-def _where_not(values: tf.Tensor, test: Any) -> tf.Tensor:
+def where_not(values: tf.Tensor, test: Any) -> tf.Tensor:
     """The values that fail ``test`` (for messages)."""
     # A gather at the failing positions: boolean_mask's general form traces 3× the ops.
     return tf.gather(values, tf.reshape(tf.where(~test(values)), [-1]))
 
 
-def _in_unit_range(coordinates: tf.Tensor) -> tf.Tensor:
+def in_unit_range(coordinates: tf.Tensor) -> tf.Tensor:
+    """Whether each box coordinate lies in [0, 1] up to ``BOX_TOLERANCE`` (float noise)."""
     return (coordinates >= -BOX_TOLERANCE) & (coordinates <= 1 + BOX_TOLERANCE)
 
 

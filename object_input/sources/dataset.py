@@ -7,7 +7,7 @@ from typing import Any
 import tensorflow as tf
 
 from object_input import errors, fields
-from object_input.decoders.tf_example import BOX_TOLERANCE
+from object_input.decoders.tf_example import in_unit_range, where_not
 from object_input.sources.base import ReadContext, Source
 
 
@@ -99,24 +99,24 @@ def _checks(features: dict[str, tf.Tensor]) -> errors.RecordChecks:
             f"boxes, got {boxes.dtype.name} of shape {boxes.shape}"
         )
     num = tf.shape(boxes)[0]
-    finite = tf.math.is_finite(boxes)
+    # Offending values are message parts built only for a failed record (callables).
+    coordinates = tf.reshape(boxes, [-1])
     checks.add(
-        tf.reduce_all(finite),
+        tf.reduce_all(tf.math.is_finite(boxes)),
         "box_not_finite",
         f"field {fields.BOXES} has non-finite coordinates:",
-        tf.boolean_mask(boxes, ~finite),
+        lambda: where_not(coordinates, tf.math.is_finite),
     )
     checks.add(
         tf.reduce_all((boxes[:, 0] <= boxes[:, 2]) & (boxes[:, 1] <= boxes[:, 3])),
         "box_order",
         f"field {fields.BOXES} has a box with ymin > ymax or xmin > xmax",
     )
-    outside = (boxes < -BOX_TOLERANCE) | (boxes > 1 + BOX_TOLERANCE)
     checks.add(
-        ~tf.reduce_any(outside),
+        tf.reduce_all(in_unit_range(boxes)),
         "box_out_of_range",
         f"field {fields.BOXES} has coordinates outside [0, 1]:",
-        tf.boolean_mask(boxes, outside),
+        lambda: where_not(coordinates, in_unit_range),
     )
     classes = features.get(fields.CLASSES)
     if classes is not None:
@@ -129,12 +129,11 @@ def _checks(features: dict[str, tf.Tensor]) -> errors.RecordChecks:
             tf.size(classes),
             "values",
         )
-        bad = (classes < 1) | (tf.cast(classes, tf.int64) >= 2**31)
         checks.add(
-            ~tf.reduce_any(bad),
+            tf.reduce_all(_valid_class(classes)),
             "class_range",
             f"field {fields.CLASSES} has class ids outside [1, 2**31):",
-            tf.boolean_mask(classes, bad),
+            lambda: where_not(tf.reshape(classes, [-1]), _valid_class),
         )
     masks, image = features.get(fields.MASKS), features.get(fields.IMAGE)
     if masks is not None:
@@ -160,3 +159,8 @@ def _checks(features: dict[str, tf.Tensor]) -> errors.RecordChecks:
                 tf.shape(image)[:2],
             )
     return checks
+
+
+def _valid_class(classes: tf.Tensor) -> tf.Tensor:
+    # The cast lets a class of any integer or float dtype compare with 2**31.
+    return ~((classes < 1) | (tf.cast(classes, tf.int64) >= 2**31))
