@@ -78,32 +78,7 @@ class Generator(Dataset):
 
 def _conform(element: Any, signature: dict[str, tf.TensorSpec], where: str) -> dict[str, Any]:
     """``element`` as arrays of the signature, flagged OK; or stand-ins flagged with why not."""
-    problem = None
-    out = {}
-    if not isinstance(element, Mapping):
-        problem = f"the generator yielded a {type(element).__name__}, not a feature dict"
-    else:
-        missing = sorted(set(signature) - set(element))
-        extra = sorted(set(element) - set(signature))
-        if missing or extra:
-            problem = f"fields {missing} are missing, {extra} not in output_signature"
-    for name, spec in signature.items():
-        if problem is not None:
-            break
-        try:
-            given = np.asarray(element[name])
-            value = np.asarray(given, spec.dtype.as_numpy_dtype)
-        except (TypeError, ValueError, OverflowError) as error:
-            problem = f"field {name!r} does not convert to {spec.dtype.name}: {error}"
-            break
-        if given.dtype.kind in "fc" and spec.dtype.is_integer and not np.array_equal(given, value):
-            problem = (
-                f"field {name!r} holds non-integers for {spec.dtype.name}: {given.ravel()[:5]}"
-            )
-            break
-        if not spec.shape.is_compatible_with(value.shape):
-            problem = f"field {name!r} has shape {value.shape}, expected {spec.shape}"
-        out[name] = value
+    out, problem = _arrays(element, signature)
     if problem is None:
         return {**out, fields.ERROR: errors.OK, fields.ERROR_DETAIL: ""}
     stand_in = {
@@ -121,3 +96,28 @@ def _conform(element: Any, signature: dict[str, tf.TensorSpec], where: str) -> d
         fields.ERROR: errors.code("undecodable"),
         fields.ERROR_DETAIL: f"record {where}: {problem}",
     }
+
+
+def _arrays(element: Any, signature: dict[str, tf.TensorSpec]) -> tuple[dict[str, Any], str | None]:
+    """``element``'s fields as arrays of the signature, and the first problem found (or None)."""
+    if not isinstance(element, Mapping):
+        return {}, f"the generator yielded a {type(element).__name__}, not a feature dict"
+    missing = sorted(set(signature) - set(element))
+    extra = sorted(set(element) - set(signature))
+    if missing or extra:
+        return {}, f"fields {missing} are missing, {extra} not in output_signature"
+    out = {}
+    for name, spec in signature.items():
+        try:
+            given = np.asarray(element[name])
+            value = np.asarray(given, spec.dtype.as_numpy_dtype)
+        except (TypeError, ValueError, OverflowError) as error:
+            return out, f"field {name!r} does not convert to {spec.dtype.name}: {error}"
+        if given.dtype.kind in "fc" and spec.dtype.is_integer and not np.array_equal(given, value):
+            return out, (
+                f"field {name!r} holds non-integers for {spec.dtype.name}: {given.ravel()[:5]}"
+            )
+        if not spec.shape.is_compatible_with(value.shape):
+            return out, f"field {name!r} has shape {value.shape}, expected {spec.shape}"
+        out[name] = value
+    return out, None
