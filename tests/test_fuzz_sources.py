@@ -638,8 +638,8 @@ def test_arrays_with_fuzzed_boxes_through_make_dataset(boxes, classes, on_error)
     if examples is not None:
         ids = [e[fields.RECORD_ID].numpy() for e in examples]
         passes = boxes_reference(boxes, classes) is None
-        assert (
-            ids == [b"arrays:0", b"arrays:1", b"arrays:2"] if passes else [b"arrays:0", b"arrays:2"]
+        assert ids == (
+            [b"arrays:0", b"arrays:1", b"arrays:2"] if passes else [b"arrays:0", b"arrays:2"]
         )
 
 
