@@ -341,3 +341,11 @@ def test_make_dataset_converts_nothing_with_autograph(synthetic_dir, options):
         dataset = oi.make_dataset(_pattern(synthetic_dir), batch_size=4, seed=1, **options)
         next(iter(dataset))
     assert [call.args[0] for call in transform.call_args_list] == []
+
+    def converted(x):
+        return -x if x < 0 else x
+
+    # The patch sees conversions: a plain map's function is converted through it.
+    with mock.patch.object(transpiler, "transform", wraps=transpiler.transform) as transform:
+        next(iter(tf.data.Dataset.range(1).map(converted)))
+    assert [call.args[0] for call in transform.call_args_list] == [converted]
