@@ -577,6 +577,10 @@ def test_detection_csv_with_a_fuzzed_image_through_make_dataset(
     if examples is not None:
         names = [e[fields.FILENAME].numpy() for e in examples]
         assert names in ([b"a.png", b"b.png", b"c.png"], [b"a.png", b"c.png"])
+        for example in examples:
+            encoded = image_bytes if example[fields.FILENAME] == b"b.png" else PNG
+            expected = tf.io.decode_image(encoded, channels=3, expand_animations=False)
+            np.testing.assert_array_equal(example[fields.IMAGE], expected)
 
 
 # --- Arrays and Generator ----------------------------------------------------------------
