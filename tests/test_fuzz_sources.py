@@ -191,9 +191,16 @@ def test_csv_file_with_a_fuzzed_row_through_make_dataset(tmp_path_factory, line,
     examples = through_pipeline(source, f"{path}:line 3", on_error)
     if examples is None:
         return
-    names = [e["name"].numpy() for e in examples]
-    assert names[0] == b"a" and names[-1] == b"b"
-    assert len(examples) == 2 + (line != b"" and csv_reference(line) is not None)
+    reference = csv_reference(line) if line else None  # an empty line is no row
+    middle = [] if reference is None else [reference]
+    expected = [[1, 2.5, "a"], *middle, [7, 0.5, "b"]]
+    assert [int(e["n"]) for e in examples] == [n for n, _, _ in expected]
+    np.testing.assert_allclose(
+        [float(e["x"]) for e in examples], [np.float32(x) for _, x, _ in expected], rtol=1e-6
+    )
+    assert [e["name"].numpy() for e in examples] == [
+        name.encode("utf-8", "surrogateescape") for _, _, name in expected
+    ]
 
 
 # --- FixedLength / CIFAR -----------------------------------------------------------------
