@@ -85,7 +85,7 @@ def candidates(pattern: str, calls: int, windows: list[int]) -> dict[str, Callab
         return skips.raise_caught(caught)
 
     def pipeline(on_error: str) -> tf.data.Dataset:
-        dataset = oi.make_dataset(
+        return oi.make_dataset(
             pattern,
             batch_size=BATCH,
             image_size=SIZE,
@@ -94,7 +94,6 @@ def candidates(pattern: str, calls: int, windows: list[int]) -> dict[str, Callab
             num_parallel_calls=calls,
             on_error=on_error,
         )
-        return dataset
 
     def batches(make: Callable[[], tf.data.Dataset], batch: bool = True) -> Callable[[], Iterator]:
         def start() -> Iterator[int]:
