@@ -9,6 +9,9 @@
    and functions of its traced graph (every map, filter and branch function), and the CPU
    seconds of the build (Python tracing), ``iter()`` (the runtime instantiating and optimizing
    the functions) and the first ``next()``, medians of ``--builds`` warm builds.
+3. The same for no steps and standard with the window catch (``skips.catch_errors``) replaced by
+   one parallel map that yields the same elements and catches nothing: a diagnosis of what the
+   catch costs the first batch, not a pipeline to use.
 
 Run it in two checkouts, one after the other, to compare them. CPU seconds, not wall time: the
 machine may be shared.
@@ -17,6 +20,7 @@ machine may be shared.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import time
@@ -30,6 +34,7 @@ import tensorflow as tf
 from common import IMAGE_SETS, cpu_seconds, random_boxes
 from tensorflow.core.framework import graph_pb2
 
+from object_input import skips
 from object_input.decoders import ExampleDecoder
 from object_input.writers import build_example
 
@@ -96,6 +101,38 @@ def graph_size(dataset: tf.data.Dataset) -> tuple[int, int]:
     return len(graph.node) + sum(len(f.node_def) for f in functions), len(functions)
 
 
+def _uncaught_map(dataset, fn, *, record_id, num_parallel_calls, window=skips.CATCH_WINDOW):
+    """``skips.catch_errors``'s elements from one parallel map: no failures, no end markers."""
+    del record_id, window
+
+    @tf.autograph.experimental.do_not_convert
+    def mapped(*element):
+        return tf.zeros([0], tf.string), tf.constant(False), fn(*element)
+
+    return dataset.map(mapped, num_parallel_calls=num_parallel_calls, deterministic=True)
+
+
+@contextlib.contextmanager
+def catch_replaced():
+    """``make_dataset`` built inside this block maps without the window catch."""
+    catch = skips.catch_errors
+    skips.catch_errors = _uncaught_map
+    try:
+        yield
+    finally:
+        skips.catch_errors = catch
+
+
+def uncaught(make: Callable[[], tf.data.Dataset]) -> Callable[[], tf.data.Dataset]:
+    """``make`` with the window catch replaced (see :func:`catch_replaced`)."""
+
+    def build() -> tf.data.Dataset:
+        with catch_replaced():
+            return make()
+
+    return build
+
+
 def first_batch_cpu(make: Callable[[], tf.data.Dataset], builds: int) -> tuple[float, ...]:
     """Median CPU seconds of build, ``iter()`` and the first ``next()`` over warm builds."""
     make()  # warm: what a process that built a pipeline before pays
@@ -138,10 +175,14 @@ def main() -> None:
     for image_set in args.sets:
         pattern = IMAGE_SETS[image_set](args.data)
         files = sorted(tf.io.gfile.glob(pattern))
+        no_steps = lambda p=pattern: speed.standard_dataset(p, 8, steps=())  # noqa: E731
+        standard = lambda p=pattern: speed.standard_dataset(p, 8)  # noqa: E731
         pipelines = {
             "floor": lambda files=files: speed.floor_dataset(files, 8),
-            "make_dataset, no steps": lambda p=pattern: speed.standard_dataset(p, 8, steps=()),
-            "standard": lambda p=pattern: speed.standard_dataset(p, 8),
+            "make_dataset, no steps": no_steps,
+            "standard": standard,
+            "no steps, catch → map": uncaught(no_steps),
+            "standard, catch → map": uncaught(standard),
         }
         print(f"\n{image_set}: graph, and warm CPU seconds to the first batch")
         print(
