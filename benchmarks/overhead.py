@@ -20,11 +20,12 @@ machine may be shared.
 from __future__ import annotations
 
 import argparse
-import contextlib
+import functools
 import os
 import statistics
 import time
 from collections.abc import Callable
+from unittest import mock
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -101,9 +102,11 @@ def graph_size(dataset: tf.data.Dataset) -> tuple[int, int]:
     return len(graph.node) + sum(len(f.node_def) for f in functions), len(functions)
 
 
-def _uncaught_map(dataset, fn, *, record_id, num_parallel_calls, window=skips.CATCH_WINDOW):
+def _uncaught_map(
+    dataset: tf.data.Dataset, fn: Callable, *, record_id: Callable, num_parallel_calls: int, **_
+) -> tf.data.Dataset:
     """``skips.catch_errors``'s elements from one parallel map: no failures, no end markers."""
-    del record_id, window
+    del record_id
 
     @tf.autograph.experimental.do_not_convert
     def mapped(*element):
@@ -112,22 +115,11 @@ def _uncaught_map(dataset, fn, *, record_id, num_parallel_calls, window=skips.CA
     return dataset.map(mapped, num_parallel_calls=num_parallel_calls, deterministic=True)
 
 
-@contextlib.contextmanager
-def catch_replaced():
-    """``make_dataset`` built inside this block maps without the window catch."""
-    catch = skips.catch_errors
-    skips.catch_errors = _uncaught_map
-    try:
-        yield
-    finally:
-        skips.catch_errors = catch
-
-
 def uncaught(make: Callable[[], tf.data.Dataset]) -> Callable[[], tf.data.Dataset]:
-    """``make`` with the window catch replaced (see :func:`catch_replaced`)."""
+    """``make`` with ``make_dataset``'s window catch replaced by :func:`_uncaught_map`."""
 
     def build() -> tf.data.Dataset:
-        with catch_replaced():
+        with mock.patch.object(skips, "catch_errors", _uncaught_map):
             return make()
 
     return build
@@ -175,8 +167,8 @@ def main() -> None:
     for image_set in args.sets:
         pattern = IMAGE_SETS[image_set](args.data)
         files = sorted(tf.io.gfile.glob(pattern))
-        no_steps = lambda p=pattern: speed.standard_dataset(p, 8, steps=())  # noqa: E731
-        standard = lambda p=pattern: speed.standard_dataset(p, 8)  # noqa: E731
+        no_steps = functools.partial(speed.standard_dataset, pattern, 8, steps=())
+        standard = functools.partial(speed.standard_dataset, pattern, 8)
         pipelines = {
             "floor": lambda files=files: speed.floor_dataset(files, 8),
             "make_dataset, no steps": no_steps,
