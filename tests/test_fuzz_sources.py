@@ -510,6 +510,13 @@ def detection_reference(rows: list[list[str]]) -> list[list[float]]:
     return boxes
 
 
+def detection_classes(rows: list[list[str]]) -> list[int]:
+    """Class id of each row with a class: ids in order of first appearance of the names."""
+    names = [row[3].strip() for row in rows if row[3].strip()]
+    ids = {name: i + 1 for i, name in enumerate(dict.fromkeys(names))}
+    return [ids[name] for name in names]
+
+
 @pytest.fixture(scope="module")
 def image_dir(tmp_path_factory):
     folder = tmp_path_factory.mktemp("images")
@@ -541,7 +548,7 @@ def test_detection_csv_rows_give_exact_boxes_or_an_error_naming_file_and_line(
     )
     assert is_ok(out), out[fields.ERROR_DETAIL]
     np.testing.assert_allclose(out[fields.BOXES], detection_reference(rows), rtol=1e-6)
-    assert out[fields.CLASSES].numpy().tolist() == [1] * len(detection_reference(rows))
+    assert out[fields.CLASSES].numpy().tolist() == detection_classes(rows)
 
 
 images = (
