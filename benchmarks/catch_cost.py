@@ -9,9 +9,12 @@ benchmark's noisy set with every check, resize to 512×512), batched by 8, mappe
   under ``on_error="raise"`` before the window catch; an op error inside ``fn`` ends the stream
   without a record id.
 - window catch: ``skips.catch_errors`` then ``skips.raise_caught``, what ``make_dataset`` uses
-  under ``on_error="raise"``: windows of records and an end marker, each mapped under
-  ``ignore_errors``; the records that failed are found by their positions in the window (one
-  row per window size).
+  for sources that do not mark what they cannot read: windows of records and an end marker,
+  each mapped under ``ignore_errors``; the records that failed are found by their positions in
+  the window (one row per window size).
+- marked catch: ``skips.catch_marked`` then ``skips.raise_caught``, what ``make_dataset`` uses
+  for TFRecord files: one map under ``ignore_errors``, each element carrying the ids of the
+  records before it.
 - per-record catch: each record mapped in its own one-element dataset under ``ignore_errors``
   (what ``on_error="skip"`` did before the window catch).
 - and, end to end, ``make_dataset`` with ``on_error="raise"`` and ``"skip"``.
@@ -84,6 +87,16 @@ def candidates(pattern: str, calls: int, windows: list[int]) -> dict[str, Callab
         )
         return skips.raise_caught(caught)
 
+    def marked() -> tf.data.Dataset:
+        caught = skips.catch_marked(
+            _records(source),
+            fn,
+            record_id=lambda position, record: record[0],
+            mark=lambda position, record: (tf.constant(errors.OK), tf.constant("")),
+            num_parallel_calls=calls,
+        )
+        return skips.raise_caught(caught)
+
     def pipeline(on_error: str) -> tf.data.Dataset:
         return oi.make_dataset(
             pattern,
@@ -107,6 +120,7 @@ def candidates(pattern: str, calls: int, windows: list[int]) -> dict[str, Callab
     starters = {"plain map": batches(plain)}
     for window in windows:
         starters[f"window catch, {window} records"] = batches(lambda w=window: windowed(w))
+    starters["marked catch"] = batches(marked)
     starters["per-record catch"] = batches(lambda: _per_record(_records(source), fn, calls))
     starters["make_dataset, on_error='raise'"] = batches(lambda: pipeline("raise"), batch=False)
     starters["make_dataset, on_error='skip'"] = batches(lambda: pipeline("skip"), batch=False)

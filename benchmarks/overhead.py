@@ -9,9 +9,13 @@
    and functions of its traced graph (every map, filter and branch function), and the CPU
    seconds of the build (Python tracing), ``iter()`` (the runtime instantiating and optimizing
    the functions) and the first ``next()``, medians of ``--builds`` warm builds.
-3. The same for no steps and standard with the window catch (``skips.catch_errors``) replaced by
-   one parallel map that yields the same elements and catches nothing: a diagnosis of what the
-   catch costs the first batch, not a pipeline to use.
+3. The same for no steps and standard with the catch of op errors as it was before
+   ``skips.catch_marked``: the TFRecord source not marking what it cannot read, so that
+   ``make_dataset`` catches per window of records (``skips.catch_errors``), as it still does for
+   the sources that do not mark.
+4. And with the catch (``skips.catch_marked``) replaced by one parallel map that yields the same
+   elements and catches nothing: a diagnosis of what the catch costs the first batch, not a
+   pipeline to use.
 
 Run it in two checkouts, one after the other, to compare them. CPU seconds, not wall time: the
 machine may be shared.
@@ -37,6 +41,7 @@ from tensorflow.core.framework import graph_pb2
 
 from object_input import skips
 from object_input.decoders import ExampleDecoder
+from object_input.sources import TFRecord
 from object_input.writers import build_example
 
 _BOX_KEYS = speed._BOX_KEYS
@@ -105,7 +110,7 @@ def graph_size(dataset: tf.data.Dataset) -> tuple[int, int]:
 def _uncaught_map(
     dataset: tf.data.Dataset, fn: Callable, *, record_id: Callable, num_parallel_calls: int, **_
 ) -> tf.data.Dataset:
-    """``skips.catch_errors``'s elements from one parallel map: no failures, no end markers."""
+    """``skips.catch_marked``'s elements from one parallel map: no failures, no end marker."""
     del record_id
 
     @tf.autograph.experimental.do_not_convert
@@ -116,10 +121,20 @@ def _uncaught_map(
 
 
 def uncaught(make: Callable[[], tf.data.Dataset]) -> Callable[[], tf.data.Dataset]:
-    """``make`` with ``make_dataset``'s window catch replaced by :func:`_uncaught_map`."""
+    """``make`` with ``make_dataset``'s catch replaced by :func:`_uncaught_map`."""
 
     def build() -> tf.data.Dataset:
-        with mock.patch.object(skips, "catch_errors", _uncaught_map):
+        with mock.patch.object(skips, "catch_marked", _uncaught_map):
+            return make()
+
+    return build
+
+
+def windowed(make: Callable[[], tf.data.Dataset]) -> Callable[[], tf.data.Dataset]:
+    """``make`` with its TFRecord source not marking: ``make_dataset`` catches per window."""
+
+    def build() -> tf.data.Dataset:
+        with mock.patch.object(TFRecord, "marks_read_errors", False):
             return make()
 
     return build
@@ -173,6 +188,8 @@ def main() -> None:
             "floor": lambda files=files: speed.floor_dataset(files, 8),
             "make_dataset, no steps": no_steps,
             "standard": standard,
+            "no steps, window catch": windowed(no_steps),
+            "standard, window catch": windowed(standard),
             "no steps, catch → map": uncaught(no_steps),
             "standard, catch → map": uncaught(standard),
         }

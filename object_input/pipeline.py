@@ -9,6 +9,7 @@ module.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import os
 from collections.abc import Mapping, Sequence
@@ -318,12 +319,16 @@ def _build(opts: DatasetOptions) -> tf.data.Dataset:
     source = opts.source
     # Counting needs variables in this process: not with tf.data service workers.
     counter = skips.SkipCounter() if opts.service is None else None
+    # A source that marks what it cannot read, instead of raising, lets the op errors of the
+    # per-example map be caught in one map (skips.catch_marked); the marks are raised or counted
+    # after it, in stream order, like any flagged record.
+    marked = source.marks_read_errors
     context = ReadContext(
         reading=opts.reading,
         shuffle=opts.shuffle,
         seed=opts.seed,
         deterministic=opts.deterministic,
-        on_error=opts.on_error,
+        on_error="mark" if marked else opts.on_error,
         counter=counter,
     )
     # The iteration number keys every random draw; a variable in this process (not on workers).
@@ -381,7 +386,7 @@ def _build(opts: DatasetOptions) -> tf.data.Dataset:
         return batching.prepare(features, opts.max_boxes, opts.box_overflow)
 
     def process_element(seed: tf.Tensor, record: Any) -> dict:
-        features = process(seed, *record)
+        features = process(seed, *record[:2])
         return {**features, partners.SEED: seed} if combining else features
 
     # Under "raise" only "empty" stays flagged (a drop, not an error).
@@ -389,7 +394,12 @@ def _build(opts: DatasetOptions) -> tf.data.Dataset:
     # An op error inside the map (a truncated JPEG, a failed assertion) is caught for its record
     # alone: raised naming the record under "raise", counted under "skip". Flagged failures are
     # settled after the catch, so that every failure is raised or counted in stream order.
-    caught = skips.catch_errors(
+    catch = (
+        functools.partial(skips.catch_marked, mark=lambda seed, record: record[2:])
+        if marked
+        else skips.catch_errors
+    )
+    caught = catch(
         records,
         process_element,
         record_id=lambda seed, record: record[0],

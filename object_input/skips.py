@@ -179,6 +179,9 @@ def stats(dataset: tf.data.Dataset) -> Stats:
 #: Records per window of :func:`catch_errors`: its fixed cost per window is spread over them,
 #: and it holds up to about four windows of mapped examples (docs/performance.md).
 CATCH_WINDOW = 16
+#: Record ids each element of :func:`catch_marked` carries of the records before it: the most
+#: failures in a row it names by id (earlier ones are named by their distance to those).
+CATCH_HISTORY = 32
 
 
 def catch_errors(
@@ -208,30 +211,21 @@ def catch_errors(
     damaged file, a failed read) still ends the stream and is never swallowed. The markers are
     interleaved into the stream before the windows and pass through the same map (``fn`` is not
     run on them), so each window is one map of a zip: no function per window but the map's.
+    Where nothing upstream of ``fn`` can raise, :func:`catch_marked` does the same with one map.
     """
     block = window + 1  # the window's records and its end marker
-    marker_input = tf.nest.map_structure(_one_zero, dataset.element_spec)
-    marker = tf.data.Dataset.zip(
-        (tf.data.Dataset.from_tensor_slices(marker_input), tf.data.Dataset.from_tensors(True))
-    )
+    marker = _end_marker(dataset)
     records = tf.data.Dataset.zip((dataset, tf.data.Dataset.from_tensors(False).repeat()))
     # ``window`` records, then a marker, until the records end; then the stream's own marker.
     choice = tf.data.Dataset.from_tensor_slices(tf.constant([0] * window + [1], tf.int64))
     stream = tf.data.Dataset.choose_from_datasets(
         [records, marker.repeat()], choice.repeat(), stop_on_empty_dataset=True
     ).concatenate(marker)
-    output_spec = {}
+    attempt = _attempt(fn)
 
     @tf.autograph.experimental.do_not_convert
-    def attempt(index: tf.Tensor, ids: tf.Tensor, element: Any, end: tf.Tensor) -> tuple:
-        def mapped() -> dict:
-            features = fn(*element)
-            output_spec.update({k: tf.TensorSpec(v.shape, v.dtype) for k, v in features.items()})
-            return features
-
-        # tf.cond traces the first branch first: the marker's placeholder then knows the spec.
-        features = tf.cond(~end, mapped, lambda: errors.placeholder(output_spec))
-        return index, ids, end, features
+    def attempt_at(index: tf.Tensor, ids: tf.Tensor, element: Any, end: tf.Tensor) -> tuple:
+        return index, ids, end, attempt(element, ~end, {})
 
     def one(element: Any, end: tf.data.Dataset) -> tf.data.Dataset:
         # Every element carries its window's record ids: a survivor names the failures before it
@@ -240,7 +234,7 @@ def catch_errors(
         positions = tf.data.Dataset.range(block)
         return (
             tf.data.Dataset.zip((positions, ids, element, end))
-            .map(attempt, num_parallel_calls=num_parallel_calls, deterministic=True)
+            .map(attempt_at, num_parallel_calls=num_parallel_calls, deterministic=True)
             .ignore_errors(log_warning=True)
         )
 
@@ -256,6 +250,102 @@ def catch_errors(
         one, cycle_length=1, block_length=block, num_parallel_calls=1
     )
     return mapped.scan(tf.constant(0, tf.int64), step)
+
+
+def catch_marked(
+    dataset: tf.data.Dataset,
+    fn: Any,
+    *,
+    record_id: Any,
+    mark: Any,
+    num_parallel_calls: int,
+    history: int = CATCH_HISTORY,
+) -> tf.data.Dataset:
+    """:func:`catch_errors` for a ``dataset`` that never raises: one map under ``ignore_errors``.
+
+    ``ignore_errors`` over the whole map would also swallow an error raised upstream of it, so
+    ``dataset`` must report what it could not read as *marked* elements instead of raising (a
+    source's ``records`` under ``on_error="mark"``): ``mark`` picks an element's ``(error,
+    detail)``, an error code of :mod:`object_input.errors` (``OK`` for a record) and its message.
+    ``fn`` maps the records (its features must have the fields ``fields.ERROR``,
+    ``ERROR_DETAIL`` and ``RECORD_ID``); a marked element passes without it, as placeholder
+    features flagged with its code, message and record id in those fields, so
+    :func:`raise_caught` and :func:`count_caught` raise or count it in stream order.
+
+    The elements out are :func:`catch_errors`'s, with one end marker, after the stream. Each
+    element carries the ids of the ``history`` records before it (a scan ahead of the map): a
+    survivor names the failures since the previous survivor, the last ``history`` of them by id,
+    any earlier ones by their distance to those. There are no windows, so no dataset, iterator
+    or thread per window of records: the first batch comes about a third of a CPU second sooner
+    (docs/performance.md).
+    """
+    stream = tf.data.Dataset.zip((dataset, tf.data.Dataset.from_tensors(False).repeat()))
+    stream = stream.concatenate(_end_marker(dataset))
+
+    @tf.autograph.experimental.do_not_convert
+    def number(state: tuple, item: tuple) -> tuple:
+        position, previous = state
+        element, end = item
+        ids = tf.concat([previous[1:], tf.reshape(record_id(*element), [1])], 0)
+        return (position + 1, ids), (position, previous, element, end)
+
+    start = (tf.constant(0, tf.int64), tf.fill([history], ""))
+    attempt = _attempt(fn)
+
+    @tf.autograph.experimental.do_not_convert
+    def attempt_at(position: tf.Tensor, previous: tf.Tensor, element: Any, end: tf.Tensor):
+        error, detail = mark(*element)
+        # The end marker's placeholder element may look marked: it is not.
+        error = tf.where(end, errors.OK, tf.cast(error, tf.int32))
+        flags = {fields.ERROR: error, fields.ERROR_DETAIL: tf.where(end, "", detail)}
+        flags[fields.RECORD_ID] = record_id(*element)
+        run = ~end & tf.equal(error, errors.OK)
+        return position, previous, end, attempt(element, run, flags)
+
+    @tf.autograph.experimental.do_not_convert
+    def step(expected: tf.Tensor, item: tuple) -> tuple:
+        position, previous, end, features = item
+        missing = position - expected
+        named = previous[history - tf.minimum(missing, history) :]
+        # Failures before the oldest id kept, by how many records before it each came.
+        distances = tf.range(tf.maximum(missing - history, 0), 0, -1)
+        unnamed = tf.strings.join(
+            ["(the record ", tf.strings.as_string(distances), " before ", previous[0], ")"]
+        )
+        return position + 1, (tf.concat([unnamed, named], 0), end, features)
+
+    mapped = (
+        stream.scan(start, number)
+        .map(attempt_at, num_parallel_calls=num_parallel_calls, deterministic=True)
+        .ignore_errors(log_warning=True)
+    )
+    return mapped.scan(tf.constant(0, tf.int64), step)
+
+
+def _end_marker(dataset: tf.data.Dataset) -> tf.data.Dataset:
+    """One ``(placeholder element, True)``: the end marker of a catch's stream."""
+    marker_input = tf.nest.map_structure(_one_zero, dataset.element_spec)
+    return tf.data.Dataset.zip(
+        (tf.data.Dataset.from_tensor_slices(marker_input), tf.data.Dataset.from_tensors(True))
+    )
+
+
+def _attempt(fn: Any) -> Any:
+    """``attempt(element, run, flags)``: ``fn(*element)`` where ``run``, else placeholder
+    features of ``fn``'s spec with ``flags`` (a dict of some of its fields) set."""
+    output_spec = {}
+
+    @tf.autograph.experimental.do_not_convert
+    def attempt(element: Any, run: tf.Tensor, flags: dict) -> dict:
+        def mapped() -> dict:
+            features = fn(*element)
+            output_spec.update({k: tf.TensorSpec(v.shape, v.dtype) for k, v in features.items()})
+            return features
+
+        # tf.cond traces the first branch first: the placeholder then knows the spec.
+        return tf.cond(run, mapped, lambda: errors.placeholder(output_spec, **flags))
+
+    return attempt
 
 
 def _one_zero(spec: tf.TypeSpec) -> Any:

@@ -1,5 +1,6 @@
-"""skips.catch_errors, raise_caught and count_caught: a map that survives op errors, names the
-failed records in stream order and raises or counts them, whatever the window and parallelism."""
+"""skips.catch_errors, catch_marked, raise_caught and count_caught: a map that survives op
+errors, names the failed records in stream order and raises or counts them, whatever the window,
+history and parallelism."""
 
 import pytest
 import tensorflow as tf
@@ -29,14 +30,19 @@ def _failing_map(failing: set[int]):
     return fn
 
 
-def _caught(size, failing, window, calls):
-    return skips.catch_errors(
+def _catch(catch, size, failing, calls, **options):
+    """``catch`` (a catch of skips) over records ``0..size-1``, the ``failing`` ones failing."""
+    return catch(
         _records(size),
         _failing_map(failing),
         record_id=lambda record_id, value: record_id,
         num_parallel_calls=calls,
-        window=window,
+        **options,
     )
+
+
+def _caught(size, failing, window, calls):
+    return _catch(skips.catch_errors, size, failing, calls, window=window)
 
 
 @given(
@@ -67,6 +73,87 @@ def test_catch_errors_is_the_map_with_each_failure_named_before_its_successor(
                 failed = []
         expected.append((failed, True, 0))
     assert elements == expected
+
+
+def _marked(size, failing, marked, history, calls):
+    """Records ``0..size-1``; ``failing`` fail in the map, ``marked`` are read failures."""
+    bad = tf.constant(sorted(marked) or [-1], tf.int64)
+
+    def mark(record_id, value):
+        hit = tf.reduce_any(tf.equal(value, bad))
+        error = tf.where(hit, errors.code("unreadable_file"), errors.OK)
+        return error, tf.where(hit, tf.strings.join(["cannot read ", record_id]), "")
+
+    return _catch(skips.catch_marked, size, failing, calls, mark=mark, history=history)
+
+
+@given(
+    size=st.integers(0, 13),
+    failing=st.sets(st.integers(0, 12)),
+    marked=st.sets(st.integers(0, 12)),
+    history=st.integers(1, 5),
+    calls=st.sampled_from([1, 2, tf.data.AUTOTUNE]),
+)
+def test_catch_marked_is_the_map_with_failures_named_and_marks_flagged(
+    size, failing, marked, history, calls
+):
+    marked = {m for m in marked if m < size}
+    failing = {f for f in failing if f < size} - marked
+    elements = [
+        (
+            [f.decode() for f in failed.numpy()],
+            bool(end),
+            int(features["value"]),
+            int(features[fields.ERROR]),
+            features[fields.ERROR_DETAIL].numpy().decode(),
+            features[fields.RECORD_ID].numpy().decode(),
+        )
+        for failed, end, features in _marked(size, failing, marked, history, calls)
+    ]
+    # Survivors and marks in order, then one end marker; each carries the failures since the
+    # element before it: the last ``history`` by id, earlier ones by distance to the oldest id.
+    expected, failed = [], []
+    unreadable = errors.code("unreadable_file")
+    for value in range(size + 1):
+        if value in failing:
+            failed.append(value)
+            continue
+        oldest = len(failed) - history
+        names = [f"(the record {oldest - i} before {failed[oldest]})" for i in range(oldest)]
+        names += [str(f) for f in failed[max(oldest, 0) :]]
+        if value == size:
+            expected.append((names, True, 0, 0, "", ""))
+        elif value in marked:
+            expected.append((names, False, 0, unreadable, f"cannot read {value}", str(value)))
+        else:
+            expected.append((names, False, value, 0, "", str(value)))
+        failed = []
+    assert elements == expected
+
+
+def test_marks_are_raised_or_counted_in_stream_order_like_flagged_records():
+    iterator = iter(skips.raise_caught(_marked(6, {4}, {2}, 4, 2)))
+    assert [int(next(iterator)["value"]) for _ in range(2)] == [0, 1]
+    with pytest.raises(tf.errors.InvalidArgumentError, match="cannot read 2"):
+        next(iterator)
+    assert int(next(iterator)["value"]) == 3
+    # A survivor after a failure goes with the failure's error.
+    with pytest.raises(tf.errors.InvalidArgumentError, match="record 4: undecodable: "):
+        next(iterator)
+    assert list(iterator) == []
+    counter = skips.SkipCounter()
+    dataset = skips.count_caught(_marked(8, {1, 6}, {2, 5}, 4, 2), counter)
+    assert [int(f["value"]) for f in dataset] == [0, 3, 4, 7]
+    snapshot = counter.snapshot()
+    assert snapshot.passed == 4
+    assert snapshot.skipped == {"undecodable": 2, "unreadable_file": 2}
+    assert [o.split(": ")[:2] for o in snapshot.offenders] == [
+        ["1", "undecodable"],
+        ["2", "unreadable_file"],
+        ["5", "unreadable_file"],
+        ["6", "undecodable"],
+    ]
+    assert snapshot.offenders[1].endswith("; cannot read 2")
 
 
 def test_count_caught_counts_failures_and_drops_in_stream_order():
@@ -132,3 +219,16 @@ def test_records_of_ragged_and_sparse_tensors_are_caught_too():
     )
     elements = [([f.decode() for f in a.numpy()], bool(b), int(c["total"])) for a, b, c in caught]
     assert elements == [([], False, 6), (["1"], True, 0), ([], False, 30), ([], True, 0)]
+    marked = skips.catch_marked(
+        records,
+        lambda *record: {
+            **fn(*record),
+            fields.ERROR: tf.constant(errors.OK),
+            fields.ERROR_DETAIL: tf.constant(""),
+        },
+        record_id=lambda record_id, *_: record_id,
+        mark=lambda *_: (tf.constant(errors.OK), tf.constant("")),
+        num_parallel_calls=2,
+    )
+    elements = [([f.decode() for f in a.numpy()], bool(b), int(c["total"])) for a, b, c in marked]
+    assert elements == [([], False, 6), (["1"], False, 30), ([], True, 0)]

@@ -26,7 +26,9 @@ class ReadContext:
         pipeline seed and the iteration number; None: unseeded). Shuffle with :meth:`shuffled`.
       deterministic: keep the record order independent of thread timing.
       on_error: "raise" or "skip": what a reader does with a file it cannot read to the end
-        (see :func:`~object_input.sources.files.read_files` ``checked``).
+        (see :func:`~object_input.sources.files.read_files` ``checked``); "mark", asked only of
+        a source whose :attr:`Source.marks_read_errors` is set: neither, the reader yields
+        ``(record_id, payload, error, detail)`` and the pipeline raises or counts the marks.
       counter: the :class:`~object_input.skips.SkipCounter` that counts what is skipped
         (None unless the pipeline skips).
     """
@@ -66,6 +68,12 @@ class Source(abc.ABC):
     #: whether the source's records can be read on tf.data service workers (a Python generator
     #: of this process cannot).
     serializable: bool = True
+    #: whether ``records`` under ``on_error="mark"`` never raises: it yields ``(record_id,
+    #: payload, error, detail)``, a nonzero ``error`` (a code of :mod:`object_input.errors`)
+    #: marking what could not be read, ``detail`` saying why. ``make_dataset`` then catches the
+    #: op errors of decoding in one map instead of a map per window of records, which it must
+    #: where an error raised while reading has to end the stream (docs/performance.md).
+    marks_read_errors: bool = False
 
     @abc.abstractmethod
     def records(self, context: ReadContext) -> tf.data.Dataset:

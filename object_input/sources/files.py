@@ -72,7 +72,8 @@ def read_files(
     where the file cannot be read further: it yields ``(record_id, payload)``. Under ``"skip"``
     it yields ``(record_id, payload, error, detail)``: a nonzero ``error`` (a code of
     :mod:`object_input.errors`, e.g. ``unreadable_file``) marks where the file could not be read
-    further, ``detail`` says why; the mark is counted in ``context.counter`` and dropped.
+    further, ``detail`` says why; the mark is counted in ``context.counter`` and dropped. Under
+    ``"mark"`` the four-element records come out, marks included.
     """
     reading = context.reading
     files = list(files)
@@ -84,8 +85,9 @@ def read_files(
     if context.shuffle and reading.file_shuffle and by_file and len(files) > 1:
         dataset = context.shuffled(dataset, len(files))
 
-    # Under "raise" a checked reader raises itself: its marks never come, nothing to filter.
-    marks = checked and context.on_error != "raise"
+    # Under "raise" a checked reader raises itself: its marks never come, nothing to filter;
+    # under "mark" they go on to the pipeline.
+    marks = checked and context.on_error == "skip"
 
     def with_ids(path: tf.Tensor) -> tf.data.Dataset:
         prefix = tf.strings.join([path, ":" + index_name])

@@ -89,7 +89,7 @@ def checked_records(
 
     ``record_id(index)`` names the record at ``index`` (0-based) in the file. Under
     ``on_error="raise"`` a file that cannot be read to its end raises an InvalidArgumentError
-    saying where and why after its last record. Under ``"skip"`` the elements are
+    saying where and why after its last record. Under ``"skip"`` (and ``"mark"``) the elements are
     ``(record_id, payload, error, detail)``: ``error`` is 0 for records; after the last record
     comes, only if the file could not be read to its end, one element with the
     ``unreadable_file`` code, the id of the record that could not be read and ``detail`` saying
@@ -98,7 +98,8 @@ def checked_records(
     One function runs per record (a ``scan``: byte accounting, the end check and the record
     id) and one filter drops the end element of a file read to its end.
     """
-    errors.check_policy(on_error)
+    if on_error not in (*errors.ON_ERROR_POLICIES, "mark"):
+        raise ValueError(f"on_error must be 'raise', 'skip' or 'mark', got {on_error!r}")
     raising = on_error == "raise"
     records = tf.data.TFRecordDataset(path, compression_type=compression, buffer_size=buffer_size)
     # Reading stops at the first unreadable byte; the count below tells that from a clean end.

@@ -44,6 +44,8 @@ class TFRecord(Source):
       decoding: the rarer decoder options (:class:`~object_input.options.DecodeOptions`).
     """
 
+    marks_read_errors = True
+
     def __init__(
         self,
         files: PathSource,
@@ -75,8 +77,8 @@ class TFRecord(Source):
         )
 
     def records(self, context: ReadContext) -> tf.data.Dataset:
-        """Records of every file; a file that cannot be read to its end is an error naming it
-        (see :mod:`object_input.sources.integrity`)."""
+        """Records of every file; a file that cannot be read to its end is an error naming it,
+        or a mark under ``on_error="mark"`` (see :mod:`object_input.sources.integrity`)."""
         compressions = [compression_of(f, self.compression) for f in self.files]
         expected = integrity.expected_sizes(self.files, compressions)
         compression_table = _table(self.files, compressions, "", tf.string)
