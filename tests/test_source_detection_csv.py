@@ -226,3 +226,17 @@ def test_boxless_rows_and_clipped_boxes(annotated):
     examples = _by_name(oi.make_dataset(source, batch_size=None, shuffle=False))
     assert examples["c.png"][fields.BOXES].shape == (0, 4)
     np.testing.assert_allclose(examples["b.png"][fields.BOXES].numpy(), [[0.2, 0.0, 0.8, 1.0]])
+
+
+def test_an_image_no_decoder_can_read_is_named_or_skipped_alone(annotated):
+    # A JPEG cut in half: the checks pass, TensorFlow's decoder fails on it (an op error).
+    data = encode_image(_image("c.png"), "jpeg")
+    (annotated / "images" / "c.png").write_bytes(data[: len(data) // 2])
+    source = DetectionCSV(annotated / "train.csv", annotated / "images")
+    skipping = oi.make_dataset(source, batch_size=None, shuffle=False, on_error="skip")
+    assert sorted(_by_name(skipping)) == ["a.png", "b.png"]
+    summary = oi.stats(skipping)
+    assert summary.passed == 2 and summary.skipped == {"undecodable": 1}
+    assert summary.offenders[0].startswith(f"{annotated / 'train.csv'}:line 5: undecodable")
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"train\.csv:line 5: undecodable"):
+        list(oi.make_dataset(source, batch_size=None, shuffle=False))

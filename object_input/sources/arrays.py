@@ -34,6 +34,9 @@ class Arrays(Dataset):
       name: the record id prefix (``"<name>:<index>"``).
     """
 
+    # Slices of tensors held in memory: reading them cannot fail.
+    marks_read_errors = True
+
     def __init__(self, data: Mapping[str, Any], *, name: str = "arrays"):
         if not isinstance(data, Mapping) or not data:
             raise TypeError(

@@ -12,6 +12,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from object_input import errors
 from object_input.options import ReadOptions
 
 
@@ -39,6 +40,13 @@ class ReadContext:
     deterministic: bool = True
     on_error: str = "raise"
     counter: Any = None
+
+    def unmarked(self) -> tuple:
+        """What a record adds to its ``(record_id, payload)`` under ``on_error="mark"``: ``(OK,
+        "")``, no error and no detail; nothing under the other policies."""
+        if self.on_error != "mark":
+            return ()
+        return tf.constant(errors.OK, tf.int32), tf.constant("")
 
     def shuffled(self, dataset: tf.data.Dataset, buffer_size: int) -> tf.data.Dataset:
         """``dataset`` shuffled with a buffer of ``buffer_size`` elements, seeded by

@@ -41,7 +41,13 @@ class Dataset(Source):
         return (
             self.dataset.enumerate()
             .shard(reading.num_shards, reading.shard_index)
-            .map(lambda i, example: (tf.strings.join([prefix, tf.strings.as_string(i)]), example))
+            .map(
+                lambda i, example: (
+                    tf.strings.join([prefix, tf.strings.as_string(i)]),
+                    example,
+                    *context.unmarked(),
+                )
+            )
         )
 
     def decode(

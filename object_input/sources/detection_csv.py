@@ -53,6 +53,10 @@ class DetectionCSV(Source):
       channels: image channels to decode to (1, 3 or 4).
     """
 
+    # The CSV is read when the source is made; records are indices into it, and the images are
+    # read while decoding, inside the map whose op errors are caught: reading cannot fail.
+    marks_read_errors = True
+
     def __init__(
         self,
         csv_files: PathSource,
@@ -112,7 +116,7 @@ class DetectionCSV(Source):
         if context.shuffle and reading.file_shuffle:
             indices = context.shuffled(indices, self.num_images)
         record_ids = self._arrays["record_ids"]
-        return indices.map(lambda i: (tf.gather(record_ids, i), i))
+        return indices.map(lambda i: (tf.gather(record_ids, i), i, *context.unmarked()))
 
     def decode(
         self, record_id: tf.Tensor, payload: Any, *, defer_image: bool = False
