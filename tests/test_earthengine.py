@@ -611,3 +611,17 @@ def test_table_rows_of_the_wrong_length_are_skipped_under_skip(tmp_path):
     )
     assert [float(e["B2"]) for e in dataset.as_numpy_iterator()] == [0.0, 2.0, 3.0]
     assert stats(dataset).skipped == {"band_length": 1}
+
+
+def test_a_damaged_table_file_raises_naming_it_or_is_counted_with_the_rows_before_kept(tmp_path):
+    path = tmp_path / "table.tfrecord"
+    table_export(str(path), [{"B2": feature("float", [i])} for i in range(4)], compressed=False)
+    path.write_bytes(path.read_bytes()[:-30])  # the last row cut
+    source = EarthEngineTable(str(path), ["B2"])
+    with pytest.raises(tf.errors.InvalidArgumentError, match=f"file {path}: cannot read record 3"):
+        list(make_dataset(source, batch_size=None, shuffle=False))
+    dataset = make_dataset(source, batch_size=None, shuffle=False, on_error="skip")
+    assert [float(e["B2"]) for e in dataset.as_numpy_iterator()] == [0.0, 1.0, 2.0]
+    summary = stats(dataset)
+    assert summary.passed == 3 and summary.skipped == {"unreadable_file": 1}
+    assert summary.offenders[0].startswith(f"{path}:3: unreadable_file")

@@ -402,6 +402,9 @@ class EarthEngineTable(Source):
     length is an error naming the file, record and property.
     """
 
+    # Rows are read through the TFRecord reader's byte accounting, which marks a damaged file.
+    marks_read_errors = True
+
     def __init__(
         self,
         path: PathSource,
@@ -428,7 +431,7 @@ class EarthEngineTable(Source):
     def records(self, context: ReadContext) -> tf.data.Dataset:
         read = _reader(self.files, self.codes, context.on_error)
         return read_files(self.files, read, context, checked=True).map(
-            lambda record_id, item: (record_id, item[1])
+            lambda record_id, item, *mark: (record_id, item[1], *mark)
         )
 
     def decode(
