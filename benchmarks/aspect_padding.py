@@ -39,9 +39,7 @@ SIZES = (
 def padding(directory: str, batch_size: int, group: bool) -> tuple[float, int]:
     """(padded pixels / image pixels, batches) over one epoch."""
     padded = content = batches = 0
-    dataset = oi.make_dataset(
-        directory, batch_size=batch_size, seed=1, group_by_aspect_ratio=group
-    )
+    dataset = oi.make_dataset(directory, batch_size=batch_size, seed=1, group_by_aspect_ratio=group)
     for batch in dataset:
         images = batch[fields.IMAGE]
         shapes = batch[fields.IMAGE_SHAPE].numpy()
