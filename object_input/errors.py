@@ -16,6 +16,9 @@ import tensorflow as tf
 from object_input import fields
 
 ON_ERROR_POLICIES = ("raise", "skip")
+#: What a reader may be asked to do with what it cannot read: the pipeline's policies, or
+#: "mark" it as an element for the pipeline to raise or count (``ReadContext.on_error``).
+READ_POLICIES = (*ON_ERROR_POLICIES, "mark")
 
 # name -> description; the code of a reason is its position in this table, plus one.
 REASONS: dict[str, str] = {
@@ -57,10 +60,10 @@ def reason_of(code_value: int) -> str:
     return list(REASONS)[code_value - 1]
 
 
-def check_policy(on_error: str) -> str:
-    """``on_error`` validated: ``"raise"`` or ``"skip"``."""
-    if on_error not in ON_ERROR_POLICIES:
-        raise ValueError(f"on_error must be one of {ON_ERROR_POLICIES}, got {on_error!r}")
+def check_policy(on_error: str, policies: tuple[str, ...] = ON_ERROR_POLICIES) -> str:
+    """``on_error`` validated: one of ``policies`` (``"raise"`` or ``"skip"``)."""
+    if on_error not in policies:
+        raise ValueError(f"on_error must be one of {policies}, got {on_error!r}")
     return on_error
 
 

@@ -454,6 +454,12 @@ def test_on_error_is_validated(tmp_path):
     path = _write(tmp_path / "s.tfrecord", [_good(0).SerializeToString()])
     with pytest.raises(ValueError, match="on_error must be one of"):
         _dataset(path, on_error="ignore")
+    # "mark" is for readers (ReadContext), not a pipeline policy.
+    with pytest.raises(ValueError, match=r"on_error must be one of \('raise', 'skip'\)"):
+        _dataset(path, on_error="mark")
+    source = oi.sources.TFRecord(path)
+    with pytest.raises(ValueError, match=r"one of \('raise', 'skip', 'mark'\), got 'ignore'"):
+        source.records(oi.sources.ReadContext(on_error="ignore"))
     with pytest.raises(ValueError, match="no counts on this dataset"):
         stats(_dataset(path).take(1))
 

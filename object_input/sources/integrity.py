@@ -98,8 +98,7 @@ def checked_records(
     One function runs per record (a ``scan``: byte accounting, the end check and the record
     id) and one filter drops the end element of a file read to its end.
     """
-    if on_error not in (*errors.ON_ERROR_POLICIES, "mark"):
-        raise ValueError(f"on_error must be 'raise', 'skip' or 'mark', got {on_error!r}")
+    errors.check_policy(on_error, errors.READ_POLICIES)
     raising = on_error == "raise"
     records = tf.data.TFRecordDataset(path, compression_type=compression, buffer_size=buffer_size)
     # Reading stops at the first unreadable byte; the count below tells that from a clean end.
