@@ -487,13 +487,8 @@ class ExampleDecoder:
         out[fields.BOXES] = boxes
         out[fields.CLASSES] = self._classes(parsed)
         height, width = tf.shape(image)[0], tf.shape(image)[1]
-        # Each list has one value per box or none (checked): the first num values of the list
-        # followed by its default are the list or the default, without a branch.
-        first = tf.reshape(num, [1])
-        for key, (name, dtype) in _PER_BOX_LISTS.items():
-            default = _default(name, dtype, num, boxes, height, width)
-            out[name] = tf.strided_slice(tf.concat([parsed[key], default], 0), [0], first, [1])
-        out = _per_box_dtypes(out)
+        lists = {name: parsed[key] for key, (name, _) in _PER_BOX_LISTS.items()}
+        out.update(_per_box_fields(boxes, height, width, lists))
 
         if self.masks:
             out[fields.MASKS] = self._decode_masks(parsed, num, size, height, width)
@@ -690,7 +685,13 @@ def _sanitized(
     boxes = tf.strided_slice(boxes, [0, 0], tf.concat([count, [4]], 0), [1, 1])
     boxes.set_shape([None, 4])
     for key, values in parsed.items():
-        if key in _BOX_KEYS or not key.startswith("image/object/") or values.shape.rank != 1:
+        # The build cuts the optional per-box lists to the box count itself.
+        if (
+            key in _BOX_KEYS
+            or key in _PER_BOX_LISTS
+            or not key.startswith("image/object/")
+            or values.shape.rank != 1
+        ):
             continue
         if key in _PER_BOX_KEYS:
             # A slice clamps: a list of one value per box, or none, is whole when ok.
@@ -723,16 +724,33 @@ def default_per_box_fields(
     Weights 1, area = box area in pixels of a ``height`` × ``width`` image, flags False, track
     ids -1: for sources of boxes other than Examples (annotation CSVs) to match the decoder.
     """
+    return _per_box_fields(boxes, height, width, {})
+
+
+def _per_box_fields(
+    boxes: tf.Tensor, height: tf.Tensor, width: tf.Tensor, lists: Mapping[str, tf.Tensor]
+) -> dict[str, tf.Tensor]:
+    """The optional per-box fields: each of ``lists`` (``{field: values}``, one value per box
+    or none) cut to the box count, its default where it is empty or not given."""
     num = tf.shape(boxes)[0]
-    out = {
-        name: _default(name, dtype, num, boxes, height, width)
-        for name, dtype in _PER_BOX_LISTS.values()
+    # One zeros tensor serves every integer default: the decoder runs these per record.
+    zeros = tf.zeros([num], tf.int64)
+    ymin, xmin, ymax, xmax = tf.unstack(boxes, axis=1)
+    defaults = {
+        fields.WEIGHTS: tf.ones([num], tf.float32),
+        fields.AREA: (ymax - ymin) * (xmax - xmin) * tf.cast(height * width, tf.float32),
+        fields.TRACK_IDS: zeros - 1,
+        **{name: zeros for name in _FLAGS},
     }
-    return _per_box_dtypes(out)
-
-
-def _per_box_dtypes(out: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
-    """Flags as bool and track ids as int32, from the int64 lists records hold."""
+    # The first num values of a list followed by its default are the list or the default,
+    # without a branch.
+    first = tf.reshape(num, [1])
+    out = {
+        name: tf.strided_slice(tf.concat([lists[name], default], 0), [0], first, [1])
+        if name in lists
+        else default
+        for name, default in defaults.items()
+    }
     for name in _FLAGS:
         out[name] = tf.not_equal(out[name], 0)
     out[fields.TRACK_IDS] = tf.cast(out[fields.TRACK_IDS], tf.int32)
@@ -741,26 +759,6 @@ def _per_box_dtypes(out: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
 
 def _area(boxes: tf.Tensor) -> tf.Tensor:
     return (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
-
-
-def _default(
-    name: str,
-    dtype: tf.DType,
-    num: tf.Tensor,
-    boxes: tf.Tensor,
-    height: tf.Tensor,
-    width: tf.Tensor,
-) -> tf.Tensor:
-    """Value of an absent per-box list: weights 1, area = box area in pixels, flags 0, track -1."""
-    if name == fields.WEIGHTS:
-        return tf.ones([num], dtype)
-    if name == fields.AREA:
-        ymin, xmin, ymax, xmax = tf.unstack(boxes, axis=1)
-        pixels = tf.cast(height * width, tf.float32)
-        return (ymax - ymin) * (xmax - xmin) * pixels
-    if name == fields.TRACK_IDS:
-        return -tf.ones([num], dtype)
-    return tf.zeros([num], dtype)
 
 
 def _check_per_box(
