@@ -385,7 +385,10 @@ def _build(opts: DatasetOptions) -> tf.data.Dataset:
             )
         return batching.prepare(features, opts.max_boxes, opts.box_overflow)
 
-    def process_element(seed: tf.Tensor, record: Any) -> dict:
+    def process_element(seed_parts: tuple, record: Any) -> dict:
+        # The seed is folded here, in the parallel map: a stage of its own would cost every
+        # record a hand-off between threads (docs/performance.md, "Seventh round").
+        seed = _example_seed(*seed_parts, opts.reading.shard_index)
         features = process(seed, *record[:2])
         return {**features, partners.SEED: seed} if combining else features
 
@@ -515,7 +518,8 @@ def _records(
     opts: DatasetOptions,
     counter: iterations.IterationCounter | None,
 ) -> tf.data.Dataset:
-    """``(example seed, (record_id, payload))``: ``num_epochs`` passes over the source's records.
+    """``((position, salt), (record_id, payload))``: ``num_epochs`` passes over the source's
+    records, with what each record's example seed is folded from (:func:`_example_seed`).
 
     Each iterator first takes its iteration number from ``counter``
     (:mod:`object_input.iterations`), then reads its passes with the file and record shuffles
@@ -532,36 +536,36 @@ def _records(
             records = read_context.shuffled(records, opts.shuffle_buffer_size)
         return records.repeat(opts.num_epochs)
 
-    shard = opts.reading.shard_index
     if counter is None:
         # tf.data service workers split the work through the sources at the top of the graph
         # and hold no variables: tf.data's own generators then key each iteration, anew in
         # every process.
         salts = tf.data.Dataset.random(seed=base, rerandomize_each_iteration=True)
-        return _with_example_seeds(read(opts.seed), salts, shard)
+        return _with_example_seeds(read(opts.seed), salts)
 
     def one_iteration(key: tf.Tensor) -> tf.data.Dataset:
         seed = iterations.pass_seed(base, key)
-        return _with_example_seeds(read(seed), tf.data.Dataset.from_tensors(seed).repeat(), shard)
+        return _with_example_seeds(read(seed), tf.data.Dataset.from_tensors(seed).repeat())
 
     return iterations.keys(counter).flat_map(one_iteration)
 
 
-def _with_example_seeds(
-    records: tf.data.Dataset, salts: tf.data.Dataset, shard: int
-) -> tf.data.Dataset:
-    """Attach a stateless seed to each record: ``fold_in([salt, shard], position)``.
+def _with_example_seeds(records: tf.data.Dataset, salts: tf.data.Dataset) -> tf.data.Dataset:
+    """``((position, salt), record)``: what :func:`_example_seed` folds into each record's seed.
 
     ``salts`` gives one int64 salt per record, new each iteration; the position counts from the
-    iteration's start. The seeds thus differ between iterations and shards, not with the
-    parallelism.
+    iteration's start. A zip, no function per record.
     """
+    return tf.data.Dataset.zip((tf.data.Dataset.zip((tf.data.Dataset.counter(), salts)), records))
 
-    def attach(position: tf.Tensor, salt: tf.Tensor, record: Any) -> tuple[tf.Tensor, Any]:
-        seed = tf.stack([tf.cast(salt % (2**31), tf.int32), tf.constant(shard, tf.int32)])
-        return core.fold_seed(seed, position), record
 
-    return tf.data.Dataset.zip((tf.data.Dataset.counter(), salts, records)).map(attach)
+def _example_seed(position: tf.Tensor, salt: tf.Tensor, shard: int) -> tf.Tensor:
+    """The stateless seed of a record: ``fold_in([salt, shard], position)``.
+
+    The seeds thus differ between iterations and shards, not with the parallelism.
+    """
+    seed = tf.stack([tf.cast(salt % (2**31), tf.int32), tf.constant(shard, tf.int32)])
+    return core.fold_seed(seed, position)
 
 
 #: make_dataset's defaults by parameter name: the one table every entry point uses.

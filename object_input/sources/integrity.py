@@ -23,8 +23,6 @@ from object_input import errors
 
 _FRAMING = 16  # length (8) + length CRC (4) + data CRC (4)
 _HEADER = 12
-# The error code of the end element of a file read to its end: filtered out at once.
-_CLEAN_END = -1
 #: ``expected_bytes`` of a file that cannot be complete (its compressed stream is damaged).
 DAMAGED = -1
 _CHUNK = 1 << 20
@@ -96,7 +94,7 @@ def checked_records(
     where and why.
 
     One function runs per record (a ``scan``: byte accounting, the end check and the record
-    id) and one filter drops the end element of a file read to its end.
+    id); a filter that picks its flag drops the end element of a file read to its end.
     """
     errors.check_policy(on_error, errors.READ_POLICIES)
     raising = on_error == "raise"
@@ -122,19 +120,20 @@ def checked_records(
         length = tf.cast(tf.strings.length(payload), tf.int64) + _FRAMING
         state = (index + 1, consumed + tf.where(is_end, tf.constant(0, tf.int64), length))
         name = record_id(index)
+        # The end element of a file read to its end is dropped below.
+        keep = ~is_end | failed
         if raising:
             check = tf.debugging.Assert(~failed, [detail])
             with tf.control_dependencies([check]):
-                # The end element of a file read to its end has no name: dropped below.
-                return state, (tf.where(is_end, "", name), payload)
-        error = tf.where(failed, unreadable, tf.where(is_end, _CLEAN_END, errors.OK))
-        return state, (name, payload, error, detail)
+                return state, (tf.identity(keep), (name, payload))
+        error = tf.where(failed, unreadable, errors.OK)
+        return state, (keep, (name, payload, error, detail))
 
     zero = tf.constant(0, tf.int64)
+    # The filter and the map only pick inputs: tf.data runs no function for them, so they cost
+    # no hand-off between threads per record as a filter computing its predicate would.
     scanned = stream.scan((zero, zero), step)
-    if raising:
-        return scanned.filter(lambda name, payload: tf.not_equal(name, ""))
-    return scanned.filter(lambda name, payload, error, detail: tf.not_equal(error, _CLEAN_END))
+    return scanned.filter(lambda keep, record: keep).map(lambda keep, record: record)
 
 
 def _why(path, index, consumed, expected, compression) -> tf.Tensor:
