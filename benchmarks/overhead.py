@@ -88,11 +88,16 @@ def per_record_us(fn: Callable, records: list[bytes], count: int) -> float:
     """CPU µs per record of ``fn(record_id, serialized)`` mapped on one thread."""
     ids = [f"file:{i}" for i in range(len(records))]
     base = tf.data.Dataset.from_tensor_slices((ids, records)).cache().repeat()
-    mapped = base.map(tf.autograph.experimental.do_not_convert(fn)).map(lambda _: 0)
-    for _ in mapped.take(64):
+    return element_us(base.map(tf.autograph.experimental.do_not_convert(fn)), count)
+
+
+def element_us(dataset: tf.data.Dataset, count: int) -> float:
+    """CPU µs per element of ``dataset`` over ``count`` elements, after 64 to warm up."""
+    elements = dataset.map(lambda *_: 0)
+    for _ in elements.take(64):
         pass
     began = cpu_seconds()
-    for _ in mapped.take(count):
+    for _ in elements.take(count):
         pass
     return (cpu_seconds() - began) / count * 1e6
 
