@@ -398,14 +398,14 @@ def _build(opts: DatasetOptions) -> tf.data.Dataset:
     # alone: raised naming the record under "raise", counted under "skip". Flagged failures are
     # settled after the catch, so that every failure is raised or counted in stream order.
     catch = (
-        functools.partial(skips.catch_marked, mark=lambda seed, record: record[2:])
+        functools.partial(skips.catch_marked, mark=lambda seed_parts, record: record[2:])
         if marked
         else skips.catch_errors
     )
     caught = catch(
         records,
         process_element,
-        record_id=lambda seed, record: record[0],
+        record_id=lambda seed_parts, record: record[0],
         num_parallel_calls=opts.num_parallel_calls,
     )
     count_batches = False

@@ -214,8 +214,7 @@ def catch_errors(
     Where nothing upstream of ``fn`` can raise, :func:`catch_marked` does the same with one map.
     """
     block = window + 1  # the window's records and its end marker
-    marker = _end_marker(dataset)
-    records = tf.data.Dataset.zip((dataset, tf.data.Dataset.from_tensors(False).repeat()))
+    records, marker = _with_end_flags(dataset)
     # ``window`` records, then a marker, until the records end; then the stream's own marker.
     choice = tf.data.Dataset.from_tensor_slices(tf.constant([0] * window + [1], tf.int64))
     stream = tf.data.Dataset.choose_from_datasets(
@@ -279,8 +278,8 @@ def catch_marked(
     or thread per window of records: the first batch comes up to 0.8 CPU s sooner
     (docs/performance.md, "Sixth round").
     """
-    stream = tf.data.Dataset.zip((dataset, tf.data.Dataset.from_tensors(False).repeat()))
-    stream = stream.concatenate(_end_marker(dataset))
+    records, marker = _with_end_flags(dataset)
+    stream = records.concatenate(marker)
 
     @tf.autograph.experimental.do_not_convert
     def number(state: tuple, item: tuple) -> tuple:
@@ -322,12 +321,15 @@ def catch_marked(
     return mapped.scan(tf.constant(0, tf.int64), step)
 
 
-def _end_marker(dataset: tf.data.Dataset) -> tf.data.Dataset:
-    """One ``(placeholder element, True)``: the end marker of a catch's stream."""
+def _with_end_flags(dataset: tf.data.Dataset) -> tuple[tf.data.Dataset, tf.data.Dataset]:
+    """A catch's stream parts: ``(element, False)`` for each element of ``dataset``, and one
+    ``(placeholder element, True)``, the end marker."""
+    records = tf.data.Dataset.zip((dataset, tf.data.Dataset.from_tensors(False).repeat()))
     marker_input = tf.nest.map_structure(_one_zero, dataset.element_spec)
-    return tf.data.Dataset.zip(
+    marker = tf.data.Dataset.zip(
         (tf.data.Dataset.from_tensor_slices(marker_input), tf.data.Dataset.from_tensors(True))
     )
+    return records, marker
 
 
 def _attempt(fn: Any) -> Any:

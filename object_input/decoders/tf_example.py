@@ -735,10 +735,9 @@ def _per_box_fields(
     num = tf.shape(boxes)[0]
     # One zeros tensor serves every integer default: the decoder runs these per record.
     zeros = tf.zeros([num], tf.int64)
-    ymin, xmin, ymax, xmax = tf.unstack(boxes, axis=1)
     defaults = {
         fields.WEIGHTS: tf.ones([num], tf.float32),
-        fields.AREA: (ymax - ymin) * (xmax - xmin) * tf.cast(height * width, tf.float32),
+        fields.AREA: _area(boxes) * tf.cast(height * width, tf.float32),
         fields.TRACK_IDS: zeros - 1,
         **{name: zeros for name in _FLAGS},
     }
