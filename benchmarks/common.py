@@ -169,14 +169,19 @@ def time_stream(start: Callable[[], Iterator[int]], images: int) -> StreamTiming
     return StreamTiming(built, first, seen / wall, cpu / seen, first_cpu)
 
 
-def interleaved_streams(
+def interleaved_rounds(
     candidates: dict[str, Callable[[], Iterator[int]]], rounds: int, images: int
-) -> dict[str, StreamTiming]:
-    """Per-field medians of :func:`time_stream` over ``rounds`` rounds alternating candidates."""
+) -> dict[str, list[StreamTiming]]:
+    """:func:`time_stream` of every candidate in each of ``rounds`` rounds, alternating them."""
     runs: dict[str, list[StreamTiming]] = {name: [] for name in candidates}
     for _ in range(rounds):
         for name, start in candidates.items():
             runs[name].append(time_stream(start, images))
+    return runs
+
+
+def median_timings(runs: dict[str, list[StreamTiming]]) -> dict[str, StreamTiming]:
+    """Per-field medians of each candidate's rounds."""
     return {
         name: StreamTiming(
             *(
@@ -186,6 +191,13 @@ def interleaved_streams(
         )
         for name, timings in runs.items()
     }
+
+
+def interleaved_streams(
+    candidates: dict[str, Callable[[], Iterator[int]]], rounds: int, images: int
+) -> dict[str, StreamTiming]:
+    """Per-field medians of :func:`time_stream` over ``rounds`` rounds alternating candidates."""
+    return median_timings(interleaved_rounds(candidates, rounds, images))
 
 
 def report_streams(results: dict[str, StreamTiming], baseline: str) -> None:
