@@ -31,7 +31,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import speed
 import tensorflow as tf
 from common import IMAGE_SETS, cpu_seconds
-from overhead import _uncaught_map, element_us, patched, per_record_us, tiny_records
+from overhead import element_us, patched, per_record_us, tiny_records, uncaught_map
 
 from object_input import skips
 from object_input.decoders import ExampleDecoder
@@ -92,10 +92,10 @@ def decoder_and_resize(decoder: ExampleDecoder) -> Callable[..., dict[str, tf.Te
 
 def floor_reader(files: list[str], decoder: ExampleDecoder) -> tf.data.Dataset:
     """The floor's reader and shuffle, ``ExampleDecoder`` and the package's resize."""
-    records = tf.data.TFRecordDataset(files, num_parallel_reads=len(files))
-    records = records.shuffle(speed.FLOOR_SHUFFLE_BUFFER, seed=1).repeat()
     fn = decoder_and_resize(decoder)
-    dataset = records.map(lambda serialized: fn("record", serialized), num_parallel_calls=AUTOTUNE)
+    dataset = speed.floor_records(files).map(
+        lambda serialized: fn("record", serialized), num_parallel_calls=AUTOTUNE
+    )
     return dataset.padded_batch(8).prefetch(AUTOTUNE)
 
 
@@ -168,7 +168,7 @@ def main() -> None:
             "floor": lambda files=files: speed.floor_dataset(files, 8),
             "floor reader + ExampleDecoder": lambda files=files: floor_reader(files, flagging),
             "package reader + ExampleDecoder": lambda files=files: package_reader(files),
-            "no steps, catch → map": patched(no_steps, skips, "catch_marked", _uncaught_map),
+            "no steps, catch → map": patched(no_steps, skips, "catch_marked", uncaught_map),
             "make_dataset, no steps": no_steps,
         }
         results: dict[str, list[tuple[float, float]]] = {name: [] for name in pipelines}

@@ -113,7 +113,7 @@ def graph_size(dataset: tf.data.Dataset) -> tuple[int, int]:
     return len(graph.node) + sum(len(f.node_def) for f in functions), len(functions)
 
 
-def _uncaught_map(
+def uncaught_map(
     dataset: tf.data.Dataset, fn: Callable, *, record_id: Callable, num_parallel_calls: int, **_
 ) -> tf.data.Dataset:
     """``skips.catch_marked``'s elements from one parallel map: no failures, no end marker."""
@@ -187,8 +187,8 @@ def main() -> None:
             # The TFRecord source not marking: make_dataset catches per window, as before.
             "no steps, window catch": patched(no_steps, TFRecord, "marks_read_errors", False),
             "standard, window catch": patched(standard, TFRecord, "marks_read_errors", False),
-            "no steps, catch → map": patched(no_steps, skips, "catch_marked", _uncaught_map),
-            "standard, catch → map": patched(standard, skips, "catch_marked", _uncaught_map),
+            "no steps, catch → map": patched(no_steps, skips, "catch_marked", uncaught_map),
+            "standard, catch → map": patched(standard, skips, "catch_marked", uncaught_map),
         }
         print(f"\n{image_set}: graph, and warm CPU seconds to the first batch")
         print(

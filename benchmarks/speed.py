@@ -73,6 +73,13 @@ FLOOR_SHUFFLE_BUFFER = 2048
 _BOX_KEYS = tuple(f"image/object/bbox/{c}" for c in ("ymin", "xmin", "ymax", "xmax"))
 
 
+def floor_records(files: Sequence[str]) -> tf.data.Dataset:
+    """The serialized records as every plain ``tf.data`` pipeline here reads them: the files
+    interleaved, shuffled as ``make_dataset`` shuffles by default, repeated."""
+    records = tf.data.TFRecordDataset(files, num_parallel_reads=len(files))
+    return records.shuffle(FLOOR_SHUFFLE_BUFFER, seed=1).repeat()
+
+
 def floor_dataset(files: Sequence[str], batch_size: int) -> tf.data.Dataset:
     """The least a detection pipeline does, in plain ``tf.data``; no augmentation."""
     string = tf.io.FixedLenFeature((), tf.string, default_value="")
@@ -100,9 +107,7 @@ def floor_dataset(files: Sequence[str], batch_size: int) -> tf.data.Dataset:
             fields.SOURCE_ID: parsed["image/source_id"],
         }
 
-    records = tf.data.TFRecordDataset(files, num_parallel_reads=len(files))
-    records = records.shuffle(FLOOR_SHUFFLE_BUFFER, seed=1).repeat()
-    dataset = records.map(decode, num_parallel_calls=AUTOTUNE)
+    dataset = floor_records(files).map(decode, num_parallel_calls=AUTOTUNE)
     return dataset.padded_batch(batch_size).prefetch(AUTOTUNE)
 
 
@@ -216,9 +221,7 @@ def keras_dataset(files: Sequence[str], batch_size: int) -> tf.data.Dataset:
 
 def _parsed_records(files: Sequence[str]) -> tf.data.Dataset:
     """Shuffled, repeated records parsed and decoded to float32 images, as the peers start."""
-    records = tf.data.TFRecordDataset(files, num_parallel_reads=len(files))
-    records = records.shuffle(FLOOR_SHUFFLE_BUFFER, seed=1).repeat()
-    return records.map(queue_runners.parse_example, num_parallel_calls=AUTOTUNE)
+    return floor_records(files).map(queue_runners.parse_example, num_parallel_calls=AUTOTUNE)
 
 
 def pipelines(
