@@ -15,10 +15,16 @@ import tensorflow as tf
 
 from object_input import fields
 
-ON_ERROR_POLICIES = ("raise", "skip")
-#: What a reader may be asked to do with what it cannot read: the pipeline's policies, or
-#: "mark" it as an element for the pipeline to raise or count (``ReadContext.on_error``).
-READ_POLICIES = (*ON_ERROR_POLICIES, "mark")
+#: The words of the error policy (:mod:`object_input.policy`): the pipeline *raises* (stops
+#: naming the record) or *skips* (drops and counts) a bad record; a reader asked to *mark* yields
+#: what it cannot read as an element carrying an error code; a decoder or step *flags* a failed
+#: check in ``fields.ERROR`` on placeholder features. Marks and flags are raised or counted by
+#: the pipeline's policy, never where they arise.
+RAISE, SKIP, MARK, FLAG = "raise", "skip", "mark", "flag"
+#: ``make_dataset(on_error=...)``.
+ON_ERROR_POLICIES = (RAISE, SKIP)
+#: What a reader may be asked to do with what it cannot read (``ReadContext.on_error``).
+READ_POLICIES = (*ON_ERROR_POLICIES, MARK)
 
 # name -> description; the code of a reason is its position in this table, plus one.
 REASONS: dict[str, str] = {

@@ -15,9 +15,12 @@ uninterrupted run read (docs/reliability.md).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import tensorflow as tf
 
 from object_input import dataset_state
+from object_input.ops import core
 
 
 class IterationCounter(tf.Module):
@@ -67,3 +70,48 @@ def counter_of(dataset: tf.data.Dataset) -> IterationCounter:
         "with service= the pipeline runs on the workers, which cannot hold this process's "
         "variables",
     )
+
+
+def seeded_records(
+    read: Callable[[int | tf.Tensor | None], tf.data.Dataset],
+    seed: int | None,
+    counter: IterationCounter | None,
+) -> tf.data.Dataset:
+    """``((position, salt), record)``: the records of one iteration with what each record's
+    example seed is folded from (:func:`example_seed`).
+
+    ``read(seed)`` gives the iteration's records (its passes, shuffled as the pipeline asks)
+    for the iteration's seed (None when the pipeline has none). Each iterator first takes its
+    iteration number from ``counter``, then reads with the shuffles and the example seeds keyed
+    by the pipeline seed and that number. Given the number, nothing random depends on the
+    process or the parallelism: iteration ``k`` is the same in any process.
+    """
+    base = seed if seed is not None else 0
+    if counter is None:
+        # tf.data service workers split the work through the sources at the top of the graph
+        # and hold no variables: tf.data's own generators then key each iteration, anew in
+        # every process.
+        salts = tf.data.Dataset.random(seed=base, rerandomize_each_iteration=True)
+        return _with_positions(read(seed), salts)
+
+    def one_iteration(key: tf.Tensor) -> tf.data.Dataset:
+        iteration_seed = pass_seed(base, key)
+        records = read(iteration_seed if seed is not None else None)
+        return _with_positions(records, tf.data.Dataset.from_tensors(iteration_seed).repeat())
+
+    return keys(counter).flat_map(one_iteration)
+
+
+def _with_positions(records: tf.data.Dataset, salts: tf.data.Dataset) -> tf.data.Dataset:
+    """``((position, salt), record)``: ``salts`` gives one int64 salt per record, new each
+    iteration; the position counts from the iteration's start. A zip, no function per record."""
+    return tf.data.Dataset.zip((tf.data.Dataset.zip((tf.data.Dataset.counter(), salts)), records))
+
+
+def example_seed(position: tf.Tensor, salt: tf.Tensor, shard: int) -> tf.Tensor:
+    """The stateless seed of a record: ``fold_in([salt, shard], position)``.
+
+    The seeds thus differ between iterations and shards, not with the parallelism.
+    """
+    seed = tf.stack([tf.cast(salt % (2**31), tf.int32), tf.constant(shard, tf.int32)])
+    return core.fold_seed(seed, position)

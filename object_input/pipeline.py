@@ -17,10 +17,8 @@ from typing import Any
 
 import tensorflow as tf
 
-from object_input import batching, errors, fields, iterations, keras_layout, partners, skips
-from object_input.ops import Augmentation, core
-from object_input.ops.fused_color import FusedColor
-from object_input.ops.resize import resize_features
+from object_input import batching, errors, examples, fields, iterations, keras_layout, partners
+from object_input.ops import Augmentation
 from object_input.options import (
     AUTOTUNE,
     DecodeOptions,
@@ -30,6 +28,7 @@ from object_input.options import (
     checked_keywords,
     unknown_keyword,
 )
+from object_input.policy import ErrorPolicy
 from object_input.sources import ReadContext, Source, as_source
 from object_input.sources.resolve import PathOptions
 
@@ -316,147 +315,137 @@ def _size(name: str, size: Any) -> tuple[int, int] | None:
 # traced while this runs are not converted.
 @tf.autograph.experimental.do_not_convert
 def _build(opts: DatasetOptions) -> tf.data.Dataset:
-    source = opts.source
-    # Counting needs variables in this process: not with tf.data service workers.
-    counter = skips.SkipCounter() if opts.service is None else None
-    # A source that marks what it cannot read, instead of raising, lets the op errors of the
-    # per-example map be caught in one map (skips.catch_marked); the marks are raised or counted
-    # after it, in stream order, like any flagged record.
-    marked = source.marks_read_errors
+    """The stages: read → example seeds → decode and augment under the error policy's catch →
+    partners for combining steps → batch → colour stage → Keras layout → options, service →
+    prefetch."""
+    # Counting and iteration numbers need variables in this process: not on service workers.
+    local = opts.service is None
+    policy = ErrorPolicy.build(
+        opts.on_error,
+        opts.empty_images,
+        source_marks=opts.source.marks_read_errors,
+        counting=local,
+    )
+    iteration_counter = iterations.IterationCounter() if local else None
     context = ReadContext(
         reading=opts.reading,
         shuffle=opts.shuffle,
         seed=opts.seed,
         deterministic=opts.deterministic,
-        on_error="mark" if marked else opts.on_error,
-        counter=counter,
+        on_error=policy.read_policy,
+        counter=policy.counter,
     )
-    # The iteration number keys every random draw; a variable in this process (not on workers).
-    iteration_counter = iterations.IterationCounter() if opts.service is None else None
-    records = _records(source, context, opts, iteration_counter)
-
-    augment = opts.augment
-    # Trailing colour steps may leave the per-example map for the batch (color_stage).
-    colour_start, colour = len(augment), None
-    if opts.color_stage != "exact" and opts.image_size is not None and opts.batch_size:
-        colour_start, colour = FusedColor.split(augment)
-    # Leading flips and crops run before decoding: only the crop window is then decoded.
-    deferred_steps = 0
-    if source.can_defer:
-        from object_input.ops import deferred
-
-        deferred_steps = deferred.deferrable_prefix(augment.names())
-
-    # Steps that combine examples (Mosaic, MixUp) get partners drawn from the stream by
-    # object_input.partners, which runs them and the steps after them.
-    combining = augment.combining()
-
-    def process(seed: tf.Tensor, record_id: tf.Tensor, payload: Any) -> dict:
-        features = source.decode(record_id, payload, defer_image=deferred_steps > 0)
-        features = _flagged(features, record_id, opts.empty_images)
-        seed = seed if opts.seed is not None else None
-        if deferred_steps:
-            features = augment(features, seed, stop=deferred_steps)
-            features = source.realize(features, opts.image_size)
-        if combining:
-            return augment(features, seed, start=deferred_steps, stop=combining[0])
-        return finish(seed, features, deferred_steps)
-
-    def finish(seed: tf.Tensor | None, features: dict, start: int) -> dict:
-        """Steps ``start:`` (trailing colour steps may go to the batch), resize, box limit."""
-        stop = len(augment)
-        if colour is not None and _is_rgb(features, opts.color_stage):
-            stop = colour_start
-        if stop > start:
-            features = augment(features, seed, start=start, stop=stop)
-        if opts.image_size is not None:
-            features = resize_features(features, *opts.image_size)
-        elif opts.pad_image_size is not None:
-            features = batching.check_fits(features, *opts.pad_image_size)
-        # The fused batch colour stage casts after the colour.
-        cast_here = True
-        if stop < len(augment):
-            features = {**features, fields.COLOR_PARAMETERS: colour.draw(seed)}
-            cast_here = opts.color_stage != "fused"
-        if opts.output_dtype is not None and cast_here:
-            features = dict(features)
-            features[fields.IMAGE] = core.like(
-                features[fields.IMAGE], tf.as_dtype(opts.output_dtype)
-            )
-        return batching.prepare(features, opts.max_boxes, opts.box_overflow)
-
-    def process_element(seed_parts: tuple, record: Any) -> dict:
-        # The seed is folded here, in the parallel map: a stage of its own would cost every
-        # record a hand-off between threads (docs/performance.md, "Seventh round").
-        seed = _example_seed(*seed_parts, opts.reading.shard_index)
-        features = process(seed, *record[:2])
-        return {**features, partners.SEED: seed} if combining else features
-
-    # Under "raise" only "empty" stays flagged (a drop, not an error).
-    allowed = ("empty",) if opts.empty_images == "drop" else ()
-    # An op error inside the map (a truncated JPEG, a failed assertion) is caught for its record
-    # alone: raised naming the record under "raise", counted under "skip". Flagged failures are
-    # settled after the catch, so that every failure is raised or counted in stream order.
-    catch = (
-        functools.partial(skips.catch_marked, mark=lambda seed_parts, record: record[2:])
-        if marked
-        else skips.catch_errors
+    read = functools.partial(
+        _read,
+        opts.source,
+        context,
+        shuffle_buffer_size=opts.shuffle_buffer_size if opts.shuffle else None,
+        num_epochs=opts.num_epochs,
     )
-    caught = catch(
-        records,
-        process_element,
-        record_id=lambda seed_parts, record: record[0],
-        num_parallel_calls=opts.num_parallel_calls,
+    records = iterations.seeded_records(read, opts.seed, iteration_counter)
+    steps = examples.plan(
+        opts.source,
+        opts.augment,
+        policy,
+        seed=opts.seed,
+        shard_index=opts.reading.shard_index,
+        image_size=opts.image_size,
+        pad_image_size=opts.pad_image_size,
+        batched=opts.batch_size is not None,
+        color_stage=opts.color_stage,
+        output_dtype=opts.output_dtype,
+        max_boxes=opts.max_boxes,
+        box_overflow=opts.box_overflow,
     )
-    count_batches = False
-    if opts.on_error == "skip":
-        dataset = skips.count_caught(caught, counter)
-    else:
-        dataset = skips.raise_caught(caught, allowed)
-        # Examples still flagged ("empty") are dropped and counted one by one; else per batch.
-        if counter is not None and fields.ERROR in dataset.element_spec:
-            dataset = skips.drop_and_count(dataset, counter)
-        else:
-            count_batches = counter is not None
-    if combining:
-
-        def finish_combined(seed: tf.Tensor | None, features: dict, start: int) -> dict:
-            features = finish(seed, features, start)
-            if opts.on_error == "raise" and fields.ERROR in features:
-                features = errors.raise_flagged(features, allowed)
-            return features
-
+    dataset = policy.catch(records, steps.process, num_parallel_calls=opts.num_parallel_calls)
+    if steps.combining:
         dataset = partners.combine(
             dataset,
-            augment,
-            finish_combined,
-            use_seed=opts.seed is not None,
+            steps.augment,
+            steps.finish_combined,
+            use_seed=steps.seeded,
             num_parallel_calls=opts.num_parallel_calls,
             deterministic=opts.deterministic,
         )
-    if opts.batch_size is not None:
-        dataset = batching.batch_features(
-            dataset,
-            opts.batch_size,
-            mode=opts.batching,
-            max_boxes=opts.max_boxes,
-            image_size=opts.image_size or opts.pad_image_size,
-            drop_remainder=opts.drop_remainder,
-            group_by_aspect_ratio=opts.group_by_aspect_ratio,
-        )
-    if count_batches:
-        dataset = skips.count_passed(dataset, counter, batched=opts.batch_size is not None)
-    if opts.color_stage == "fused" and fields.COLOR_PARAMETERS in dataset.element_spec:
-        dataset = dataset.map(
-            lambda batch: _fused_colour(batch, colour, opts.output_dtype),
-            num_parallel_calls=opts.num_parallel_calls,
-            deterministic=opts.deterministic,
-        )
-    to_keras = keras_layout.keras_output(opts.keras, opts.bounding_box_format)
-    if to_keras is not None:
-        dataset = dataset.map(to_keras, num_parallel_calls=opts.num_parallel_calls)
+    dataset = _batch(dataset, opts)
+    dataset = policy.count_passed(dataset, batched=opts.batch_size is not None)
+    dataset = _colour_stage(dataset, steps, opts.num_parallel_calls, opts.deterministic)
+    dataset = _keras_layout(dataset, opts.keras, opts.bounding_box_format, opts.num_parallel_calls)
+    dataset = _deliver(dataset, opts.deterministic, opts.service, opts.prefetch)
+    if iteration_counter is not None:
+        dataset = iterations.attach(dataset, iteration_counter)
+    return policy.attach(dataset)
+
+
+def _read(
+    source: Source,
+    context: ReadContext,
+    seed: int | tf.Tensor | None,
+    *,
+    shuffle_buffer_size: int | None,
+    num_epochs: int | None,
+) -> tf.data.Dataset:
+    """One iteration's ``num_epochs`` passes over the source's records, read with ``seed`` and
+    shuffled through a buffer of ``shuffle_buffer_size`` (None: not shuffled)."""
+    context = dataclasses.replace(context, seed=seed)
+    records = source.records(context)
+    if shuffle_buffer_size is not None:
+        records = context.shuffled(records, shuffle_buffer_size)
+    return records.repeat(num_epochs)
+
+
+def _batch(dataset: tf.data.Dataset, opts: DatasetOptions) -> tf.data.Dataset:
+    """Examples padded into batches (none when ``batch_size`` is None)."""
+    if opts.batch_size is None:
+        return dataset
+    return batching.batch_features(
+        dataset,
+        opts.batch_size,
+        mode=opts.batching,
+        max_boxes=opts.max_boxes,
+        image_size=opts.image_size or opts.pad_image_size,
+        drop_remainder=opts.drop_remainder,
+        group_by_aspect_ratio=opts.group_by_aspect_ratio,
+    )
+
+
+def _colour_stage(
+    dataset: tf.data.Dataset,
+    steps: examples.ExampleSteps,
+    num_parallel_calls: int,
+    deterministic: bool,
+) -> tf.data.Dataset:
+    """The trailing colour steps on whole batches, compiled (``color_stage="fused"``)."""
+    if steps.color_stage != "fused" or fields.COLOR_PARAMETERS not in dataset.element_spec:
+        return dataset
+    return dataset.map(
+        functools.partial(
+            examples.fused_colour, colour=steps.colour, output_dtype=steps.output_dtype
+        ),
+        num_parallel_calls=num_parallel_calls,
+        deterministic=deterministic,
+    )
+
+
+def _keras_layout(
+    dataset: tf.data.Dataset, keras: bool | str, box_format: str | None, num_parallel_calls: int
+) -> tf.data.Dataset:
+    """``(images, targets)`` tuples for ``model.fit`` when ``keras`` asks for them."""
+    to_keras = keras_layout.keras_output(keras, box_format)
+    if to_keras is None:
+        return dataset
+    return dataset.map(to_keras, num_parallel_calls=num_parallel_calls)
+
+
+def _deliver(
+    dataset: tf.data.Dataset,
+    deterministic: bool,
+    service: ServiceOptions | None,
+    prefetch: int,
+) -> tf.data.Dataset:
+    """The dataset's options, the tf.data service when asked, and the prefetch."""
     options = tf.data.Options()
-    options.deterministic = opts.deterministic
+    options.deterministic = deterministic
     # tf.data's static rewrites (fusing shuffle and repeat, parallelizing the small maps, ...)
     # gain nothing measurable here but cost a rewrite of the whole graph when an iterator
     # starts, and the fused shuffle fills its buffer across epochs before the first batch
@@ -466,106 +455,14 @@ def _build(opts: DatasetOptions) -> tf.data.Dataset:
     # tf.train.Checkpoint holds the counter next to the iterator (docs/reliability.md).
     options.experimental_external_state_policy = tf.data.experimental.ExternalStatePolicy.IGNORE
     dataset = dataset.with_options(options)
-    if opts.service is not None:
+    if service is not None:
         # Everything above runs on the tf.data service workers; this process only receives batches.
         dataset = dataset.apply(
             tf.data.experimental.service.distribute(
-                opts.service.mode, opts.service.address, job_name=opts.service.job_name
+                service.mode, service.address, job_name=service.job_name
             )
         )
-    dataset = dataset.prefetch(opts.prefetch)
-    if iteration_counter is not None:
-        dataset = iterations.attach(dataset, iteration_counter)
-    return dataset if counter is None else skips.attach(dataset, counter)
-
-
-def _flagged(features: dict, record_id: tf.Tensor, empty_images: str) -> dict:
-    """``features`` with the ``ERROR`` fields (a source may not flag), and empties flagged."""
-    out = dict(features)
-    out.setdefault(fields.RECORD_ID, record_id)
-    out.setdefault(fields.ERROR, tf.constant(errors.OK, tf.int32))
-    out.setdefault(fields.ERROR_DETAIL, tf.constant(""))
-    if empty_images == "drop":
-        checks = errors.RecordChecks(out[fields.RECORD_ID])
-        checks.add(tf.shape(out[fields.BOXES])[0] > 0, "empty", "has no boxes")
-        out = checks.flag(out)
-    return out
-
-
-def _is_rgb(features: dict, color_stage: str) -> bool:
-    """Whether the image has 3 channels, as the fused colour stage needs (known when traced)."""
-    if features[fields.IMAGE].shape[-1] == 3:
-        return True
-    if color_stage == "device":
-        raise ValueError(
-            "color_stage='device' needs RGB images with 3 channels known when the pipeline is "
-            f"built, got image shape {features[fields.IMAGE].shape}"
-        )
-    return False
-
-
-def _fused_colour(batch: dict, colour: FusedColor, output_dtype: str | None) -> dict:
-    """The batch with its fused colour stage applied (and its parameters consumed)."""
-    out = dict(batch)
-    parameters = out.pop(fields.COLOR_PARAMETERS)
-    out[fields.IMAGE] = colour(out[fields.IMAGE], parameters, output_dtype or tf.float32)
-    return out
-
-
-def _records(
-    source: Source,
-    context: ReadContext,
-    opts: DatasetOptions,
-    counter: iterations.IterationCounter | None,
-) -> tf.data.Dataset:
-    """``((position, salt), (record_id, payload))``: ``num_epochs`` passes over the source's
-    records, with what each record's example seed is folded from (:func:`_example_seed`).
-
-    Each iterator first takes its iteration number from ``counter``
-    (:mod:`object_input.iterations`), then reads its passes with the file and record shuffles
-    and the example seeds keyed by the pipeline seed and that number; the shuffles draw anew
-    each pass from there. Given the number, nothing random depends on the process or the
-    parallelism: iteration ``k`` is the same in any process.
-    """
-    base = opts.seed if opts.seed is not None else 0
-
-    def read(seed: int | tf.Tensor) -> tf.data.Dataset:
-        read_context = dataclasses.replace(context, seed=seed if opts.seed is not None else None)
-        records = source.records(read_context)
-        if opts.shuffle:
-            records = read_context.shuffled(records, opts.shuffle_buffer_size)
-        return records.repeat(opts.num_epochs)
-
-    if counter is None:
-        # tf.data service workers split the work through the sources at the top of the graph
-        # and hold no variables: tf.data's own generators then key each iteration, anew in
-        # every process.
-        salts = tf.data.Dataset.random(seed=base, rerandomize_each_iteration=True)
-        return _with_example_seeds(read(opts.seed), salts)
-
-    def one_iteration(key: tf.Tensor) -> tf.data.Dataset:
-        seed = iterations.pass_seed(base, key)
-        return _with_example_seeds(read(seed), tf.data.Dataset.from_tensors(seed).repeat())
-
-    return iterations.keys(counter).flat_map(one_iteration)
-
-
-def _with_example_seeds(records: tf.data.Dataset, salts: tf.data.Dataset) -> tf.data.Dataset:
-    """``((position, salt), record)``: what :func:`_example_seed` folds into each record's seed.
-
-    ``salts`` gives one int64 salt per record, new each iteration; the position counts from the
-    iteration's start. A zip, no function per record.
-    """
-    return tf.data.Dataset.zip((tf.data.Dataset.zip((tf.data.Dataset.counter(), salts)), records))
-
-
-def _example_seed(position: tf.Tensor, salt: tf.Tensor, shard: int) -> tf.Tensor:
-    """The stateless seed of a record: ``fold_in([salt, shard], position)``.
-
-    The seeds thus differ between iterations and shards, not with the parallelism.
-    """
-    seed = tf.stack([tf.cast(salt % (2**31), tf.int32), tf.constant(shard, tf.int32)])
-    return core.fold_seed(seed, position)
+    return dataset.prefetch(prefetch)
 
 
 #: make_dataset's defaults by parameter name: the one table every entry point uses.

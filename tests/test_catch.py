@@ -1,4 +1,4 @@
-"""skips.catch_errors, catch_marked, raise_caught and count_caught: a map that survives op
+"""catch.catch_errors, catch_marked, raise_caught and count_caught: a map that survives op
 errors, names the failed records in stream order and raises or counts them, whatever the window,
 history and parallelism."""
 
@@ -7,7 +7,7 @@ import tensorflow as tf
 from hypothesis import given
 from hypothesis import strategies as st
 
-from object_input import errors, fields, skips
+from object_input import catch, errors, fields, skips
 
 
 def _records(size: int) -> tf.data.Dataset:
@@ -31,7 +31,8 @@ def _failing_map(failing: set[int]):
 
 
 def _catch(catch, size, failing, calls, **options):
-    """``catch`` (a catch of skips) over records ``0..size-1``, the ``failing`` ones failing."""
+    """``catch`` (a function of object_input.catch) over records ``0..size-1``, the ``failing``
+    ones failing."""
     return catch(
         _records(size),
         _failing_map(failing),
@@ -42,7 +43,7 @@ def _catch(catch, size, failing, calls, **options):
 
 
 def _caught(size, failing, window, calls):
-    return _catch(skips.catch_errors, size, failing, calls, window=window)
+    return _catch(catch.catch_errors, size, failing, calls, window=window)
 
 
 @given(
@@ -84,7 +85,7 @@ def _marked(size, failing, marked, history, calls):
         error = tf.where(hit, errors.code("unreadable_file"), errors.OK)
         return error, tf.where(hit, tf.strings.join(["cannot read ", record_id]), "")
 
-    return _catch(skips.catch_marked, size, failing, calls, mark=mark, history=history)
+    return _catch(catch.catch_marked, size, failing, calls, mark=mark, history=history)
 
 
 @given(
@@ -132,7 +133,7 @@ def test_catch_marked_is_the_map_with_failures_named_and_marks_flagged(
 
 
 def test_marks_are_raised_or_counted_in_stream_order_like_flagged_records():
-    iterator = iter(skips.raise_caught(_marked(6, {4}, {2}, 4, 2)))
+    iterator = iter(catch.raise_caught(_marked(6, {4}, {2}, 4, 2)))
     assert [int(next(iterator)["value"]) for _ in range(2)] == [0, 1]
     with pytest.raises(tf.errors.InvalidArgumentError, match="cannot read 2"):
         next(iterator)
@@ -142,7 +143,7 @@ def test_marks_are_raised_or_counted_in_stream_order_like_flagged_records():
         next(iterator)
     assert list(iterator) == []
     counter = skips.SkipCounter()
-    dataset = skips.count_caught(_marked(8, {1, 6}, {2, 5}, 4, 2), counter)
+    dataset = catch.count_caught(_marked(8, {1, 6}, {2, 5}, 4, 2), counter)
     assert [int(f["value"]) for f in dataset] == [0, 3, 4, 7]
     snapshot = counter.snapshot()
     assert snapshot.passed == 4
@@ -158,7 +159,7 @@ def test_marks_are_raised_or_counted_in_stream_order_like_flagged_records():
 
 def test_count_caught_counts_failures_and_drops_in_stream_order():
     counter = skips.SkipCounter()
-    dataset = skips.count_caught(_caught(11, {0, 4, 5, 10}, 3, 2), counter)
+    dataset = catch.count_caught(_caught(11, {0, 4, 5, 10}, 3, 2), counter)
     assert [int(f["value"]) for f in dataset] == [1, 2, 3, 6, 7, 8, 9]
     snapshot = counter.snapshot()
     assert snapshot.passed == 7 and snapshot.skipped == {"undecodable": 4}
@@ -177,7 +178,7 @@ def test_raise_caught_raises_failures_then_flags_in_stream_order(inside):
 
     # Windows [0, 1, 2] and [3, 4, 5]: record 2 fails, record 3 is flagged.
     if inside:  # flagged inside the caught map, as make_dataset does
-        caught = skips.catch_errors(
+        caught = catch.catch_errors(
             _records(6),
             lambda record_id, value: flag(_failing_map({2})(record_id, value)),
             record_id=lambda record_id, value: record_id,
@@ -186,7 +187,7 @@ def test_raise_caught_raises_failures_then_flags_in_stream_order(inside):
         )
     else:
         caught = _caught(6, {2}, 3, 2).map(lambda failed, end, f: (failed, end, flag(f)))
-    dataset = skips.raise_caught(caught)
+    dataset = catch.raise_caught(caught)
     iterator = iter(dataset)
     assert [int(next(iterator)["value"]) for _ in range(2)] == [0, 1]
     with pytest.raises(tf.errors.InvalidArgumentError, match="record 2: undecodable: "):
@@ -214,12 +215,12 @@ def test_records_of_ragged_and_sparse_tensors_are_caught_too():
                 fields.RECORD_ID: record_id,
             }
 
-    caught = skips.catch_errors(
+    caught = catch.catch_errors(
         records, fn, record_id=lambda record_id, *_: record_id, num_parallel_calls=2, window=2
     )
     elements = [([f.decode() for f in a.numpy()], bool(b), int(c["total"])) for a, b, c in caught]
     assert elements == [([], False, 6), (["1"], True, 0), ([], False, 30), ([], True, 0)]
-    marked = skips.catch_marked(
+    marked = catch.catch_marked(
         records,
         lambda *record: {
             **fn(*record),
