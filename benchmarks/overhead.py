@@ -9,13 +9,10 @@
    and functions of its traced graph (every map, filter and branch function), and the CPU
    seconds of the build (Python tracing), ``iter()`` (the runtime instantiating and optimizing
    the functions) and the first ``next()``, medians of ``--builds`` warm builds.
-3. The same for no steps and standard with the catch of op errors as it was before
-   ``skips.catch_marked``: the TFRecord source not marking what it cannot read, so that
-   ``make_dataset`` catches per window of records (``skips.catch_errors``), as it still does for
-   the sources that do not mark.
-4. And with the catch (``skips.catch_marked``) replaced by one parallel map that yields the same
-   elements and catches nothing: a diagnosis of what the catch costs the first batch, not a
-   pipeline to use.
+3. The same for no steps and standard with the TFRecord source not marking what it cannot
+   read, so that ``make_dataset`` catches op errors per window of records
+   (``skips.catch_errors``), as it does for the sources that do not mark: what such a source
+   costs the first batch.
 
 Run it in two checkouts, one after the other, to compare them. CPU seconds, not wall time: the
 machine may be shared.
@@ -40,7 +37,6 @@ import tensorflow as tf
 from common import IMAGE_SETS, cpu_seconds, random_boxes
 from tensorflow.core.framework import graph_pb2
 
-from object_input import skips
 from object_input.decoders import ExampleDecoder
 from object_input.sources import TFRecord
 from object_input.writers import build_example
@@ -113,19 +109,6 @@ def graph_size(dataset: tf.data.Dataset) -> tuple[int, int]:
     return len(graph.node) + sum(len(f.node_def) for f in functions), len(functions)
 
 
-def uncaught_map(
-    dataset: tf.data.Dataset, fn: Callable, *, record_id: Callable, num_parallel_calls: int, **_
-) -> tf.data.Dataset:
-    """``skips.catch_marked``'s elements from one parallel map: no failures, no end marker."""
-    del record_id
-
-    @tf.autograph.experimental.do_not_convert
-    def mapped(*element):
-        return tf.zeros([0], tf.string), tf.constant(False), fn(*element)
-
-    return dataset.map(mapped, num_parallel_calls=num_parallel_calls, deterministic=True)
-
-
 def patched(make: Callable[[], tf.data.Dataset], target: Any, name: str, value: Any):
     """``make`` building with ``target.name`` set to ``value`` (``mock.patch.object``)."""
 
@@ -187,8 +170,6 @@ def main() -> None:
             # The TFRecord source not marking: make_dataset catches per window, as before.
             "no steps, window catch": patched(no_steps, TFRecord, "marks_read_errors", False),
             "standard, window catch": patched(standard, TFRecord, "marks_read_errors", False),
-            "no steps, catch → map": patched(no_steps, skips, "catch_marked", uncaught_map),
-            "standard, catch → map": patched(standard, skips, "catch_marked", uncaught_map),
         }
         print(f"\n{image_set}: graph, and warm CPU seconds to the first batch")
         print(
