@@ -430,23 +430,6 @@ _READER_KNOWN = (
 )
 _MASK_TYPES = {"DEFAULT": "numerical", "NUMERICAL_MASKS": "numerical", "PNG_MASKS": "png"}
 
-# Steps whose message spells a (low, high) parameter as two fields.
-_PAIRS: dict[str, dict[str, tuple[str, str]]] = {
-    "random_crop_image": {
-        "aspect_ratio_range": ("min_aspect_ratio", "max_aspect_ratio"),
-        "area_range": ("min_area", "max_area"),
-    },
-    "random_crop_pad_image": {
-        "aspect_ratio_range": ("min_aspect_ratio", "max_aspect_ratio"),
-        "area_range": ("min_area", "max_area"),
-    },
-    "random_pad_image": {
-        "min_image_size": ("min_image_height", "min_image_width"),
-        "max_image_size": ("max_image_height", "max_image_width"),
-    },
-}
-# Message field → parameter, where the names differ.
-_RENAMES: dict[str, dict[str, str]] = {"drop_label_probabilistically": {"label": "dropped_label"}}
 # Repeated fields inside nested messages (the ssd_* ``operations``).
 _REPEATED_NESTED = ("min_padded_size_ratio", "max_padded_size_ratio")
 
@@ -572,9 +555,9 @@ def _step_from_block(block: Message, number: int) -> Step:
 
 
 def _step_params(spec: StepSpec, message: Message) -> dict[str, Any]:
-    """Translate a step message into the step's parameters."""
-    pairs = _PAIRS.get(spec.name, {})
-    renames = _RENAMES.get(spec.name, {})
+    """Translate a step message into the step's parameters (as its ``od_api_fields`` spell them)."""
+    pairs = {p: f for p, f in spec.od_api_fields.items() if isinstance(f, tuple)}
+    renames = {f: p for p, f in spec.od_api_fields.items() if isinstance(f, str)}
     paired = {field for fields in pairs.values() for field in fields}
     known = (set(spec.defaults) - set(pairs) - set(renames.values())) | paired | set(renames)
     textproto.expect_fields(message, known, f"step {spec.name!r}")
