@@ -162,10 +162,12 @@ def _run(
             # The rotated colour keeps V and C inside [0, 255]: the step's clip is a no-op here.
             hsv = state.hsv()
             state = _Hsv(hsv.hue + 6.0 * _per_image(parameter), hsv.value, hsv.chroma)
-        else:
+        elif name == "random_adjust_saturation":
             hsv = state.hsv()
             factor = _per_image(tf.maximum(parameter, 0.0))
             state = _Hsv(hsv.hue, hsv.value, tf.minimum(hsv.chroma * factor, hsv.value))
+        else:
+            raise ValueError(f"step {name!r} is registered as fused, but the stage cannot run it")
     return state
 
 

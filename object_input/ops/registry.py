@@ -156,8 +156,8 @@ def register_step(
 
     - ``deferral``: the step may run on an image not yet decoded (a prefix of such steps runs
       before decoding): ``"view"`` moves the window to decode, ``"crop"`` narrows it.
-    - ``fused``: the fused colour stage (:mod:`object_input.ops.fused_color`) runs the step, taking
-      this parameter of the step's draw.
+    - ``fused``: the fused colour stage (:mod:`object_input.ops.fused_color`, which holds the
+      compiled form of each step it runs) takes the step, and this parameter of its draw.
     - ``od_api_fields``: parameter → its field in the step's Object Detection API message, where
       they differ: a name, or ``(low, high)`` fields for a pair.
     - ``demo_params``: parameters that make the step act on a small example (the required ones,
