@@ -26,6 +26,7 @@ from object_input.options import (
     ReadOptions,
     ServiceOptions,
     build,
+    check_option,
     checked_keywords,
     unknown_keyword,
 )
@@ -197,12 +198,8 @@ class DatasetOptions:
                 "make_dataset needs a source: a path, glob, directory, list of them, a source "
                 "object from object_input.sources, or a tf.data.Dataset"
             )
-        if self.batch_size is not None and (
-            not isinstance(self.batch_size, int)
-            or isinstance(self.batch_size, bool)
-            or self.batch_size < 1
-        ):
-            raise ValueError(f"batch_size must be an integer >= 1 or None, got {self.batch_size!r}")
+        for name in ("batch_size", "max_boxes", "num_epochs"):
+            check_option(name, getattr(self, name))
         _check_choice("batching", self.batching, batching.BATCHING_MODES)
         _check_choice("box_overflow", self.box_overflow, batching.OVERFLOW_POLICIES)
         _check_choice("output_dtype", self.output_dtype, OUTPUT_DTYPES)
@@ -214,10 +211,6 @@ class DatasetOptions:
             )
         _check_choice("on_error", self.on_error, errors.ON_ERROR_POLICIES)
         _check_choice("empty_images", self.empty_images, EMPTY_IMAGE_POLICIES)
-        if self.max_boxes is not None and (
-            not isinstance(self.max_boxes, int) or self.max_boxes < 1
-        ):
-            raise ValueError(f"max_boxes must be an integer >= 1 or None, got {self.max_boxes!r}")
         for name in ("image_size", "pad_image_size"):
             setattr(self, name, _size(name, getattr(self, name)))
         if self.image_size is not None and self.pad_image_size is not None:
@@ -228,12 +221,6 @@ class DatasetOptions:
             raise ValueError(
                 "batching='static' needs image_size (resize to it) or pad_image_size "
                 "(pad up to it) so that every batch has one shape"
-            )
-        if self.num_epochs is not None and (
-            not isinstance(self.num_epochs, int) or self.num_epochs < 1
-        ):
-            raise ValueError(
-                f"num_epochs must be an integer >= 1 or None (forever), got {self.num_epochs!r}"
             )
         if isinstance(self.augment, (str, Mapping)) and not isinstance(self.augment, Augmentation):
             raise TypeError(

@@ -706,6 +706,10 @@ def test_config_and_make_dataset_share_one_check_per_option():
         PipelineConfig(num_readers=0)
     with pytest.raises(ValueError, match=r"^reading num_readers must be >= 1, got 0$"):
         ReadOptions(num_readers=0)
+    with pytest.raises(ConfigError, match=r"^max_boxes must be an integer or None, got True$"):
+        PipelineConfig(max_boxes=True)
+    with pytest.raises(ValueError, match=r"^max_boxes must be an integer or None, got True$"):
+        make_dataset("x.tfrecord", max_boxes=True)
     # What make_dataset takes, a config takes: None batches nothing, None shuffles as the source.
     unbatched = PipelineConfig(batch_size=None, shuffle=None)
     assert unbatched.to_dataset_kwargs() == {"batch_size": None, "shuffle": None}
