@@ -59,7 +59,8 @@ DEFAULTS: dict[str, Any] = {
 
 @dataclasses.dataclass(frozen=True)
 class _Rule:
-    """The values an option takes: of ``kind``, at least ``minimum``, one of ``choices``."""
+    """The values an option takes: of ``kind`` (or None when ``optional``), at least ``minimum``,
+    one of ``choices``."""
 
     kind: type
     minimum: int | None = None
