@@ -29,16 +29,13 @@ from typing import Any
 from object_input import textproto
 from object_input.label_map import load_label_map
 from object_input.ops import Augmentation, ConfigError, StepSpec, get_step, normalize_step
-from object_input.options import DecodeOptions, ReadOptions
-from object_input.pipeline import DEFAULTS
+from object_input.options import DEFAULTS, DecodeOptions, ReadOptions, option_problem
 from object_input.suggest import did_you_mean
 from object_input.textproto import Message, TextFormatError
 
 __all__ = ["PipelineConfig", "load_pipeline_config", "parse_augmentation"]
 
 Step = dict[str, dict[str, Any]]
-
-MASK_FORMATS = ("png", "numerical")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,9 +48,10 @@ class PipelineConfig:
       label_map_path: text label map turning ``image/object/class/text`` into ids, or None.
       use_display_name: key the label map by ``display_name`` instead of ``name``.
       augment: augmentation steps, ``[{name: params}, ...]`` in order; validated on creation.
-      batch_size: examples per batch.
+      batch_size: examples per batch (None: single examples, unbatched).
       max_boxes: boxes kept per example (None: no limit).
-      shuffle: shuffle the records (and, with ``file_shuffle``, the file order).
+      shuffle: shuffle the records (and, with ``file_shuffle``, the file order); None: the
+        source's default.
       shuffle_buffer_size: records in the shuffle buffer.
       file_shuffle: shuffle the file order when ``shuffle`` is on.
       num_readers: files read in parallel.
@@ -70,9 +68,9 @@ class PipelineConfig:
     label_map_path: str | None = None
     use_display_name: bool = DecodeOptions.use_display_name
     augment: list[Step] = dataclasses.field(default_factory=list)
-    batch_size: int = DEFAULTS["batch_size"]
+    batch_size: int | None = DEFAULTS["batch_size"]
     max_boxes: int | None = DEFAULTS["max_boxes"]
-    shuffle: bool = True
+    shuffle: bool | None = True
     shuffle_buffer_size: int = DEFAULTS["shuffle_buffer_size"]
     file_shuffle: bool = ReadOptions.file_shuffle
     num_readers: int = ReadOptions.num_readers
@@ -95,8 +93,10 @@ class PipelineConfig:
         object.__setattr__(self, "input_paths", [os.fspath(p) for p in paths])
         if isinstance(self.label_map_path, os.PathLike):
             object.__setattr__(self, "label_map_path", os.fspath(self.label_map_path))
-        for name in _VALUE_CHECKS:
-            problem = _value_problem(name, getattr(self, name))
+        if not isinstance(self.label_map_path, (str, type(None))):
+            raise ConfigError(f"label_map_path must be a path or None, got {self.label_map_path!r}")
+        for name in _CHECKED_FIELDS:
+            problem = _problem(name, getattr(self, name))
             if problem:
                 raise ConfigError(f"{name} {problem}, got {getattr(self, name)!r}")
         if self.num_epochs == 0:
@@ -157,44 +157,30 @@ _READING_FIELDS = {
 }
 
 
-# Field → (type, minimum or None, None allowed).
-_VALUE_CHECKS: dict[str, tuple[type, int | None, bool]] = {
-    "use_display_name": (bool, None, False),
-    "label_map_path": (str, None, True),
-    "batch_size": (int, 1, False),
-    "max_boxes": (int, 1, True),
-    "shuffle": (bool, None, False),
-    "shuffle_buffer_size": (int, 1, False),
-    "file_shuffle": (bool, None, False),
-    "num_readers": (int, 1, False),
-    "read_block_length": (int, 1, False),
-    "num_epochs": (int, 0, True),
-    "masks": (str, None, True),
-    "num_keypoints": (int, 0, False),
-    "multiclass_scores": (bool, None, False),
-    "drop_remainder": (bool, None, True),
-    "seed": (int, None, True),
-}
-
-_TYPE_NAMES = {bool: "true or false", int: "an integer", str: "a string"}
+# Fields checked as the make_dataset options they set (reading's under their own names).
+_CHECKED_FIELDS = (
+    "use_display_name",
+    "batch_size",
+    "max_boxes",
+    "shuffle",
+    "shuffle_buffer_size",
+    "file_shuffle",
+    "num_readers",
+    "read_block_length",
+    "num_epochs",
+    "masks",
+    "num_keypoints",
+    "multiclass_scores",
+    "drop_remainder",
+    "seed",
+)
 
 
-def _value_problem(name: str, value: Any) -> str | None:
+def _problem(name: str, value: Any) -> str | None:
     """Why ``value`` is invalid for field ``name`` (an error phrase), or None."""
-    kind, minimum, optional = _VALUE_CHECKS[name]
-    if value is None:
-        return None if optional else f"must be {_TYPE_NAMES[kind]}"
-    if kind is int:
-        valid = isinstance(value, int) and not isinstance(value, bool)
-    else:
-        valid = isinstance(value, kind)
-    if not valid:
-        return f"must be {_TYPE_NAMES[kind]}" + (" or null" if optional else "")
-    if minimum is not None and value < minimum:
-        return f"must be >= {minimum}"
-    if name == "masks" and value not in MASK_FORMATS:
-        return f"must be one of {list(MASK_FORMATS)} or null"
-    return None
+    if name == "num_epochs" and type(value) is int and value == 0:
+        return None  # the Object Detection API's "forever", read as None
+    return option_problem(_READING_FIELDS.get(name, name), value)
 
 
 def _check_steps(steps: Any, what: str) -> list[Step]:
@@ -430,23 +416,6 @@ _READER_KNOWN = (
 )
 _MASK_TYPES = {"DEFAULT": "numerical", "NUMERICAL_MASKS": "numerical", "PNG_MASKS": "png"}
 
-# Steps whose message spells a (low, high) parameter as two fields.
-_PAIRS: dict[str, dict[str, tuple[str, str]]] = {
-    "random_crop_image": {
-        "aspect_ratio_range": ("min_aspect_ratio", "max_aspect_ratio"),
-        "area_range": ("min_area", "max_area"),
-    },
-    "random_crop_pad_image": {
-        "aspect_ratio_range": ("min_aspect_ratio", "max_aspect_ratio"),
-        "area_range": ("min_area", "max_area"),
-    },
-    "random_pad_image": {
-        "min_image_size": ("min_image_height", "min_image_width"),
-        "max_image_size": ("max_image_height", "max_image_width"),
-    },
-}
-# Message field → parameter, where the names differ.
-_RENAMES: dict[str, dict[str, str]] = {"drop_label_probabilistically": {"label": "dropped_label"}}
 # Repeated fields inside nested messages (the ssd_* ``operations``).
 _REPEATED_NESTED = ("min_padded_size_ratio", "max_padded_size_ratio")
 
@@ -472,7 +441,7 @@ def _from_pipeline_config(path: str) -> PipelineConfig:
 def _checked(msg: Message, field: str, target: str, kind: type) -> Any:
     """The value of ``field``, validated as PipelineConfig field ``target``."""
     value = textproto.one(msg, field, None, kind)
-    problem = None if value is None else _value_problem(target, value)
+    problem = None if value is None else _problem(target, value)
     if problem:
         raise msg.error(f"{field} {problem}, got {value!r}", field)
     return value
@@ -572,9 +541,9 @@ def _step_from_block(block: Message, number: int) -> Step:
 
 
 def _step_params(spec: StepSpec, message: Message) -> dict[str, Any]:
-    """Translate a step message into the step's parameters."""
-    pairs = _PAIRS.get(spec.name, {})
-    renames = _RENAMES.get(spec.name, {})
+    """Translate a step message into the step's parameters (as its ``od_api_fields`` spell them)."""
+    pairs = {p: f for p, f in spec.od_api_fields.items() if isinstance(f, tuple)}
+    renames = {f: p for p, f in spec.od_api_fields.items() if isinstance(f, str)}
     paired = {field for fields in pairs.values() for field in fields}
     known = (set(spec.defaults) - set(pairs) - set(renames.values())) | paired | set(renames)
     textproto.expect_fields(message, known, f"step {spec.name!r}")

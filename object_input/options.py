@@ -1,8 +1,10 @@
-"""Option groups of ``make_dataset`` for the rarely tuned families, and keyword checking.
+"""``make_dataset``'s defaults, option groups for the rarely tuned families, and option checks.
 
-The common parameters are explicit in ``make_dataset``'s signature; these small frozen objects
-group the rest (as TFDS groups reading in ``ReadConfig``), so that ``help()`` and IDEs show every
-name with its default.
+:data:`DEFAULTS` is the one table of ``make_dataset``'s defaults: its signature and configs
+(:mod:`object_input.config`) read it. The common parameters are explicit in the signature; the
+small frozen objects here group the rest (as TFDS groups reading in ``ReadConfig``), so that
+``help()`` and IDEs show every name with its default. :func:`check_option` holds the checks of
+the options a config can set, for every entry point.
 """
 
 from __future__ import annotations
@@ -19,7 +21,100 @@ from object_input.suggest import did_you_mean
 
 AUTOTUNE = tf.data.AUTOTUNE
 SERVICE_MODES = ("distributed_epoch", "parallel_epochs")
+MASK_FORMATS = ("png", "numerical")
 T = TypeVar("T")
+
+#: make_dataset's defaults by keyword: the one table every entry point uses.
+DEFAULTS: dict[str, Any] = {
+    "batch_size": 32,
+    "augment": (),
+    "image_size": None,
+    "pad_image_size": None,
+    "max_boxes": None,
+    "batching": "dynamic",
+    "box_overflow": "error",
+    "drop_remainder": None,
+    "group_by_aspect_ratio": False,
+    "shuffle": None,
+    "shuffle_buffer_size": 2048,
+    "num_epochs": 1,
+    "seed": None,
+    "label_map": None,
+    "masks": None,
+    "num_keypoints": 0,
+    "keras": False,
+    "bounding_box_format": None,
+    "output_dtype": None,
+    "color_stage": "fused",
+    "num_parallel_calls": AUTOTUNE,
+    "prefetch": AUTOTUNE,
+    "deterministic": True,
+    "on_error": "raise",
+    "empty_images": "keep",
+    "reading": None,
+    "decoding": None,
+    "service": None,
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class _Rule:
+    """The values an option takes: of ``kind`` (or None when ``optional``), at least ``minimum``,
+    one of ``choices``."""
+
+    kind: type
+    minimum: int | None = None
+    optional: bool = False
+    choices: tuple[Any, ...] = ()
+
+    def problem(self, value: Any) -> str | None:
+        if value is None and self.optional:
+            return None
+        # bool is an int in Python, never a count.
+        if not isinstance(value, self.kind) or (self.kind is int and isinstance(value, bool)):
+            return f"must be {_KIND_NAMES[self.kind]}" + self._or_none()
+        if self.minimum is not None and value < self.minimum:
+            return f"must be >= {self.minimum}"
+        if self.choices and value not in self.choices:
+            return f"must be one of {list(self.choices)}" + self._or_none()
+        return None
+
+    def _or_none(self) -> str:
+        return " or None" if self.optional else ""
+
+
+_KIND_NAMES = {bool: "true or false", int: "an integer", str: "a string"}
+
+# The checked options of make_dataset and of its option groups, by name.
+_RULES = {
+    "batch_size": _Rule(int, 1, optional=True),
+    "max_boxes": _Rule(int, 1, optional=True),
+    "shuffle": _Rule(bool, optional=True),
+    "shuffle_buffer_size": _Rule(int, 1),
+    "num_epochs": _Rule(int, 1, optional=True),
+    "masks": _Rule(str, optional=True, choices=MASK_FORMATS),
+    "num_keypoints": _Rule(int, 0),
+    "drop_remainder": _Rule(bool, optional=True),
+    "seed": _Rule(int, optional=True),
+    "num_readers": _Rule(int, 1),
+    "block_length": _Rule(int, 1),
+    "num_shards": _Rule(int, 1),
+    "file_shuffle": _Rule(bool),
+    "use_display_name": _Rule(bool),
+    "multiclass_scores": _Rule(bool),
+}
+
+
+def option_problem(name: str, value: Any) -> str | None:
+    """Why ``value`` is not valid for the option ``name`` (``"must be ..."``), or None."""
+    return _RULES[name].problem(value)
+
+
+def check_option(name: str, value: Any, what: str = "") -> None:
+    """Raise ValueError ``"{what}{name} must be ..., got {value!r}"`` for an invalid value."""
+    problem = option_problem(name, value)
+    if problem:
+        raise ValueError(f"{what}{name} {problem}, got {value!r}")
 
 
 def unknown_keyword(what: str, name: str, valid: Iterable[str]) -> TypeError:
@@ -91,9 +186,7 @@ class ReadOptions:
             object.__setattr__(self, "num_shards", self.input_context.num_input_pipelines)
             object.__setattr__(self, "shard_index", self.input_context.input_pipeline_id)
         for name in ("num_readers", "block_length", "num_shards"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"reading {name} must be an integer >= 1, got {value!r}")
+            check_option(name, getattr(self, name), "reading ")
         if not 0 <= self.shard_index < self.num_shards:
             raise ValueError(
                 f"reading needs 0 <= shard_index < num_shards, got {self.shard_index}, "

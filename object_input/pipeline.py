@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import inspect
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -20,11 +19,12 @@ import tensorflow as tf
 from object_input import batching, errors, examples, fields, iterations, keras_layout, partners
 from object_input.ops import Augmentation
 from object_input.options import (
-    AUTOTUNE,
+    DEFAULTS,
     DecodeOptions,
     ReadOptions,
     ServiceOptions,
     build,
+    check_option,
     checked_keywords,
     unknown_keyword,
 )
@@ -53,34 +53,34 @@ def make_dataset(
     *,
     config: Any = None,
     format: str | None = None,
-    batch_size: int | None = _Default(32),
-    augment: Sequence[Any] | Augmentation = _Default(()),
-    image_size: Sequence[int] | None = _Default(None),
-    pad_image_size: Sequence[int] | None = _Default(None),
-    max_boxes: int | None = _Default(None),
-    batching: str = _Default("dynamic"),
-    box_overflow: str = _Default("error"),
-    drop_remainder: bool | None = _Default(None),
-    group_by_aspect_ratio: bool = _Default(False),
-    shuffle: bool | None = _Default(None),
-    shuffle_buffer_size: int = _Default(2048),
-    num_epochs: int | None = _Default(1),
-    seed: int | None = _Default(None),
-    label_map: str | os.PathLike | Mapping[str, int] | None = _Default(None),
-    masks: str | None = _Default(None),
-    num_keypoints: int = _Default(0),
-    keras: bool | str = _Default(False),
-    bounding_box_format: str | None = _Default(None),
-    output_dtype: str | None = _Default(None),
-    color_stage: str = _Default("fused"),
-    num_parallel_calls: int = _Default(AUTOTUNE),
-    prefetch: int = _Default(AUTOTUNE),
-    deterministic: bool = _Default(True),
-    on_error: str = _Default("raise"),
-    empty_images: str = _Default("keep"),
-    reading: ReadOptions | Mapping[str, Any] | None = _Default(None),
-    decoding: DecodeOptions | Mapping[str, Any] | None = _Default(None),
-    service: ServiceOptions | str | None = _Default(None),
+    batch_size: int | None = _Default(DEFAULTS["batch_size"]),
+    augment: Sequence[Any] | Augmentation = _Default(DEFAULTS["augment"]),
+    image_size: Sequence[int] | None = _Default(DEFAULTS["image_size"]),
+    pad_image_size: Sequence[int] | None = _Default(DEFAULTS["pad_image_size"]),
+    max_boxes: int | None = _Default(DEFAULTS["max_boxes"]),
+    batching: str = _Default(DEFAULTS["batching"]),
+    box_overflow: str = _Default(DEFAULTS["box_overflow"]),
+    drop_remainder: bool | None = _Default(DEFAULTS["drop_remainder"]),
+    group_by_aspect_ratio: bool = _Default(DEFAULTS["group_by_aspect_ratio"]),
+    shuffle: bool | None = _Default(DEFAULTS["shuffle"]),
+    shuffle_buffer_size: int = _Default(DEFAULTS["shuffle_buffer_size"]),
+    num_epochs: int | None = _Default(DEFAULTS["num_epochs"]),
+    seed: int | None = _Default(DEFAULTS["seed"]),
+    label_map: str | os.PathLike | Mapping[str, int] | None = _Default(DEFAULTS["label_map"]),
+    masks: str | None = _Default(DEFAULTS["masks"]),
+    num_keypoints: int = _Default(DEFAULTS["num_keypoints"]),
+    keras: bool | str = _Default(DEFAULTS["keras"]),
+    bounding_box_format: str | None = _Default(DEFAULTS["bounding_box_format"]),
+    output_dtype: str | None = _Default(DEFAULTS["output_dtype"]),
+    color_stage: str = _Default(DEFAULTS["color_stage"]),
+    num_parallel_calls: int = _Default(DEFAULTS["num_parallel_calls"]),
+    prefetch: int = _Default(DEFAULTS["prefetch"]),
+    deterministic: bool = _Default(DEFAULTS["deterministic"]),
+    on_error: str = _Default(DEFAULTS["on_error"]),
+    empty_images: str = _Default(DEFAULTS["empty_images"]),
+    reading: ReadOptions | Mapping[str, Any] | None = _Default(DEFAULTS["reading"]),
+    decoding: DecodeOptions | Mapping[str, Any] | None = _Default(DEFAULTS["decoding"]),
+    service: ServiceOptions | str | None = _Default(DEFAULTS["service"]),
 ) -> tf.data.Dataset:
     """A batched, prefetched dataset of decoded, augmented examples.
 
@@ -197,12 +197,8 @@ class DatasetOptions:
                 "make_dataset needs a source: a path, glob, directory, list of them, a source "
                 "object from object_input.sources, or a tf.data.Dataset"
             )
-        if self.batch_size is not None and (
-            not isinstance(self.batch_size, int)
-            or isinstance(self.batch_size, bool)
-            or self.batch_size < 1
-        ):
-            raise ValueError(f"batch_size must be an integer >= 1 or None, got {self.batch_size!r}")
+        for name in ("batch_size", "max_boxes", "num_epochs"):
+            check_option(name, getattr(self, name))
         _check_choice("batching", self.batching, batching.BATCHING_MODES)
         _check_choice("box_overflow", self.box_overflow, batching.OVERFLOW_POLICIES)
         _check_choice("output_dtype", self.output_dtype, OUTPUT_DTYPES)
@@ -214,10 +210,6 @@ class DatasetOptions:
             )
         _check_choice("on_error", self.on_error, errors.ON_ERROR_POLICIES)
         _check_choice("empty_images", self.empty_images, EMPTY_IMAGE_POLICIES)
-        if self.max_boxes is not None and (
-            not isinstance(self.max_boxes, int) or self.max_boxes < 1
-        ):
-            raise ValueError(f"max_boxes must be an integer >= 1 or None, got {self.max_boxes!r}")
         for name in ("image_size", "pad_image_size"):
             setattr(self, name, _size(name, getattr(self, name)))
         if self.image_size is not None and self.pad_image_size is not None:
@@ -228,12 +220,6 @@ class DatasetOptions:
             raise ValueError(
                 "batching='static' needs image_size (resize to it) or pad_image_size "
                 "(pad up to it) so that every batch has one shape"
-            )
-        if self.num_epochs is not None and (
-            not isinstance(self.num_epochs, int) or self.num_epochs < 1
-        ):
-            raise ValueError(
-                f"num_epochs must be an integer >= 1 or None (forever), got {self.num_epochs!r}"
             )
         if isinstance(self.augment, (str, Mapping)) and not isinstance(self.augment, Augmentation):
             raise TypeError(
@@ -463,11 +449,3 @@ def _deliver(
             )
         )
     return dataset.prefetch(prefetch)
-
-
-#: make_dataset's defaults by parameter name: the one table every entry point uses.
-DEFAULTS = {
-    name: param.default.value
-    for name, param in inspect.signature(make_dataset).parameters.items()
-    if isinstance(param.default, _Default)
-}

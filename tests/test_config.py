@@ -1,6 +1,7 @@
 """Pipeline configs: pipeline.config (protobuf text), YAML, mappings and step lists."""
 
 import dataclasses
+import inspect
 import math
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from object_input import fields
 from object_input.config import PipelineConfig, load_pipeline_config, parse_augmentation
 from object_input.label_map import LabelMapError
 from object_input.ops import Augmentation, ConfigError, registered_steps
+from object_input.options import DEFAULTS, ReadOptions
 from object_input.pipeline import DatasetOptions, make_dataset
 
 DATA = Path(__file__).parent / "data"
@@ -584,9 +586,9 @@ def test_yaml_list_is_an_augmentation(tmp_path):
     ("text", "pattern"),
     [
         ("batch_sise: 8\n", r"c\.yaml: unknown setting 'batch_sise'; did you mean 'batch_size'"),
-        ("batch_size: '8'\n", r"c\.yaml: batch_size must be an integer, got '8'"),
-        ("shuffle: 1\n", r"c\.yaml: shuffle must be true or false, got 1"),
-        ("masks: rle\n", r"c\.yaml: masks must be one of \['png', 'numerical'\] or null"),
+        ("batch_size: '8'\n", r"c\.yaml: batch_size must be an integer or None, got '8'"),
+        ("shuffle: 1\n", r"c\.yaml: shuffle must be true or false or None, got 1"),
+        ("masks: rle\n", r"c\.yaml: masks must be one of \['png', 'numerical'\] or None"),
         ("input_paths: {a: 1}\n", r"c\.yaml: input_paths must be a path or a list of paths"),
         (
             "augment:\n  - random_horizontal_flip\n  - random_rotation90: {probability: 2}\n",
@@ -682,11 +684,11 @@ def test_config_values_win_over_defaults_and_keywords_over_both(synthetic_dir):
     ("changes", "pattern"),
     [
         ({"batch_size": 0}, r"batch_size must be >= 1, got 0"),
-        ({"batch_size": True}, r"batch_size must be an integer, got True"),
+        ({"batch_size": True}, r"batch_size must be an integer or None, got True"),
         ({"max_boxes": 0}, r"max_boxes must be >= 1"),
-        ({"num_epochs": -1}, r"num_epochs must be >= 0"),
-        ({"seed": 1.5}, r"seed must be an integer or null"),
-        ({"drop_remainder": 1}, r"drop_remainder must be true or false or null"),
+        ({"num_epochs": -1}, r"num_epochs must be >= 1, got -1"),
+        ({"seed": 1.5}, r"seed must be an integer or None, got 1\.5"),
+        ({"drop_remainder": 1}, r"drop_remainder must be true or false or None, got 1"),
         ({"masks": "PNG"}, r"masks must be one of"),
         ({"augment": [{"resize_image": {"new_width": -1}}]}, r"augment step #1: .*'new_width'"),
     ],
@@ -697,6 +699,33 @@ def test_validation(changes, pattern):
     # replace() validates too.
     with pytest.raises(ConfigError, match=pattern):
         dataclasses.replace(PipelineConfig(), **changes)
+
+
+def test_config_and_make_dataset_share_one_check_per_option():
+    with pytest.raises(ConfigError, match=r"^num_readers must be >= 1, got 0$"):
+        PipelineConfig(num_readers=0)
+    with pytest.raises(ValueError, match=r"^reading num_readers must be >= 1, got 0$"):
+        ReadOptions(num_readers=0)
+    with pytest.raises(ConfigError, match=r"^max_boxes must be an integer or None, got True$"):
+        PipelineConfig(max_boxes=True)
+    with pytest.raises(ValueError, match=r"^max_boxes must be an integer or None, got True$"):
+        make_dataset("x.tfrecord", max_boxes=True)
+    # What make_dataset takes, a config takes: None batches nothing, None shuffles as the source.
+    unbatched = PipelineConfig(batch_size=None, shuffle=None)
+    assert unbatched.to_dataset_kwargs() == {"batch_size": None, "shuffle": None}
+    # 0 epochs is the Object Detection API's "forever"; a float is still refused.
+    assert PipelineConfig(num_epochs=0).num_epochs is None
+    with pytest.raises(ConfigError, match=r"num_epochs must be an integer or None, got 0\.0"):
+        PipelineConfig(num_epochs=0.0)
+
+
+def test_make_dataset_defaults_are_the_options_table():
+    defaults = {
+        name: param.default.value
+        for name, param in inspect.signature(make_dataset).parameters.items()
+        if param.default is not None and hasattr(param.default, "value")
+    }
+    assert defaults == DEFAULTS
 
 
 def test_augment_keeps_given_params_and_is_copied():

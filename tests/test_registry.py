@@ -6,8 +6,12 @@ import tensorflow as tf
 
 import object_input as oi
 from object_input import fields
+from object_input.config import load_pipeline_config
 from object_input.ops import ConfigError, get_step, register_step, registered_steps, unregister_step
-from object_input.ops.registry import in_range
+from object_input.ops.crop import crop_to_window
+from object_input.ops.deferred import deferrable_prefix
+from object_input.ops.fused_color import FusedColor
+from object_input.ops.registry import MOVED, in_range
 from object_input.writers import build_example, write_tfrecords
 
 
@@ -71,6 +75,55 @@ def test_bad_step_definitions_are_refused():
 
     with pytest.raises(ValueError, match="kind must be"):
         register_step(kind="colour")
+    with pytest.raises(ValueError, match="deferral must be None or one of"):
+        register_step(deferral="flip")
+    with pytest.raises(ValueError, match="only colour steps can be fused, got kind 'geometry'"):
+        register_step(kind="geometry", fused="delta")
+    for facts in ({"od_api_fields": {"nope": "x"}}, {"demo_params": {"nope": 1}}):
+        with pytest.raises(TypeError, match=r"name unknown parameters \['nope'\]"):
+            register_step(**facts)(user_add_constant)
+    assert "user_add_constant" in registered_steps()  # the refused ones replaced nothing
+
+
+def user_top_half(features, *, seed=None, low_high: tuple[float, float] = (0.0, 1.0), tag: int = 0):
+    """Keep the top half of the image (a user crop for these tests)."""
+    del seed, low_high, tag
+    shape = features[fields.IMAGE_SHAPE]
+    return crop_to_window(features, 0, 0, shape[0] // 2, shape[1])
+
+
+@pytest.fixture
+def user_facts():
+    """Steps whose registrations carry the facts other stages read; nothing else names them."""
+    register_step(
+        "user_top_half",
+        reads=(MOVED,),
+        writes=(MOVED,),
+        kind="geometry",
+        deferral="crop",
+        od_api_fields={"low_high": ("low", "high"), "tag": "label"},
+        demo_params={"tag": 3},
+    )(user_top_half)
+    register_step("user_tint", kind="color", fused="delta")(user_add_constant)
+    yield
+    unregister_step("user_top_half")
+    unregister_step("user_tint")
+
+
+def test_registration_facts_reach_the_stages_that_read_them(tmp_path, user_facts):
+    assert get_step("user_top_half").demo_params == {"tag": 3}
+    names = ["random_horizontal_flip", "user_top_half", "random_vertical_flip", "user_tint"]
+    assert deferrable_prefix(names) == 2
+    start, stage = FusedColor.split([*names[:3], "user_tint", "random_adjust_hue"])
+    assert start == 3 and stage.names == ("user_tint", "random_adjust_hue")
+    path = tmp_path / "pipeline.config"
+    path.write_text(
+        "train_config { data_augmentation_options { user_top_half { low: 0.25 high: 0.5 "
+        "label: 7 } } }"
+    )
+    assert load_pipeline_config(path).augment == [
+        {"user_top_half": {"low_high": (0.25, 0.5), "tag": 7}}
+    ]
 
 
 def test_user_step_runs_in_make_dataset(tmp_path):

@@ -6,6 +6,7 @@ raster field with a geometry handler:
 - reads: changing every field it does not declare in ``reads`` changes none of its writes;
 - kind: colour steps change pixel values only, label steps never the image, image steps never
   boxes.
+Each runs with its registration's ``demo_params``.
 """
 
 import numpy as np
@@ -18,46 +19,6 @@ from object_input.ops import get_step, registered_steps, transform
 HEATMAP = "test_heatmap"
 BOX_ID = "test_box_id"
 
-# Parameters each step needs to run (required ones) and to do something (probabilities at 1). A
-# new step with required parameters must be added here.
-PARAMS = {
-    "random_horizontal_flip": {"probability": 1.0, "keypoint_flip_permutation": [1, 0]},
-    "random_vertical_flip": {"probability": 1.0, "keypoint_flip_permutation": [0, 1]},
-    "random_rotation90": {"probability": 1.0, "keypoint_rot_permutation": [0, 1]},
-    "random_absolute_pad_image": {"max_height_padding": 5, "max_width_padding": 5},
-    "resize_to_range": {"min_dimension": 9, "max_dimension": 20, "pad_to_max_dimension": True},
-    "random_resize_method": {"target_height": 9, "target_width": 11},
-    "random_crop_to_size": {"height": 9, "width": 11},
-    "normalize_image": {"original_minval": 0.0, "original_maxval": 255.0},
-    "subtract_channel_mean": {"means": [1.0, 2.0, 3.0]},
-    "drop_label_probabilistically": {"dropped_label": 1},
-    "remap_labels": {"original_labels": [1], "new_label": 3},
-    "one_hot_encoding": {"num_classes": 6},
-    "random_rgb_to_gray": {"probability": 1.0},
-    "random_black_patches": {"probability": 1.0},
-    "random_downscale_to_target_pixels": {"min_target_pixels": 50, "max_target_pixels": 100},
-    "random_self_concat_image": {
-        "concat_vertical_probability": 1.0,
-        "concat_horizontal_probability": 1.0,
-    },
-    "autoaugment_image": {"policy_name": "v3"},
-    "keras_layer": {"layer": "RandomFlip"},
-    "random_rotation": {"max_angle": 60.0},
-    "random_affine": {"max_rotation": 30.0, "max_shear": 10.0, "max_translation": 0.3},
-    "random_cutout": {"probability": 1.0, "num_patches": 3, "size_range": (0.4, 0.6)},
-    "random_gaussian_blur": {"probability": 1.0},
-    "random_sharpness": {"probability": 1.0},
-    "random_posterize": {"probability": 1.0, "bits_range": (2, 3)},
-    "random_solarize": {"probability": 1.0, "threshold_range": (50.0, 60.0)},
-    "caffe_transform": {
-        "crop_size": 8,
-        "mirror": True,
-        "mean_value": [1.0, 2.0, 3.0],
-        "scale": 0.5,
-        "keypoint_flip_permutation": [1, 0],
-    },
-    "mosaic": {"output_size": (20, 30)},
-}
 # Fields a step refuses, left out of its example.
 WITHOUT = {
     "keras_layer": (fields.KEYPOINTS, fields.KEYPOINT_VISIBILITIES),
@@ -128,8 +89,9 @@ def _same(a, b):
 
 
 def _params(name):
-    params = dict(PARAMS.get(name, {}))
+    params = dict(get_step(name).demo_params)
     if name == "keras_layer":
+        # A layer object cannot be a registration fact: building one imports Keras.
         import keras
 
         params["layer"] = keras.layers.RandomFlip(bounding_box_format="rel_yxyx", seed=1)
@@ -149,7 +111,7 @@ def test_step_keeps_to_its_spec(name):
     try:
         out = _run(spec, features)
     except Exception as error:
-        pytest.fail(f"{name} did not run ({error}); give it parameters in PARAMS")
+        pytest.fail(f"{name} did not run ({error}); give it demo_params in register_step")
     writes = set(spec.written_fields())
     changed = {k for k in set(features) | set(out) if k not in out or k not in features}
     changed |= {k for k in set(features) & set(out) if not _same(features[k], out[k])}

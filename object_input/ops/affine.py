@@ -104,6 +104,7 @@ def rotation(degrees: Any) -> list[list[tf.Tensor]]:
         "probability": in_range(0.0, 1.0),
         "interpolation": _interpolation_check,
     },
+    demo_params={"max_angle": 60.0},
 )
 def random_rotation(
     features: core.Features,
@@ -147,6 +148,7 @@ def random_rotation(
         "scale_range": range_pair(0.01, 100.0),
         "interpolation": _interpolation_check,
     },
+    demo_params={"max_rotation": 30.0, "max_shear": 10.0, "max_translation": 0.3},
 )
 def random_affine(
     features: core.Features,

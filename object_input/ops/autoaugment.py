@@ -613,6 +613,7 @@ def _policy_name_check(value: str) -> str | None:
     writes=(MOVED, PER_BOX),
     kind="geometry",
     checks={"policy_name": _policy_name_check},
+    demo_params={"policy_name": "v3"},
 )
 def autoaugment_image(
     features: core.Features, *, seed=None, policy_name: str = "v0"

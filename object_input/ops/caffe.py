@@ -153,6 +153,13 @@ def _subtract(features: core.Features, mean: tf.Tensor, mean_file: str | None) -
     kind="geometry",
     checks={"crop_size": non_negative, "mean_value": _mean_value_check},
     validate=_check_params,
+    demo_params={
+        "crop_size": 8,
+        "mirror": True,
+        "mean_value": [1.0, 2.0, 3.0],
+        "scale": 0.5,
+        "keypoint_flip_permutation": [1, 0],
+    },
 )
 def caffe_transform(
     features: core.Features,

@@ -323,7 +323,7 @@ def _run(name: str, features: core.Features, seed: Any, **params: Any) -> core.F
 # Registered steps -------------------------------------------------------------------------------
 
 
-@register_step(kind="color", checks={"max_delta": non_negative})
+@register_step(kind="color", checks={"max_delta": non_negative}, fused="delta")
 def random_adjust_brightness(
     features: core.Features, *, seed=None, max_delta: float = 0.2
 ) -> core.Features:
@@ -334,7 +334,12 @@ def random_adjust_brightness(
 _FACTOR_CHECKS = {"min_delta": non_negative, "max_delta": non_negative}
 
 
-@register_step(kind="color", checks=_FACTOR_CHECKS, validate=ordered(("min_delta", "max_delta")))
+@register_step(
+    kind="color",
+    checks=_FACTOR_CHECKS,
+    validate=ordered(("min_delta", "max_delta")),
+    fused="factor",
+)
 def random_adjust_contrast(
     features: core.Features, *, seed=None, min_delta: float = 0.8, max_delta: float = 1.25
 ) -> core.Features:
@@ -342,7 +347,7 @@ def random_adjust_contrast(
     return _run("random_adjust_contrast", features, seed, min_delta=min_delta, max_delta=max_delta)
 
 
-@register_step(kind="color", checks={"max_delta": in_range(0.0, 0.5)})
+@register_step(kind="color", checks={"max_delta": in_range(0.0, 0.5)}, fused="delta")
 def random_adjust_hue(
     features: core.Features, *, seed=None, max_delta: float = 0.02
 ) -> core.Features:
@@ -350,7 +355,12 @@ def random_adjust_hue(
     return _run("random_adjust_hue", features, seed, max_delta=max_delta)
 
 
-@register_step(kind="color", checks=_FACTOR_CHECKS, validate=ordered(("min_delta", "max_delta")))
+@register_step(
+    kind="color",
+    checks=_FACTOR_CHECKS,
+    validate=ordered(("min_delta", "max_delta")),
+    fused="factor",
+)
 def random_adjust_saturation(
     features: core.Features, *, seed=None, min_delta: float = 0.8, max_delta: float = 1.25
 ) -> core.Features:
@@ -373,7 +383,9 @@ def random_distort_color(
     return _run("random_distort_color", features, seed, color_ordering=color_ordering)
 
 
-@register_step(kind="color", checks={"probability": in_range(0.0, 1.0)})
+@register_step(
+    kind="color", checks={"probability": in_range(0.0, 1.0)}, demo_params={"probability": 1.0}
+)
 def random_rgb_to_gray(
     features: core.Features, *, seed=None, probability: float = 0.1
 ) -> core.Features:

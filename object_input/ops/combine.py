@@ -71,6 +71,7 @@ def _concat_all(parts: Sequence[core.Features]) -> core.Features:
         "center_range": range_pair(0.0, 1.0),
         "min_visible": in_range(0.0, 1.0),
     },
+    demo_params={"output_size": (20, 30)},
 )
 def mosaic(
     examples: Sequence[core.Features],

@@ -61,6 +61,11 @@ CROP_CHECKS = {
     "overlap_thresh": in_range(0.0, 1.0),
     "random_coef": in_range(0.0, 1.0),
 }
+# The Object Detection API spells the crop's (low, high) pairs as two fields each.
+CROP_OD_API_FIELDS = {
+    "aspect_ratio_range": ("min_aspect_ratio", "max_aspect_ratio"),
+    "area_range": ("min_area", "max_area"),
+}
 
 
 def crop_to_window(
@@ -117,7 +122,14 @@ def _sample_window(
     return begin[0], begin[1], size[0], size[1]
 
 
-@register_step(reads=CROP_FIELDS, writes=CROP_FIELDS, kind="geometry", checks=CROP_CHECKS)
+@register_step(
+    reads=CROP_FIELDS,
+    writes=CROP_FIELDS,
+    kind="geometry",
+    checks=CROP_CHECKS,
+    deferral="crop",
+    od_api_fields=CROP_OD_API_FIELDS,
+)
 def random_crop_image(
     features: core.Features,
     *,
@@ -201,6 +213,7 @@ def random_crop_to_aspect_ratio(
     writes=CROP_FIELDS,
     kind="geometry",
     checks={"height": positive, "width": positive, "overlap_thresh": in_range(0.0, 1.0)},
+    demo_params={"height": 9, "width": 11},
 )
 def random_crop_to_size(
     features: core.Features,

@@ -16,23 +16,25 @@ from collections.abc import Sequence
 import tensorflow as tf
 
 from object_input import fields
-from object_input.ops import core
+from object_input.ops import core, registry
 
-# Steps that may run before decoding; a prefix of them is deferred only if it holds a crop.
-DEFERRABLE = frozenset({"random_horizontal_flip", "random_vertical_flip", "random_crop_image"})
-_CROPS = frozenset({"random_crop_image"})
 _JPEG_MARGIN = 16
 
 
 def deferrable_prefix(step_names: Sequence[str]) -> int:
-    """How many leading steps to run before decoding (0 when the prefix holds no crop)."""
-    count = 0
+    """How many leading steps to run before decoding (0 when the prefix holds no crop).
+
+    A step may run before decoding when its registration declares a ``deferral``; the prefix
+    ends at its last ``"crop"``, since only a crop makes decoding less.
+    """
+    registered = set(registry.registered_steps())
+    deferrals = []
     for name in step_names:
-        if name not in DEFERRABLE:
+        deferral = registry.get_step(name).deferral if name in registered else None
+        if deferral is None:
             break
-        count += 1
-    last_crop = max((i + 1 for i, n in enumerate(step_names[:count]) if n in _CROPS), default=0)
-    return last_crop
+        deferrals.append(deferral)
+    return max((i + 1 for i, d in enumerate(deferrals) if d == "crop"), default=0)
 
 
 def is_deferred(features: core.Features) -> bool:

@@ -68,6 +68,7 @@ def gaussian_blur(image: tf.Tensor, sigma: tf.Tensor, radius: int) -> tf.Tensor:
 @register_step(
     kind="image",
     checks={"sigma_range": range_pair(0.01, 50.0), "probability": in_range(0.0, 1.0)},
+    demo_params={"probability": 1.0},
 )
 def random_gaussian_blur(
     features: core.Features,
@@ -93,6 +94,7 @@ def random_gaussian_blur(
 @register_step(
     kind="color",
     checks={"factor_range": range_pair(0.0, 10.0), "probability": in_range(0.0, 1.0)},
+    demo_params={"probability": 1.0},
 )
 def random_sharpness(
     features: core.Features,
@@ -117,6 +119,7 @@ def random_sharpness(
 @register_step(
     kind="color",
     checks={"bits_range": range_pair(1, 8), "probability": in_range(0.0, 1.0)},
+    demo_params={"probability": 1.0, "bits_range": (2, 3)},
 )
 def random_posterize(
     features: core.Features,
@@ -141,6 +144,7 @@ def random_posterize(
 @register_step(
     kind="color",
     checks={"threshold_range": range_pair(0.0, 256.0), "probability": in_range(0.0, 1.0)},
+    demo_params={"probability": 1.0, "threshold_range": (50.0, 60.0)},
 )
 def random_solarize(
     features: core.Features,

@@ -78,6 +78,7 @@ def patch_mask(height, width, tops, lefts, heights, widths) -> tf.Tensor:
         "probability": in_range(0.0, 1.0),
         "covered_boxes": _covered_check,
     },
+    demo_params={"probability": 1.0, "num_patches": 3, "size_range": (0.4, 0.6)},
 )
 def random_cutout(
     features: core.Features,

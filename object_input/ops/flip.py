@@ -85,6 +85,8 @@ def maybe_flip(
     writes=(MOVED,),
     kind="geometry",
     checks={"probability": in_range(0.0, 1.0)},
+    deferral="view",
+    demo_params={"probability": 1.0, "keypoint_flip_permutation": [1, 0]},
 )
 def random_horizontal_flip(
     features: core.Features,
@@ -104,6 +106,8 @@ def random_horizontal_flip(
     writes=(MOVED,),
     kind="geometry",
     checks={"probability": in_range(0.0, 1.0)},
+    deferral="view",
+    demo_params={"probability": 1.0, "keypoint_flip_permutation": [0, 1]},
 )
 def random_vertical_flip(
     features: core.Features,
@@ -123,6 +127,7 @@ def random_vertical_flip(
     writes=(MOVED,),
     kind="geometry",
     checks={"probability": in_range(0.0, 1.0)},
+    demo_params={"probability": 1.0, "keypoint_rot_permutation": [0, 1]},
 )
 def random_rotation90(
     features: core.Features,

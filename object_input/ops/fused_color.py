@@ -36,23 +36,9 @@ from typing import Any
 
 import tensorflow as tf
 
-from object_input.ops import core
+from object_input.ops import core, registry
 from object_input.ops.color import COLOR_STEPS
 from object_input.ops.compose import Augmentation
-
-# The steps the stage fuses; each draws exactly one scalar parameter per image.
-FUSABLE_STEPS = (
-    "random_adjust_brightness",
-    "random_adjust_contrast",
-    "random_adjust_hue",
-    "random_adjust_saturation",
-)
-_PARAMETER = {
-    "random_adjust_brightness": "delta",
-    "random_adjust_contrast": "factor",
-    "random_adjust_hue": "delta",
-    "random_adjust_saturation": "factor",
-}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,7 +57,7 @@ class FusedColor:
         if not isinstance(augment, Augmentation):
             augment = Augmentation(augment)
         start = len(augment)
-        while start > 0 and augment.steps[start - 1][0].name in FUSABLE_STEPS:
+        while start > 0 and augment.steps[start - 1][0].fused is not None:
             start -= 1
         steps = tuple(
             (index, spec.name, dict(params))
@@ -99,7 +85,7 @@ class FusedColor:
         for index, name, params in self.steps:
             step_seed = None if seed is None else core.fold_seed(seed, index)
             drawn = COLOR_STEPS[name].sample(step_seed, params)
-            values.append(tf.cast(drawn[_PARAMETER[name]], tf.float32))
+            values.append(tf.cast(drawn[registry.get_step(name).fused], tf.float32))
         return tf.stack(values)
 
     def __call__(
@@ -176,10 +162,12 @@ def _run(
             # The rotated colour keeps V and C inside [0, 255]: the step's clip is a no-op here.
             hsv = state.hsv()
             state = _Hsv(hsv.hue + 6.0 * _per_image(parameter), hsv.value, hsv.chroma)
-        else:
+        elif name == "random_adjust_saturation":
             hsv = state.hsv()
             factor = _per_image(tf.maximum(parameter, 0.0))
             state = _Hsv(hsv.hue, hsv.value, tf.minimum(hsv.chroma * factor, hsv.value))
+        else:
+            raise ValueError(f"step {name!r} is registered as fused, but the stage cannot run it")
     return state
 
 

@@ -122,6 +122,7 @@ def self_concat(features: core.Features, axis: int) -> core.Features:
         "concat_vertical_probability": in_range(0.0, 1.0),
         "concat_horizontal_probability": in_range(0.0, 1.0),
     },
+    demo_params={"concat_vertical_probability": 1.0, "concat_horizontal_probability": 1.0},
 )
 def random_self_concat_image(
     features: core.Features,

@@ -25,6 +25,8 @@ def _class_ids(values: Sequence[int]) -> str | None:
     writes=(PER_BOX,),
     kind="label",
     checks={"dropped_label": positive, "drop_probability": in_range(0.0, 1.0)},
+    od_api_fields={"dropped_label": "label"},
+    demo_params={"dropped_label": 1},
 )
 def drop_label_probabilistically(
     features: core.Features,
@@ -49,6 +51,7 @@ def drop_label_probabilistically(
     writes=(fields.CLASSES,),
     kind="label",
     checks={"original_labels": _class_ids, "new_label": positive},
+    demo_params={"original_labels": [1], "new_label": 3},
 )
 def remap_labels(
     features: core.Features,
@@ -93,6 +96,7 @@ def convert_class_logits_to_softmax(
     writes=(IMAGE_CLASSES_MULTI_HOT,),
     kind="label",
     checks={"num_classes": positive},
+    demo_params={"num_classes": 6},
 )
 def one_hot_encoding(features: core.Features, *, seed=None, num_classes: int) -> core.Features:
     """Encode the image-level classes (ids 1..num_classes) as a float32 multi-hot vector.

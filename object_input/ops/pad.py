@@ -12,6 +12,7 @@ from object_input.ops import core
 from object_input.ops.crop import (
     CROP_CHECKS,
     CROP_FIELDS,
+    CROP_OD_API_FIELDS,
     all_positive,
     crop_to_window,
     random_crop_image,
@@ -107,6 +108,10 @@ def _random_pad(
         "pad_color": _non_empty,
     },
     validate=_sizes_ordered,
+    od_api_fields={
+        "min_image_size": ("min_image_height", "min_image_width"),
+        "max_image_size": ("max_image_height", "max_image_width"),
+    },
 )
 def random_pad_image(
     features: core.Features,
@@ -137,6 +142,7 @@ def random_pad_image(
         "max_width_padding": non_negative,
         "pad_color": _non_empty,
     },
+    demo_params={"max_height_padding": 5, "max_width_padding": 5},
 )
 def random_absolute_pad_image(
     features: core.Features,
@@ -157,6 +163,7 @@ def random_absolute_pad_image(
     writes=CROP_FIELDS,
     kind="geometry",
     checks={**CROP_CHECKS, **PADDED_SIZE_CHECKS, "pad_color": _non_empty},
+    od_api_fields=CROP_OD_API_FIELDS,
 )
 def random_crop_pad_image(
     features: core.Features,

@@ -41,7 +41,11 @@ def _distinct_original_range(params: Mapping[str, Any]) -> str | None:
     )
 
 
-@register_step(kind="color", validate=_distinct_original_range)
+@register_step(
+    kind="color",
+    validate=_distinct_original_range,
+    demo_params={"original_minval": 0.0, "original_maxval": 255.0},
+)
 def normalize_image(
     features: core.Features,
     *,
@@ -66,7 +70,7 @@ def _means_check(value: Sequence[float]) -> str | None:
     return None if len(value) > 0 else "must list at least one mean"
 
 
-@register_step(kind="color", checks={"means": _means_check})
+@register_step(kind="color", checks={"means": _means_check}, demo_params={"means": [1.0, 2.0, 3.0]})
 def subtract_channel_mean(
     features: core.Features, *, seed=None, means: Sequence[float]
 ) -> core.Features:
@@ -125,6 +129,7 @@ def random_pixel_value_scale(
         "probability": in_range(0.0, 1.0),
         "size_to_image_ratio": in_range(0.0, 1.0),
     },
+    demo_params={"probability": 1.0},
 )
 def random_black_patches(
     features: core.Features,

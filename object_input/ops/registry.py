@@ -38,6 +38,9 @@ class StepSpec:
     shapes, boxes or other fields); ``"geometry"`` steps may change shapes and move or drop boxes;
     ``"label"`` steps change annotations only, never the image; ``"image"`` steps change the image
     without moving or dropping boxes. A test runs every registered step and holds it to all three.
+
+    The other facts are those other stages read (see :func:`register_step`): ``deferral``,
+    ``fused``, ``od_api_fields`` and ``demo_params``.
     """
 
     name: str
@@ -51,6 +54,10 @@ class StepSpec:
     doc: str
     validate: Validate | None = None
     examples: int = 1
+    deferral: str | None = None
+    fused: str | None = None
+    od_api_fields: Mapping[str, str | tuple[str, str]] = dataclasses.field(default_factory=dict)
+    demo_params: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     def resolve(self, params: Mapping[str, Any] | None) -> dict[str, Any]:
         """Validate ``params`` and return them merged over the defaults."""
@@ -114,6 +121,9 @@ def _expand(names: Sequence[str]) -> tuple[str, ...]:
 _STEPS: dict[str, StepSpec] = {}
 
 KINDS = ("color", "geometry", "label", "image")
+# How a step runs before its image is decoded (object_input.ops.deferred): "view" only moves the
+# window to decode, "crop" narrows it (a deferred decode pays off only for a crop).
+DEFERRALS = ("view", "crop")
 
 
 def register_step(
@@ -125,6 +135,10 @@ def register_step(
     checks: Mapping[str, Check] | None = None,
     validate: Validate | None = None,
     examples: int = 1,
+    deferral: str | None = None,
+    fused: str | None = None,
+    od_api_fields: Mapping[str, str | tuple[str, str]] | None = None,
+    demo_params: Mapping[str, Any] | None = None,
 ) -> Callable[[Callable[..., dict]], Callable[..., dict]]:
     """Decorator registering an op as a config step.
 
@@ -137,11 +151,26 @@ def register_step(
     :func:`ordered`): it runs when a config is loaded, and when the op is called directly.
     ``examples`` > 1 makes a combining step (Mosaic, MixUp): its first argument is then a list
     of that many feature dicts, the example first and its partners after it, and it returns one.
+
+    Facts other stages read, so that a new op is its module alone:
+
+    - ``deferral``: the step may run on an image not yet decoded (a prefix of such steps runs
+      before decoding): ``"view"`` moves the window to decode, ``"crop"`` narrows it.
+    - ``fused``: the fused colour stage (:mod:`object_input.ops.fused_color`, which holds the
+      compiled form of each step it runs) takes the step, and this parameter of its draw.
+    - ``od_api_fields``: parameter → its field in the step's Object Detection API message, where
+      they differ: a name, or ``(low, high)`` fields for a pair.
+    - ``demo_params``: parameters that make the step act on a small example (the required ones,
+      probabilities at 1), with which the step-spec tests run it.
     """
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     if not isinstance(examples, int) or examples < 1:
         raise ValueError(f"examples must be an integer >= 1, got {examples!r}")
+    if deferral not in (None, *DEFERRALS):
+        raise ValueError(f"deferral must be None or one of {DEFERRALS}, got {deferral!r}")
+    if fused is not None and kind != "color":
+        raise ValueError(f"only colour steps can be fused, got kind {kind!r}")
 
     def decorate(fn: Callable[..., dict]) -> Callable[..., dict]:
         step_name = name or fn.__name__
@@ -160,9 +189,14 @@ def register_step(
             if p.kind == inspect.Parameter.KEYWORD_ONLY and p.name != "seed"
         }
         hints = typing.get_type_hints(fn)
-        bad = sorted(set(checks or {}) - set(params))
-        if bad:
-            raise TypeError(f"op {step_name!r}: checks name unknown parameters {bad}")
+        for what, named in (
+            ("checks", checks),
+            ("od_api_fields", od_api_fields),
+            ("demo_params", demo_params),
+        ):
+            bad = sorted(set(named or {}) - set(params))
+            if bad:
+                raise TypeError(f"op {step_name!r}: {what} name unknown parameters {bad}")
         op = fn
         if validate is not None:
 
@@ -184,6 +218,10 @@ def register_step(
             doc=inspect.getdoc(fn) or "",
             validate=validate,
             examples=examples,
+            deferral=deferral,
+            fused=fused,
+            od_api_fields=dict(od_api_fields or {}),
+            demo_params=dict(demo_params or {}),
         )
         return op
 

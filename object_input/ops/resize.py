@@ -75,6 +75,7 @@ def pad_to_size(features: core.Features, height: int, width: int) -> core.Featur
     kind="geometry",
     checks={"min_dimension": positive, "max_dimension": positive, "method": _method_check},
     validate=ordered(("min_dimension", "max_dimension")),
+    demo_params={"min_dimension": 9, "max_dimension": 20, "pad_to_max_dimension": True},
 )
 def resize_to_range(
     features: core.Features,
@@ -124,6 +125,7 @@ def resize_to_min_dimension(
     writes=(MOVED,),
     kind="geometry",
     checks={"target_height": positive, "target_width": positive},
+    demo_params={"target_height": 9, "target_width": 11},
 )
 def random_resize_method(
     features: core.Features,
@@ -179,6 +181,7 @@ def random_image_scale(
         "random_coef": in_range(0.0, 1.0),
     },
     validate=ordered(("min_target_pixels", "max_target_pixels")),
+    demo_params={"min_target_pixels": 50, "max_target_pixels": 100},
 )
 def random_downscale_to_target_pixels(
     features: core.Features,
