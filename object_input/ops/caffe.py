@@ -127,10 +127,9 @@ def _reorder(
 ) -> tf.Tensor:
     """``channels_last`` from one channel order (RGB or BGR) to another: reversed when they
     differ. An order the example carries is a traced bool; the others are known when tracing."""
-    reversed_ = tf.reverse(channels_last, [-1])
     if isinstance(from_rgb, bool) and isinstance(to_rgb, bool):
-        return reversed_ if from_rgb != to_rgb else channels_last
-    return tf.where(tf.not_equal(from_rgb, to_rgb), reversed_, channels_last)
+        return tf.reverse(channels_last, [-1]) if from_rgb != to_rgb else channels_last
+    return tf.where(tf.not_equal(from_rgb, to_rgb), tf.reverse(channels_last, [-1]), channels_last)
 
 
 def _image_is_rgb(
@@ -217,10 +216,9 @@ def caffe_transform(
     are in Caffe's channel order (BGR), reversed for an RGB image. The image's order is the
     example's ``channel_order`` (``CaffeLMDB`` records how its ``bgr_to_rgb`` made the image);
     without one, ``bgr_to_rgb`` (None: RGB). A ``bgr_to_rgb`` given that disagrees with the
-    example's order is an error naming the record. ``force_color``
-    repeats a gray channel three times; ``force_gray`` takes OpenCV's integer luma.
-    Boxes, masks and keypoints move with the crop and mirror (keypoints need
-    ``keypoint_flip_permutation`` when ``mirror``). Float32 out.
+    example's order is an error naming the record. ``force_color`` repeats a gray channel three
+    times; ``force_gray`` takes OpenCV's integer luma. Boxes, masks and keypoints move with the
+    crop and mirror (keypoints need ``keypoint_flip_permutation`` when ``mirror``). Float32 out.
     """
     is_rgb, features = _image_is_rgb(features, bgr_to_rgb)
     image = _force_channels(features[fields.IMAGE], force_color, force_gray, is_rgb)
