@@ -8,6 +8,7 @@ terminal unless ``--verbose`` is given.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shlex
@@ -252,20 +253,27 @@ def _inspect(args: argparse.Namespace) -> int:
 # convert ---------------------------------------------------------------------------------------
 
 
+def _add_write_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of every ``WriteOptions`` field, each setting the field of its name."""
+    from object_input.converters.write_options import WriteOptions
+
+    for field in dataclasses.fields(WriteOptions):
+        flag = field.metadata["flag"]
+        parser.add_argument(flag.name, dest=field.name, default=field.default, **flag.options)
+
+
+def _write_options(args: argparse.Namespace) -> Any:
+    """The ``WriteOptions`` the parsed flags give."""
+    from object_input.converters.write_options import FIELDS, WriteOptions
+
+    return WriteOptions(**{name: getattr(args, name) for name in FIELDS})
+
+
 def _convert(args: argparse.Namespace) -> int:
     from object_input import converters
 
-    common = {
-        "num_shards": args.num_shards,
-        "label_map": args.label_map,
-        "label_map_output": args.label_map_output,
-        "shuffle": not args.no_shuffle,
-        "seed": args.seed,
-        "compression": "GZIP" if args.gzip else None,
-        "num_workers": args.workers,
-        "progress": not args.no_progress,
-    }
     try:
+        write = _write_options(args)
         if args.format == "coco":
             result = converters.convert_coco(
                 args.annotations,
@@ -274,7 +282,7 @@ def _convert(args: argparse.Namespace) -> int:
                 masks=not args.no_masks,
                 keypoints=not args.no_keypoints,
                 include_crowd=not args.no_crowd,
-                **common,
+                write=write,
             )
         elif args.format == "voc":
             result = converters.convert_voc(
@@ -284,14 +292,14 @@ def _convert(args: argparse.Namespace) -> int:
                 image_set=args.image_set,
                 include_difficult=not args.no_difficult,
                 clip_boxes=args.clip_boxes,
-                **common,
+                write=write,
             )
         elif args.format == "csv":
             result = converters.convert_csv(
-                args.csv, args.images, args.output, clip_boxes=args.clip_boxes, **common
+                args.csv, args.images, args.output, clip_boxes=args.clip_boxes, write=write
             )
         else:
-            result = converters.convert_folders(args.root, args.output, **common)
+            result = converters.convert_folders(args.root, args.output, write=write)
     except _user_errors() as err:
         return _fail(f"convert {args.format}", err)
     print(result.summary())
@@ -474,30 +482,7 @@ def _add_convert(commands: Any, common: argparse.ArgumentParser) -> None:
         required=True,
         help="path prefix of the shards: out/train writes out/train-00000-of-0000N.tfrecord",
     )
-    shared.add_argument(
-        "--num-shards",
-        type=int,
-        help="TFRecord files to write (default: one per 1,000 images, at most 256)",
-    )
-    shared.add_argument(
-        "--label-map",
-        help="label map whose ids to use (e.g. the training split's, when converting "
-        "validation); default: COCO's category ids, or the class names sorted, numbered from 1",
-    )
-    shared.add_argument(
-        "--label-map-output", help="where to write the label map (default: beside the shards)"
-    )
-    shared.add_argument(
-        "--workers", type=int, help="threads building records (default: the CPUs available)"
-    )
-    shared.add_argument(
-        "--no-shuffle",
-        action="store_true",
-        help="write images in input order (default: a seeded random order)",
-    )
-    shared.add_argument("--seed", type=int, default=0, help="seed of the order (default 0)")
-    shared.add_argument("--gzip", action="store_true", help="write GZIP-compressed shards")
-    shared.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _add_write_arguments(shared)
     formats = convert.add_subparsers(dest="format", required=True, metavar="FORMAT")
     coco = formats.add_parser(
         "coco",

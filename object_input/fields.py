@@ -40,6 +40,9 @@ ERROR_DETAIL = "error_detail"  # string scalar: the failed check's message namin
 LABEL = "label"  # int32 scalar: the image's class (CIFAR-100: the fine label)
 COARSE_LABEL = "coarse_label"  # int32 scalar: CIFAR-100's coarse (superclass) label
 FLOAT_DATA = "float_data"  # float32 [D]: Caffe Datum float_data
+# string scalar "RGB" or "BGR": the image's channel order, from a source that can give either
+# (CaffeLMDB); steps that depend on the order (caffe_transform) read it here
+CHANNEL_ORDER = "channel_order"
 # Earth Engine image exports: the patch's place in the export.
 PATCH_INDEX = "patch_index"  # int64 scalar: position in export order
 PATCH_ROW = "patch_row"  # int64 scalar: row of the patch grid

@@ -238,3 +238,42 @@ def test_without_lmdb_the_source_says_how_to_install_it(monkeypatch, raw_db):
 def test_tf_data_service_is_refused_with_the_reason(raw_db):
     with pytest.raises(ValueError, match=r"tf\.data service workers"):
         oi.make_dataset(CaffeLMDB(raw_db[0]), service="grpc://localhost:5050")
+
+
+@pytest.mark.parametrize("step_bgr_to_rgb", [None, "same"])
+@pytest.mark.parametrize("bgr_to_rgb", [True, False])
+def test_caffe_transform_subtracts_the_mean_in_the_order_the_source_made(
+    raw_db, bgr_to_rgb, step_bgr_to_rgb
+):
+    # Three different means: a mean in the wrong channel order gives other values.
+    path, images = raw_db
+    params = {"mean_value": [104.0, 117.0, 123.0], "scale": 0.5}
+    if step_bgr_to_rgb == "same":
+        params["bgr_to_rgb"] = bgr_to_rgb
+    examples = _read(CaffeLMDB(path, bgr_to_rgb=bgr_to_rgb), augment=[("caffe_transform", params)])
+    for example, bgr in zip(examples, images, strict=True):
+        assert example[fields.CHANNEL_ORDER] == (b"RGB" if bgr_to_rgb else b"BGR")
+        out = example[fields.IMAGE][..., ::-1] if bgr_to_rgb else example[fields.IMAGE]
+        np.testing.assert_array_equal(
+            np.transpose(out, [2, 0, 1]),
+            caffe_db.reference(
+                np.transpose(bgr, [2, 0, 1]), mean_values=[104, 117, 123], scale=0.5
+            ),
+        )
+
+
+def test_a_step_channel_order_that_contradicts_the_source_names_both(raw_db):
+    path, _ = raw_db
+    augment = [("caffe_transform", {"mean_value": [104.0, 117.0, 123.0], "bgr_to_rgb": True})]
+    with pytest.raises(
+        tf.errors.InvalidArgumentError,
+        match=r"bgr_to_rgb=True says the image is RGB, but the source made it \W*BGR\W* \(example "
+        r"field channel_order\); set the order once, on the source \(CaffeLMDB\(bgr_to_rgb=",
+    ):
+        _read(CaffeLMDB(path, bgr_to_rgb=False), augment=augment)
+
+
+def test_only_colour_images_carry_a_channel_order(tmp_path):
+    gray = caffe_db.raw_datum(np.zeros((2, 3, 1), np.uint8), 1)
+    path = caffe_db.write_lmdb(tmp_path / "gray", {b"0": gray})
+    assert fields.CHANNEL_ORDER not in _read(CaffeLMDB(path, bgr_to_rgb=False))[0]

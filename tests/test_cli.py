@@ -179,6 +179,33 @@ def test_convert_prints_what_it_wrote_and_the_next_command(tmp_path, capsys):
     assert "object-input convert csv: error: cannot read" in capsys.readouterr().err
 
 
+def test_convert_flags_are_the_write_options_fields(tmp_path, capsys):
+    from object_input.converters import WriteOptions
+
+    def parsed(*flags):
+        args = cli.build_parser().parse_args(["convert", "folders", "root", "-o", "out", *flags])
+        return cli._write_options(args)
+
+    assert parsed() == WriteOptions()
+    flags = ["--num-shards", "3", "--label-map", "lm.pbtxt", "--label-map-output", "o.pbtxt"]
+    flags += ["--workers", "2", "--no-shuffle", "--seed", "7", "--gzip", "--no-progress"]
+    assert parsed(*flags) == WriteOptions(
+        num_shards=3,
+        label_map="lm.pbtxt",
+        label_map_output="o.pbtxt",
+        num_workers=2,
+        shuffle=False,
+        seed=7,
+        compression="GZIP",
+        progress=False,
+    )
+    argv = ["convert", "folders", str(tmp_path), "-o", str(tmp_path / "t"), "--num-shards", "0"]
+    assert cli.main(argv) == 1
+    assert capsys.readouterr().err == (
+        "object-input convert folders: error: num_shards must be an integer >= 1 or None, got 0\n"
+    )
+
+
 def test_show_draws_masks_and_keypoints_whenever_the_records_have_them(
     tmp_path, monkeypatch, capsys
 ):

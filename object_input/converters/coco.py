@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -19,12 +20,12 @@ from object_input.converters.common import (
     ConversionError,
     ConversionResult,
     check_size,
-    order,
     pixel_boxes_to_normalized,
     read_image,
     run,
 )
-from object_input.label_map import LabelMapSource, load_label_map
+from object_input.converters.write_options import WriteOptions, takes_write_options
+from object_input.label_map import load_label_map
 from object_input.writers import build_example
 
 
@@ -76,22 +77,16 @@ def segmentation_mask(segmentation: Any, height: int, width: int, where: str) ->
     return mask
 
 
+@takes_write_options
 def convert_coco(
     annotations: str | os.PathLike,
     images: str | os.PathLike,
     output: str | os.PathLike,
     *,
-    num_shards: int | None = None,
     masks: bool = True,
     keypoints: bool = True,
-    label_map: LabelMapSource | None = None,
-    label_map_output: str | os.PathLike | None = None,
     include_crowd: bool = True,
-    shuffle: bool = True,
-    seed: int = 0,
-    compression: str | None = None,
-    num_workers: int | None = None,
-    progress: bool = True,
+    write: WriteOptions | Mapping[str, Any] | None = None,
 ) -> ConversionResult:
     """Convert a COCO annotation file and its image folder to sharded TFRecords and a label map.
 
@@ -99,18 +94,14 @@ def convert_coco(
       annotations: the COCO JSON file (``instances_*.json`` or ``person_keypoints_*.json``).
       images: folder the images' ``file_name`` are relative to.
       output: path prefix of the shards: ``out/train`` → ``out/train-00000-of-00008.tfrecord``.
-      num_shards: number of TFRecord files (default: one per 1,000 images, at most 256).
       masks: write instance masks (PNG per box) from the segmentations.
       keypoints: write keypoints and visibilities when the categories define keypoints.
-      label_map: ``{name: id}`` or a label map file to renumber the categories by name; by
-        default the COCO category ids are kept.
-      label_map_output: where to write the label map (default ``label_map.pbtxt`` beside the
-        shards).
       include_crowd: keep ``iscrowd`` annotations (flagged ``is_crowd``); False skips them.
-      shuffle, seed: write the images in a seeded random order (else in the JSON's order).
-      compression: None or ``"GZIP"``.
-      num_workers: threads building records (default: the CPUs available).
-      progress: show a progress bar on stderr.
+      write: how to write: shards, label map, order, compression, threads (see
+        ``WriteOptions``); its fields may also be given as keywords (``num_shards=2``).
+
+    A ``write.label_map`` renumbers the categories by name; without one the COCO category ids
+    are kept.
 
     Boxes outside the image are clipped to it; annotations whose clipped box is empty are
     skipped and listed in the result's ``skipped``.
@@ -130,14 +121,14 @@ def convert_coco(
     for index, category in enumerate(data["categories"]):
         _require(category, ("id", "name"), f"{annotations}: categories[{index}]")
         categories[category["id"]] = category
-    if label_map is None:
+    if write.label_map is None:
         mapping = {c["name"]: int(c["id"]) for c in categories.values()}
     else:
-        mapping = load_label_map(label_map)
+        mapping = load_label_map(write.label_map)
         missing = sorted({c["name"] for c in categories.values()} - set(mapping))
         if missing:
             raise ConversionError(
-                f"{annotations}: categories {missing} are not in the label map {label_map!r}"
+                f"{annotations}: categories {missing} are not in the label map {write.label_map!r}"
             )
     num_keypoints = 0
     if keypoints:
@@ -174,16 +165,11 @@ def convert_coco(
         )
 
     return run(
-        order(list(by_id.values()), shuffle, seed),
+        list(by_id.values()),
         build,
         output,
         mapping,
-        label_map_source=label_map,
-        label_map_output=label_map_output,
-        num_shards=num_shards,
-        compression=compression,
-        num_workers=num_workers,
-        progress=progress,
+        write,
         description=f"COCO {os.path.basename(annotations)}",
         count_boxes=lambda image: len(image.annotations),
         skipped=skipped,

@@ -13,6 +13,7 @@ import numpy as np
 import tensorflow as tf
 
 from object_input.boxes import convert
+from object_input.converters.write_options import WriteOptions
 from object_input.label_map import LabelMapSource, format_label_map, load_label_map
 from object_input.writers import shard_paths, write_parallel
 
@@ -200,33 +201,27 @@ def run(
     build: Callable[[Any], bytes],
     output: str | os.PathLike,
     label_map: Mapping[str, int],
+    write: WriteOptions,
     *,
-    label_map_source: LabelMapSource | None,
-    label_map_output: str | os.PathLike | None,
-    num_shards: int | None,
-    compression: str | None,
-    num_workers: int | None,
-    progress: bool,
     description: str,
     count_boxes: Callable[[Any], int],
     skipped: list[str] | None = None,
 ) -> ConversionResult:
-    """Write the label map, then ``build(item)`` for every item, to shards of ``output``."""
-    if num_shards is None:
-        num_shards = auto_shards(len(items))
-    if num_shards < 1:
-        raise ValueError(f"num_shards must be >= 1, got {num_shards}")
-    _check_stale_shards(os.fspath(output), num_shards, compression)
-    label_map_path = os.fspath(label_map_output or default_label_map_path(output))
-    save_label_map(label_map_path, label_map, label_map_source)
+    """Write the label map, then ``build(item)`` for every item in ``write``'s order, to shards
+    of ``output``."""
+    items = order(items, write.shuffle, write.seed)
+    num_shards = write.num_shards or auto_shards(len(items))
+    _check_stale_shards(os.fspath(output), num_shards, write.compression)
+    label_map_path = os.fspath(write.label_map_output or default_label_map_path(output))
+    save_label_map(label_map_path, label_map, write.label_map)
     paths, count = write_parallel(
         items,
         build,
         output,
         num_shards,
-        compression,
-        num_workers=num_workers,
-        progress=progress,
+        write.compression,
+        num_workers=write.num_workers,
+        progress=write.progress,
         description=description,
     )
     return ConversionResult(

@@ -13,6 +13,7 @@ import dataclasses
 import math
 import os
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
@@ -23,12 +24,11 @@ from object_input.converters.common import (
     check_size,
     fit_box,
     label_map_for,
-    order,
     pixel_boxes_to_normalized,
     read_image,
     run,
 )
-from object_input.label_map import LabelMapSource
+from object_input.converters.write_options import WriteOptions, takes_write_options
 from object_input.writers import build_example
 
 COLUMNS = ("filename", "width", "height", "class", "xmin", "ymin", "xmax", "ymax")
@@ -148,20 +148,14 @@ def _parse(row: dict, column: str, where: str, kind: type, names: Mapping[str, s
     return value
 
 
+@takes_write_options
 def convert_csv(
     csv_path: str | os.PathLike,
     images: str | os.PathLike,
     output: str | os.PathLike,
     *,
-    num_shards: int | None = None,
-    label_map: LabelMapSource | None = None,
-    label_map_output: str | os.PathLike | None = None,
     clip_boxes: bool = False,
-    shuffle: bool = True,
-    seed: int = 0,
-    compression: str | None = None,
-    num_workers: int | None = None,
-    progress: bool = True,
+    write: WriteOptions | Mapping[str, Any] | None = None,
 ) -> ConversionResult:
     """Convert a detection CSV and its image folder to sharded TFRecords and a label map.
 
@@ -169,20 +163,15 @@ def convert_csv(
       csv_path: the CSV, with a ``filename,width,height,class,xmin,ymin,xmax,ymax`` header.
       images: folder the ``filename`` column is relative to.
       output: path prefix of the shards: ``out/train`` → ``out/train-00000-of-00004.tfrecord``.
-      num_shards: number of TFRecord files (default: one per 1,000 images, at most 256).
-      label_map: ``{name: id}`` or a label map file; by default the class names found, sorted,
-        get ids 1..N.
-      label_map_output: where to write the label map (default ``label_map.pbtxt`` beside the
-        shards).
       clip_boxes: clip boxes that reach outside their image (else that is an error); boxes
         left empty are skipped and listed in the result's ``skipped``.
-      shuffle, seed: write the images in a seeded random order (else in order of appearance).
-      compression: None or ``"GZIP"``.
-      num_workers: threads building records (default: the CPUs available).
-      progress: show a progress bar on stderr.
+      write: how to write: shards, label map, order, compression, threads (see
+        ``WriteOptions``); its fields may also be given as keywords (``num_shards=2``).
     """
     rows = read_detection_csv(csv_path, clip_boxes)
-    mapping = label_map_for((n for image in rows for n in image.classes), label_map, str(csv_path))
+    mapping = label_map_for(
+        (n for image in rows for n in image.classes), write.label_map, str(csv_path)
+    )
     images_dir = os.fspath(images)
 
     def build(image: CsvImage) -> bytes:
@@ -202,16 +191,11 @@ def convert_csv(
         ).SerializeToString(deterministic=True)
 
     return run(
-        order(rows, shuffle, seed),
+        rows,
         build,
         output,
         mapping,
-        label_map_source=label_map,
-        label_map_output=label_map_output,
-        num_shards=num_shards,
-        compression=compression,
-        num_workers=num_workers,
-        progress=progress,
+        write,
         description=f"CSV {os.path.basename(os.fspath(csv_path))}",
         count_boxes=lambda image: len(image.boxes),
         skipped=[message for image in rows for message in image.skipped],

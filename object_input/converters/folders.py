@@ -5,17 +5,18 @@ TFRecords: each record holds the image and its class in ``image/class/label`` an
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
+from typing import Any
 
 from object_input.converters.common import (
     IMAGE_EXTENSIONS,
     ConversionError,
     ConversionResult,
     label_map_for,
-    order,
     read_image,
     run,
 )
-from object_input.label_map import LabelMapSource
+from object_input.converters.write_options import WriteOptions, takes_write_options
 from object_input.writers import build_example
 
 
@@ -47,38 +48,26 @@ def folder_images(root: str | os.PathLike) -> list[tuple[str, str]]:
     return found
 
 
+@takes_write_options
 def convert_folders(
     root: str | os.PathLike,
     output: str | os.PathLike,
     *,
-    num_shards: int | None = None,
-    label_map: LabelMapSource | None = None,
-    label_map_output: str | os.PathLike | None = None,
-    shuffle: bool = True,
-    seed: int = 0,
-    compression: str | None = None,
-    num_workers: int | None = None,
-    progress: bool = True,
+    write: WriteOptions | Mapping[str, Any] | None = None,
 ) -> ConversionResult:
     """Convert ``root/<class>/<image>`` trees to sharded TFRecords with image-level classes.
 
     Args:
       root: the folder whose subfolders are the classes.
       output: path prefix of the shards: ``out/train`` → ``out/train-00000-of-00004.tfrecord``.
-      num_shards: number of TFRecord files (default: one per 1,000 images, at most 256).
-      label_map: ``{name: id}`` or a label map file; by default the folder names, sorted, get
-        ids 1..N.
-      label_map_output: where to write the label map (default ``label_map.pbtxt`` beside the
-        shards).
-      shuffle, seed: write the images in a seeded random order; keep it on, or every shard lists
-        the classes one after the other.
-      compression: None or ``"GZIP"``.
-      num_workers: threads building records (default: the CPUs available).
-      progress: show a progress bar on stderr.
+      write: how to write: shards, label map, order, compression, threads (see
+        ``WriteOptions``); its fields may also be given as keywords (``num_shards=2``).
+
+    Keep ``write.shuffle`` on, or every shard lists the classes one after the other.
     """
     root = os.fspath(root)
     found = folder_images(root)
-    mapping = label_map_for((name for name, _ in found), label_map, root)
+    mapping = label_map_for((name for name, _ in found), write.label_map, root)
 
     def build(entry: tuple[str, str]) -> bytes:
         name, path = entry
@@ -96,16 +85,11 @@ def convert_folders(
         ).SerializeToString(deterministic=True)
 
     return run(
-        order(found, shuffle, seed),
+        found,
         build,
         output,
         mapping,
-        label_map_source=label_map,
-        label_map_output=label_map_output,
-        num_shards=num_shards,
-        compression=compression,
-        num_workers=num_workers,
-        progress=progress,
+        write,
         description=f"folders {os.path.basename(os.path.normpath(root))}",
         count_boxes=lambda entry: 0,
     )

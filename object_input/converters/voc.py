@@ -11,6 +11,8 @@ from __future__ import annotations
 import dataclasses
 import os
 import xml.etree.ElementTree as ElementTree
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -20,12 +22,11 @@ from object_input.converters.common import (
     check_size,
     fit_box,
     label_map_for,
-    order,
     pixel_boxes_to_normalized,
     read_image,
     run,
 )
-from object_input.label_map import LabelMapSource
+from object_input.converters.write_options import WriteOptions, takes_write_options
 from object_input.writers import build_example
 
 
@@ -163,22 +164,16 @@ def _images_folder(annotations: str, images: str | os.PathLike | None) -> str:
     return annotations
 
 
+@takes_write_options
 def convert_voc(
     annotations: str | os.PathLike,
     output: str | os.PathLike,
     *,
     images: str | os.PathLike | None = None,
     image_set: str | os.PathLike | None = None,
-    num_shards: int | None = None,
-    label_map: LabelMapSource | None = None,
-    label_map_output: str | os.PathLike | None = None,
     include_difficult: bool = True,
     clip_boxes: bool = False,
-    shuffle: bool = True,
-    seed: int = 0,
-    compression: str | None = None,
-    num_workers: int | None = None,
-    progress: bool = True,
+    write: WriteOptions | Mapping[str, Any] | None = None,
 ) -> ConversionResult:
     """Convert a folder of Pascal VOC XML files and their images to sharded TFRecords.
 
@@ -188,18 +183,11 @@ def convert_voc(
       images: folder of the images (default: ``JPEGImages`` inside or beside ``annotations``,
         else ``annotations`` itself).
       image_set: a list of image ids to convert (``ImageSets/Main/trainval.txt``).
-      num_shards: number of TFRecord files (default: one per 1,000 images, at most 256).
-      label_map: ``{name: id}`` or a label map file; by default the class names found, sorted,
-        get ids 1..N.
-      label_map_output: where to write the label map (default ``label_map.pbtxt`` beside the
-        shards).
       include_difficult: keep ``difficult`` objects (flagged); False leaves them out.
       clip_boxes: clip boxes that reach outside their image (else that is an error); objects
         left without a box are skipped and listed in the result's ``skipped``.
-      shuffle, seed: write the images in a seeded random order (else in file order).
-      compression: None or ``"GZIP"``.
-      num_workers: threads building records (default: the CPUs available).
-      progress: show a progress bar on stderr.
+      write: how to write: shards, label map, order, compression, threads (see
+        ``WriteOptions``); its fields may also be given as keywords (``num_shards=2``).
     """
     files = voc_files(annotations, image_set)
     images_dir = _images_folder(os.fspath(annotations), images)
@@ -216,7 +204,7 @@ def convert_voc(
             for a in parsed
         ]
     mapping = label_map_for(
-        (o.name for a in parsed for o in a.objects), label_map, os.fspath(annotations)
+        (o.name for a in parsed for o in a.objects), write.label_map, os.fspath(annotations)
     )
 
     def build(annotation: VocAnnotation) -> bytes:
@@ -224,16 +212,11 @@ def convert_voc(
         return example.SerializeToString(deterministic=True)
 
     return run(
-        order(parsed, shuffle, seed),
+        parsed,
         build,
         output,
         mapping,
-        label_map_source=label_map,
-        label_map_output=label_map_output,
-        num_shards=num_shards,
-        compression=compression,
-        num_workers=num_workers,
-        progress=progress,
+        write,
         description="VOC",
         count_boxes=lambda annotation: len(annotation.objects),
         skipped=skipped,

@@ -72,7 +72,9 @@ def _mean_values(value: float | Sequence[float]) -> tuple[float, ...]:
     return (value,) if isinstance(value, float) else tuple(value)
 
 
-def _force_channels(image: tf.Tensor, force_color: bool, force_gray: bool, bgr_to_rgb: bool):
+def _force_channels(
+    image: tf.Tensor, force_color: bool, force_gray: bool, is_rgb: bool | tf.Tensor
+) -> tf.Tensor:
     channels = image.shape[-1]
     if (force_color or force_gray) and channels not in (1, 3):
         raise ValueError(
@@ -82,8 +84,7 @@ def _force_channels(image: tf.Tensor, force_color: bool, force_gray: bool, bgr_t
     if force_color and channels == 1:
         return tf.tile(image, [1, 1, 3])
     if force_gray and channels == 3:
-        rgb = image if bgr_to_rgb else tf.reverse(image, [2])
-        return _gray(rgb)
+        return _gray(_reorder(image, is_rgb, True))
     return image
 
 
@@ -97,7 +98,10 @@ def _gray(rgb: tf.Tensor) -> tf.Tensor:
 
 
 def _mean(
-    image: tf.Tensor, mean_file: str | None, mean_value: tuple[float, ...], bgr_to_rgb: bool
+    image: tf.Tensor,
+    mean_file: str | None,
+    mean_value: tuple[float, ...],
+    is_rgb: bool | tf.Tensor,
 ) -> tf.Tensor | None:
     """The mean to subtract, broadcastable to ``image``, with the image's channel order."""
     channels = image.shape[-1]
@@ -113,10 +117,46 @@ def _mean(
             f"caffe_transform: {source} has {mean.shape[-1]} channels for an image of "
             f"{channels} channels"
         )
+    mean = tf.constant(mean, tf.float32)
     # Caffe's means are in the Datum's (BGR) order, like its pixels.
-    if bgr_to_rgb and mean.shape[-1] == 3:
-        mean = mean[..., ::-1]
-    return tf.constant(np.ascontiguousarray(mean), tf.float32)
+    return _reorder(mean, False, is_rgb) if mean.shape[-1] == 3 else mean
+
+
+def _reorder(
+    channels_last: tf.Tensor, from_rgb: bool | tf.Tensor, to_rgb: bool | tf.Tensor
+) -> tf.Tensor:
+    """``channels_last`` from one channel order (RGB or BGR) to another: reversed when they
+    differ. An order the example carries is a traced bool; the others are known when tracing."""
+    if isinstance(from_rgb, bool) and isinstance(to_rgb, bool):
+        return tf.reverse(channels_last, [-1]) if from_rgb != to_rgb else channels_last
+    return tf.where(tf.not_equal(from_rgb, to_rgb), tf.reverse(channels_last, [-1]), channels_last)
+
+
+def _image_is_rgb(
+    features: core.Features, bgr_to_rgb: bool | None
+) -> tuple[bool | tf.Tensor, core.Features]:
+    """Whether the image is RGB (else BGR), and ``features`` checked that a ``bgr_to_rgb`` given
+    agrees with the example's ``CHANNEL_ORDER``.
+
+    The example's order decides when it has one; else ``bgr_to_rgb`` (None: RGB, as every source
+    but a BGR ``CaffeLMDB`` decodes)."""
+    if fields.CHANNEL_ORDER not in features:
+        return bgr_to_rgb is not False, features
+    order = features[fields.CHANNEL_ORDER]
+    if bgr_to_rgb is None:
+        return tf.equal(order, "RGB"), features
+    said = "RGB" if bgr_to_rgb else "BGR"
+    checked = errors.check_features(
+        features,
+        tf.equal(order, said),
+        "step_input",
+        f"caffe_transform: bgr_to_rgb={bgr_to_rgb} says the image is {said}, but the source made "
+        "it",
+        order,
+        f"(example field {fields.CHANNEL_ORDER}); set the order once, on the source "
+        "(CaffeLMDB(bgr_to_rgb=...)), and leave bgr_to_rgb of the step unset",
+    )
+    return bgr_to_rgb, checked
 
 
 def _subtract(features: core.Features, mean: tf.Tensor, mean_file: str | None) -> dict:
@@ -148,7 +188,7 @@ def _subtract(features: core.Features, mean: tf.Tensor, mean_file: str | None) -
 
 
 @register_step(
-    reads=(MOVED, fields.RECORD_ID),
+    reads=(MOVED, fields.RECORD_ID, fields.CHANNEL_ORDER),
     writes=(MOVED,),
     kind="geometry",
     checks={"crop_size": non_negative, "mean_value": _mean_value_check},
@@ -173,21 +213,23 @@ def caffe_transform(
     force_color: bool = False,
     force_gray: bool = False,
     training: bool = True,
-    bgr_to_rgb: bool = True,
+    bgr_to_rgb: bool | None = None,
     keypoint_flip_permutation: Sequence[int] | None = None,
 ) -> core.Features:
     """Caffe's data transformation: ``(pixel - mean) * scale`` on the cropped, mirrored window.
 
     ``mean_file`` (a ``.binaryproto`` of the image's size) is indexed at the uncropped position:
     cut with the same window, never mirrored. ``mean_value`` is one value or one per channel. Both
-    are in Caffe's channel order (BGR); with ``bgr_to_rgb`` (the image came from
-    ``CaffeLMDB(bgr_to_rgb=True)``) they are reversed to match the RGB image. ``force_color``
-    repeats a gray channel three times; ``force_gray`` takes OpenCV's integer luma.
-    Boxes, masks and keypoints move with the crop and mirror (keypoints need
-    ``keypoint_flip_permutation`` when ``mirror``). Float32 out.
+    are in Caffe's channel order (BGR), reversed for an RGB image. The image's order is the
+    example's ``channel_order`` (``CaffeLMDB`` records how its ``bgr_to_rgb`` made the image);
+    without one, ``bgr_to_rgb`` (None: RGB). A ``bgr_to_rgb`` given that disagrees with the
+    example's order is an error naming the record. ``force_color`` repeats a gray channel three
+    times; ``force_gray`` takes OpenCV's integer luma. Boxes, masks and keypoints move with the
+    crop and mirror (keypoints need ``keypoint_flip_permutation`` when ``mirror``). Float32 out.
     """
-    image = _force_channels(features[fields.IMAGE], force_color, force_gray, bgr_to_rgb)
-    mean = _mean(image, mean_file, _mean_values(mean_value), bgr_to_rgb)
+    is_rgb, features = _image_is_rgb(features, bgr_to_rgb)
+    image = _force_channels(features[fields.IMAGE], force_color, force_gray, is_rgb)
+    mean = _mean(image, mean_file, _mean_values(mean_value), is_rgb)
     out = core.set_image(features, core.to_float(image))
     mirror_seed, top_seed, left_seed = core.split_seed(seed, 3)
     height, width = core.image_size(image)

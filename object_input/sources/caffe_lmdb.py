@@ -63,10 +63,12 @@ class CaffeLMDB(Source):
     """A Caffe LMDB database of ``Datum`` records (raw planar BGR pixels or encoded images).
 
     Yields ``IMAGE`` uint8 ``[H, W, C]``, ``IMAGE_SHAPE``, ``LABEL`` (int32), ``FLOAT_DATA``
-    (float32 ``[D]``, when the first record has float data), ``KEY`` (the LMDB key) and
-    ``RECORD_ID`` (``"<path>:<key>"``). A database whose records hold no pixels (features written
-    as ``float_data`` only) yields no image. Reading the first record when the source is made
-    fixes these and the channel count; a later record that disagrees is an error naming its key.
+    (float32 ``[D]``, when the first record has float data), ``KEY`` (the LMDB key),
+    ``RECORD_ID`` (``"<path>:<key>"``) and, for 3-channel images, ``CHANNEL_ORDER`` ("RGB" or
+    "BGR", as ``bgr_to_rgb`` made them: ``caffe_transform`` orders its means by it). A
+    database whose records hold no pixels (features written as ``float_data`` only) yields no
+    image. Reading the first record when the source is made fixes these and the channel count; a
+    later record that disagrees is an error naming its key.
 
     Args:
       path: the database directory (holding ``data.mdb``) or the data file itself.
@@ -242,6 +244,8 @@ class CaffeLMDB(Source):
             image = self._image(datum, checks)
             out[fields.IMAGE] = image
             out[fields.IMAGE_SHAPE] = tf.shape(image)[:2]
+            if self.channels == 3:
+                out[fields.CHANNEL_ORDER] = tf.constant("RGB" if self.bgr_to_rgb else "BGR")
         return checks.flag(out)
 
     def _image(self, datum: dict[str, tf.Tensor], checks: errors.RecordChecks) -> tf.Tensor:

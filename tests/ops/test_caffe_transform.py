@@ -122,6 +122,44 @@ def test_bgr_images_keep_the_mean_in_their_order(datum, mean_file):
     np.testing.assert_array_equal(got, reference(datum, mean=mean))
 
 
+def _ordered(datum, order):
+    """The example as a source that records its channel order gives it."""
+    features = _features(datum, bgr_to_rgb=order == "RGB")
+    return dict(features, **{fields.CHANNEL_ORDER: tf.constant(order)})
+
+
+@pytest.mark.parametrize("order", ["RGB", "BGR"])
+def test_the_examples_channel_order_orders_the_mean(datum, mean_file, order):
+    path, mean = mean_file
+    features = _ordered(datum, order)
+    eager = caffe_transform(features, seed=[1, 2], mean_file=path, scale=0.5)
+    graph = seeded_graph(caffe_transform, features, mean_file=path, scale=0.5)
+    for out in (eager, graph(features, tf.constant([1, 2]))):
+        image = out[fields.IMAGE].numpy()
+        got = planar_bgr(image) if order == "RGB" else np.transpose(image, [2, 0, 1])
+        np.testing.assert_array_equal(got, reference(datum, mean=mean, scale=0.5))
+
+
+def test_force_gray_reads_the_examples_channel_order(datum):
+    rgb = caffe_transform(_ordered(datum, "RGB"), seed=[1, 2], force_gray=True)
+    bgr = caffe_transform(_ordered(datum, "BGR"), seed=[1, 2], force_gray=True)
+    np.testing.assert_array_equal(bgr[fields.IMAGE], rgb[fields.IMAGE])
+
+
+def test_a_bgr_to_rgb_that_contradicts_the_examples_order_names_both(datum):
+    features = _ordered(datum, "RGB")
+    with pytest.raises(
+        tf.errors.InvalidArgumentError,
+        match=r"00000003_cat.jpg: caffe_transform: bgr_to_rgb=False says the image is BGR, but "
+        r"the source made it \W*RGB\W* \(example field channel_order\)",
+    ):
+        caffe_transform(features, seed=[1, 2], mean_value=[1.0, 2.0, 3.0], bgr_to_rgb=False)
+    agreed = caffe_transform(features, seed=[1, 2], mean_value=[1.0, 2.0, 3.0], bgr_to_rgb=True)
+    np.testing.assert_array_equal(
+        planar_bgr(agreed[fields.IMAGE].numpy()), reference(datum, mean_values=[1.0, 2.0, 3.0])
+    )
+
+
 def test_a_legacy_blob_mean_file_reads_the_same(datum, mean_file, tmp_path):
     path, mean = mean_file
     legacy = tmp_path / "legacy.binaryproto"
