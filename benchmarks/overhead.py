@@ -11,7 +11,7 @@
    the functions) and the first ``next()``, medians of ``--builds`` warm builds.
 3. The same for no steps and standard with the TFRecord source not marking what it cannot
    read, so that ``make_dataset`` catches op errors per window of records
-   (``skips.catch_errors``), as it does for the sources that do not mark: what such a source
+   (``catch.catch_errors``), as it does for the sources that do not mark: what such a source
    costs the first batch.
 
 Run it in two checkouts, one after the other, to compare them. CPU seconds, not wall time: the

@@ -116,7 +116,7 @@ def catch_marked(
     survivor names the failures since the previous survivor, the last ``history`` of them by id,
     any earlier ones by their distance to those. There are no windows, so no dataset, iterator
     or thread per window of records: the first batch comes up to 0.8 CPU s sooner
-    (docs/performance.md, "Sixth round").
+    (docs/performance.md, "Prefer sources that mark what they cannot read").
     """
     records, marker = _with_end_flags(dataset)
     stream = records.concatenate(marker)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import tensorflow as tf
@@ -115,6 +115,34 @@ def check_option(name: str, value: Any, what: str = "") -> None:
     problem = option_problem(name, value)
     if problem:
         raise ValueError(f"{what}{name} {problem}, got {value!r}")
+
+
+class Default:
+    """A signature default that a config may override; shows as its value in ``help()``."""
+
+    def __init__(self, value: Any):
+        self.value = value
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+
+def check_size(name: str, size: Any) -> tuple[int, int] | None:
+    """``size`` as ``(height, width)`` of positive ints, or None; an error naming ``name``."""
+    if size is None:
+        return None
+    if isinstance(size, int) and not isinstance(size, bool):
+        raise TypeError(
+            f"{name} must be (height, width), got the single number {size}; "
+            f"write {name}=({size}, {size}) for a square"
+        )
+    if (
+        not isinstance(size, Sequence)
+        or len(size) != 2
+        or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in size)
+    ):
+        raise ValueError(f"{name} must be (height, width) of positive ints, got {size!r}")
+    return tuple(size)
 
 
 def unknown_keyword(what: str, name: str, valid: Iterable[str]) -> TypeError:

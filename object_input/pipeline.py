@@ -21,10 +21,12 @@ from object_input.ops import Augmentation
 from object_input.options import (
     DEFAULTS,
     DecodeOptions,
+    Default,
     ReadOptions,
     ServiceOptions,
     build,
     check_option,
+    check_size,
     checked_keywords,
     unknown_keyword,
 )
@@ -37,50 +39,40 @@ COLOR_STAGES = ("fused", "exact", "device")
 EMPTY_IMAGE_POLICIES = ("keep", "drop")
 
 
-class _Default:
-    """A signature default that a config may override; shows as its value in ``help()``."""
-
-    def __init__(self, value: Any):
-        self.value = value
-
-    def __repr__(self) -> str:
-        return repr(self.value)
-
-
 @checked_keywords
 def make_dataset(
     source: Any = None,
     *,
     config: Any = None,
     format: str | None = None,
-    batch_size: int | None = _Default(DEFAULTS["batch_size"]),
-    augment: Sequence[Any] | Augmentation = _Default(DEFAULTS["augment"]),
-    image_size: Sequence[int] | None = _Default(DEFAULTS["image_size"]),
-    pad_image_size: Sequence[int] | None = _Default(DEFAULTS["pad_image_size"]),
-    max_boxes: int | None = _Default(DEFAULTS["max_boxes"]),
-    batching: str = _Default(DEFAULTS["batching"]),
-    box_overflow: str = _Default(DEFAULTS["box_overflow"]),
-    drop_remainder: bool | None = _Default(DEFAULTS["drop_remainder"]),
-    group_by_aspect_ratio: bool = _Default(DEFAULTS["group_by_aspect_ratio"]),
-    shuffle: bool | None = _Default(DEFAULTS["shuffle"]),
-    shuffle_buffer_size: int = _Default(DEFAULTS["shuffle_buffer_size"]),
-    num_epochs: int | None = _Default(DEFAULTS["num_epochs"]),
-    seed: int | None = _Default(DEFAULTS["seed"]),
-    label_map: str | os.PathLike | Mapping[str, int] | None = _Default(DEFAULTS["label_map"]),
-    masks: str | None = _Default(DEFAULTS["masks"]),
-    num_keypoints: int = _Default(DEFAULTS["num_keypoints"]),
-    keras: bool | str = _Default(DEFAULTS["keras"]),
-    bounding_box_format: str | None = _Default(DEFAULTS["bounding_box_format"]),
-    output_dtype: str | None = _Default(DEFAULTS["output_dtype"]),
-    color_stage: str = _Default(DEFAULTS["color_stage"]),
-    num_parallel_calls: int = _Default(DEFAULTS["num_parallel_calls"]),
-    prefetch: int = _Default(DEFAULTS["prefetch"]),
-    deterministic: bool = _Default(DEFAULTS["deterministic"]),
-    on_error: str = _Default(DEFAULTS["on_error"]),
-    empty_images: str = _Default(DEFAULTS["empty_images"]),
-    reading: ReadOptions | Mapping[str, Any] | None = _Default(DEFAULTS["reading"]),
-    decoding: DecodeOptions | Mapping[str, Any] | None = _Default(DEFAULTS["decoding"]),
-    service: ServiceOptions | str | None = _Default(DEFAULTS["service"]),
+    batch_size: int | None = Default(DEFAULTS["batch_size"]),
+    augment: Sequence[Any] | Augmentation = Default(DEFAULTS["augment"]),
+    image_size: Sequence[int] | None = Default(DEFAULTS["image_size"]),
+    pad_image_size: Sequence[int] | None = Default(DEFAULTS["pad_image_size"]),
+    max_boxes: int | None = Default(DEFAULTS["max_boxes"]),
+    batching: str = Default(DEFAULTS["batching"]),
+    box_overflow: str = Default(DEFAULTS["box_overflow"]),
+    drop_remainder: bool | None = Default(DEFAULTS["drop_remainder"]),
+    group_by_aspect_ratio: bool = Default(DEFAULTS["group_by_aspect_ratio"]),
+    shuffle: bool | None = Default(DEFAULTS["shuffle"]),
+    shuffle_buffer_size: int = Default(DEFAULTS["shuffle_buffer_size"]),
+    num_epochs: int | None = Default(DEFAULTS["num_epochs"]),
+    seed: int | None = Default(DEFAULTS["seed"]),
+    label_map: str | os.PathLike | Mapping[str, int] | None = Default(DEFAULTS["label_map"]),
+    masks: str | None = Default(DEFAULTS["masks"]),
+    num_keypoints: int = Default(DEFAULTS["num_keypoints"]),
+    keras: bool | str = Default(DEFAULTS["keras"]),
+    bounding_box_format: str | None = Default(DEFAULTS["bounding_box_format"]),
+    output_dtype: str | None = Default(DEFAULTS["output_dtype"]),
+    color_stage: str = Default(DEFAULTS["color_stage"]),
+    num_parallel_calls: int = Default(DEFAULTS["num_parallel_calls"]),
+    prefetch: int = Default(DEFAULTS["prefetch"]),
+    deterministic: bool = Default(DEFAULTS["deterministic"]),
+    on_error: str = Default(DEFAULTS["on_error"]),
+    empty_images: str = Default(DEFAULTS["empty_images"]),
+    reading: ReadOptions | Mapping[str, Any] | None = Default(DEFAULTS["reading"]),
+    decoding: DecodeOptions | Mapping[str, Any] | None = Default(DEFAULTS["decoding"]),
+    service: ServiceOptions | str | None = Default(DEFAULTS["service"]),
 ) -> tf.data.Dataset:
     """A batched, prefetched dataset of decoded, augmented examples.
 
@@ -147,7 +139,7 @@ def make_dataset(
         raise unknown_keyword("make_dataset (from config)", unknown[0], given)
     values = {}
     for name, value in given.items():
-        if isinstance(value, _Default):
+        if isinstance(value, Default):
             value = overrides.get(name, value.value)
         values[name] = value
     if values["source"] is None:
@@ -211,7 +203,7 @@ class DatasetOptions:
         _check_choice("on_error", self.on_error, errors.ON_ERROR_POLICIES)
         _check_choice("empty_images", self.empty_images, EMPTY_IMAGE_POLICIES)
         for name in ("image_size", "pad_image_size"):
-            setattr(self, name, _size(name, getattr(self, name)))
+            setattr(self, name, check_size(name, getattr(self, name)))
         if self.image_size is not None and self.pad_image_size is not None:
             raise ValueError("give image_size (resize) or pad_image_size (pad), not both")
         # max_boxes, needed by static batching when the examples have boxes, is checked when
@@ -253,17 +245,6 @@ class DatasetOptions:
             masks=self.masks,
             num_keypoints=self.num_keypoints,
         )
-        if isinstance(self.source, Source):
-            set_here = [
-                name
-                for name, default in (("label_map", None), ("masks", None), ("num_keypoints", 0))
-                if getattr(self, name) != default
-            ]
-            if set_here or self.format is not None:
-                raise ValueError(
-                    f"{', '.join(set_here) or 'format'} applies to path sources; give it to "
-                    f"the {type(self.source).__name__} source instead"
-                )
         self.source = as_source(self.source, self.format, path_options)
         if self.service is not None and not self.source.serializable:
             raise ValueError(
@@ -277,23 +258,6 @@ class DatasetOptions:
 def _check_choice(name: str, value: Any, choices: Sequence[Any]) -> None:
     if value not in choices:
         raise ValueError(f"{name} must be one of {tuple(choices)}, got {value!r}")
-
-
-def _size(name: str, size: Any) -> tuple[int, int] | None:
-    if size is None:
-        return None
-    if isinstance(size, int) and not isinstance(size, bool):
-        raise TypeError(
-            f"{name} must be (height, width), got the single number {size}; "
-            f"write {name}=({size}, {size}) for a square"
-        )
-    if (
-        not isinstance(size, Sequence)
-        or len(size) != 2
-        or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in size)
-    ):
-        raise ValueError(f"{name} must be (height, width) of positive ints, got {size!r}")
-    return tuple(size)
 
 
 # Every function tf.data traces in here is written for graphs: AutoGraph would only convert it,

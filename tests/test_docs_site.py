@@ -172,7 +172,8 @@ def test_site_builds_in_strict_mode(tmp_path):
     options_page = (tmp_path / "site/options/index.html").read_text()
     assert "shuffle_buffer_size" in options_page and "<table>" in options_page
     api_page = (tmp_path / "site/api/pipeline/index.html").read_text()
-    assert "_Default(" not in api_page, "make_dataset's signature shows its default wrapper"
+    assert "Default(" not in api_page, "make_dataset's signature shows its default wrapper"
+    assert "shuffle_buffer_size" in api_page and "2048" in api_page
 
 
 class _NotGiven:

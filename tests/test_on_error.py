@@ -540,7 +540,7 @@ def _png_garbage() -> bytes:
 
 # Records a TensorFlow op fails on (no check flags them), by position in a file of 37 records:
 # two in a row, twice (15 and 16 straddled a window of the catch TFRecord sources had before
-# skips.catch_marked), and the very last record.
+# catch.catch_marked), and the very last record.
 TF_ERRORS = {
     3: _truncated_jpeg(),
     4: b"\xff\xd8\xff\xe0" + b"bytes that are not an image" * 3,

@@ -85,11 +85,22 @@ def _format_of(path: str) -> str:
 def as_source(source: Any, format: str | None = None, options: PathOptions | None = None) -> Source:
     """``source`` as a :class:`Source`.
 
-    A source object is returned as it is; a ``tf.data.Dataset`` of feature dicts becomes a
-    ``Dataset`` source; a path, glob, directory or list of them is listed and read in the format
-    named by ``format`` or, failing that, by the files' suffix.
+    A source object is returned as it is (``format`` and the decoding settings of ``options``
+    are its own then: setting them here is an error); a ``tf.data.Dataset`` of feature dicts
+    becomes a ``Dataset`` source; a path, glob, directory or list of them is listed and read in
+    the format named by ``format`` or, failing that, by the files' suffix.
     """
     if isinstance(source, Source):
+        set_here = [
+            name
+            for name in ("label_map", "masks", "num_keypoints")
+            if options is not None and getattr(options, name) != getattr(PathOptions, name)
+        ]
+        if set_here or format is not None:
+            raise ValueError(
+                f"{', '.join(set_here) or 'format'} applies to path sources; give it to "
+                f"the {type(source).__name__} source instead"
+            )
         return source
     if isinstance(source, tf.data.Dataset):
         return Dataset(source)
