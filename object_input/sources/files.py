@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 
 import tensorflow as tf
 
+from object_input import errors
 from object_input.sources.base import ReadContext
 
 PathSource = str | os.PathLike | Sequence[str | os.PathLike]
@@ -87,7 +88,7 @@ def read_files(
 
     # Under "raise" a checked reader raises itself: its marks never come, nothing to filter;
     # under "mark" they go on to the pipeline.
-    marks = checked and context.on_error == "skip"
+    marks = checked and context.on_error == errors.SKIP
 
     def with_ids(path: tf.Tensor) -> tf.data.Dataset:
         prefix = tf.strings.join([path, ":" + index_name])

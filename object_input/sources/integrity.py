@@ -97,7 +97,7 @@ def checked_records(
     id); a filter that picks its flag drops the end element of a file read to its end.
     """
     errors.check_policy(on_error, errors.READ_POLICIES)
-    raising = on_error == "raise"
+    raising = on_error == errors.RAISE
     records = tf.data.TFRecordDataset(path, compression_type=compression, buffer_size=buffer_size)
     # Reading stops at the first unreadable byte; the count below tells that from a clean end.
     records = records.ignore_errors(log_warning=not raising)
