@@ -132,7 +132,7 @@ def main() -> None:
     args = parser.parse_args()
 
     records = tiny_records()
-    flagging = ExampleDecoder(on_error="skip")
+    flagging = ExampleDecoder(on_error="flag")
 
     def parse_and_decode(record_id: tf.Tensor, serialized: tf.Tensor) -> dict[str, tf.Tensor]:
         parsed = tf.io.parse_single_example(serialized, flagging.spec)

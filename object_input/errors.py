@@ -16,6 +16,9 @@ import tensorflow as tf
 from object_input import fields
 
 ON_ERROR_POLICIES = ("raise", "skip")
+#: What a record's decoding does with a failed check: raise it, or "flag" it in the record
+#: (``fields.ERROR``) for the pipeline to raise or skip under its own policy.
+DECODE_POLICIES = ("raise", "flag")
 #: What a reader may be asked to do with what it cannot read: the pipeline's policies, or
 #: "mark" it as an element for the pipeline to raise or count (``ReadContext.on_error``).
 READ_POLICIES = (*ON_ERROR_POLICIES, "mark")
@@ -61,7 +64,7 @@ def reason_of(code_value: int) -> str:
 
 
 def check_policy(on_error: str, policies: tuple[str, ...] = ON_ERROR_POLICIES) -> str:
-    """``on_error`` validated: one of ``policies`` (``"raise"`` or ``"skip"``)."""
+    """``on_error`` validated: one of ``policies`` (by default ``"raise"`` or ``"skip"``)."""
     if on_error not in policies:
         raise ValueError(f"on_error must be one of {policies}, got {on_error!r}")
     return on_error
@@ -71,7 +74,7 @@ class RecordChecks:
     """The checks of one record, each a scalar bool tensor with a reason and a message.
 
     Under ``raise`` they become assertions whose message names the record, its source id and
-    the field; under ``skip`` they fold into one error code (the first failed check's reason).
+    the field; under ``flag`` they fold into one error code (the first failed check's reason).
     Checks must not fail themselves on bad input: guard a check that needs an earlier one to hold
     with :meth:`when`. A message part may be a callable returning a tensor (say, the offending
     values; a string scalar is text): it is evaluated only when the message is built, that is,
@@ -139,11 +142,11 @@ class RecordChecks:
         """``(ok, error)`` of the record under policy ``on_error``.
 
         ``raise``: ``ok`` is True once the assertions have passed (they raise otherwise) and
-        ``error`` is None. ``skip``: ``error`` is :meth:`error_code` and ``ok`` whether it is OK.
+        ``error`` is None. ``flag``: ``error`` is :meth:`error_code` and ``ok`` whether it is OK.
         Ops that a bad record would break take their inputs through selects on ``ok`` (known-good
         stand-ins when it is False), so they run after the checks, without a branch per input.
         """
-        if check_policy(on_error) == "raise":
+        if check_policy(on_error, DECODE_POLICIES) == "raise":
             passed = self.asserts()
             return (passed[0] if passed else tf.constant(True)), None
         error = self.error_code()
@@ -203,10 +206,10 @@ def guarded(
     placeholder: Any,
 ) -> dict[str, tf.Tensor]:
     """``build(inputs)`` once ``checks`` hold: under ``raise`` after their assertions; under
-    ``skip`` from ``placeholder`` (known-good inputs) when a check fails, flagged with the
+    ``flag`` from ``placeholder`` (known-good inputs) when a check fails, flagged with the
     failure in ``fields.ERROR`` and ``fields.ERROR_DETAIL`` for the pipeline to raise or skip.
     """
-    if check_policy(on_error) == "raise":
+    if check_policy(on_error, DECODE_POLICIES) == "raise":
         with tf.control_dependencies(checks.asserts()):
             inputs = tf.nest.map_structure(tf.identity, inputs)
         return build(inputs)
