@@ -117,8 +117,9 @@ def check_masks(
     if sizes is None or size is None:
         return
     checks.add(
-        # A wrong count is the masks' one failure: their sizes are compared only when it holds.
-        checks.when(count_ok, lambda: tf.reduce_all(tf.equal(sizes, size))),
+        # A wrong count is the masks' one failure: their sizes are compared only when it holds,
+        # and there are masks (no masks have no size: a ragged batch's row of none reads 0 x 0).
+        checks.when(count_ok & (count > 0), lambda: tf.reduce_all(tf.equal(sizes, size))),
         "mask",
         f"field {name} holds {noun} of height, width",
         sizes,

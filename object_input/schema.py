@@ -31,7 +31,8 @@ SOURCE_ID = "image/source_id"
 SHA256 = "image/key/sha256"
 HEIGHT = "image/height"
 WIDTH = "image/width"
-BOX_KEYS = tuple(f"image/object/bbox/{c}" for c in ("ymin", "xmin", "ymax", "xmax"))
+BOX_COORDINATES = ("ymin", "xmin", "ymax", "xmax")
+BOX_KEYS = tuple(f"image/object/bbox/{c}" for c in BOX_COORDINATES)
 CLASS_LABEL = "image/object/class/label"
 CLASS_TEXT = "image/object/class/text"
 IMAGE_CLASS_LABEL = "image/class/label"
@@ -68,10 +69,6 @@ class Key:
     default: str | int | None = None
 
 
-def _box(coordinate: str, key: str) -> Key:
-    return Key(key, "float", fields.BOXES, per_box=True, value=coordinate)
-
-
 def _per_box(key: str, kind: str, field: str, value: str, read: str = "always") -> Key:
     return Key(key, kind, field, per_box=True, read=read, value=value)
 
@@ -85,7 +82,10 @@ EXAMPLE: tuple[Key, ...] = (
     Key(FILENAME, "bytes", fields.FILENAME, value="filename", default=""),
     Key(SOURCE_ID, "bytes", fields.SOURCE_ID, value="source_id", default=""),
     Key(SHA256, "bytes", fields.KEY, value="sha256", default=""),
-    *(_box(key.rsplit("/", 1)[1], key) for key in BOX_KEYS),
+    *(
+        Key(key, "float", fields.BOXES, per_box=True, value=coordinate)
+        for coordinate, key in zip(BOX_COORDINATES, BOX_KEYS, strict=True)
+    ),
     _per_box(CLASS_LABEL, "int64", fields.CLASSES, "classes"),
     _per_box(CLASS_TEXT, "bytes", fields.CLASSES, "class_texts"),
     _per_box("image/object/weight", "float", fields.WEIGHTS, "weights"),
@@ -121,6 +121,7 @@ EXAMPLE: tuple[Key, ...] = (
 BY_KEY = {entry.key: entry for entry in EXAMPLE}
 
 
-def kinds_of(entry: Key) -> tuple[str, ...]:
-    """The kinds ``entry``'s values may have: masks either of :data:`MASK_KINDS`."""
-    return tuple(MASK_KINDS.values()) if entry.key == MASK else (entry.kind,)
+def kind_of(entry: Key, masks: str | None = None) -> str:
+    """The kind of ``entry``'s values; the masks' by their format, ``masks`` (a key of
+    :data:`MASK_KINDS`)."""
+    return MASK_KINDS[masks] if entry.key == MASK else entry.kind

@@ -164,8 +164,7 @@ class ExampleDecoder:
         for entry in schema.EXAMPLE:
             if not reads[entry.read]:
                 continue
-            kind = schema.MASK_KINDS[self.masks] if entry.key == schema.MASK else entry.kind
-            dtype = schema.KINDS[kind]
+            dtype = schema.KINDS[schema.kind_of(entry, self.masks)]
             # A RaggedFeature of one example parses to a dense list: no sparse-to-dense op per key.
             spec[entry.key] = (
                 tf.io.RaggedFeature(dtype)
