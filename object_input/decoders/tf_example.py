@@ -153,6 +153,8 @@ class ExampleDecoder:
         return self.max_image_pixels is not None and self.large_images == "downscale"
 
     def _feature_spec(self) -> dict[str, Any]:
+        """The parse spec: the schema's keys that this decoder's options read, and
+        ``extra_features``."""
         reads = {
             "always": True,
             "masks": bool(self.masks),
