@@ -25,6 +25,8 @@ RAISE, SKIP, MARK, FLAG = "raise", "skip", "mark", "flag"
 ON_ERROR_POLICIES = (RAISE, SKIP)
 #: What a reader may be asked to do with what it cannot read (``ReadContext.on_error``).
 READ_POLICIES = (*ON_ERROR_POLICIES, MARK)
+#: What a decoder does with a failed check (``ExampleDecoder(on_error=...)``).
+DECODE_POLICIES = (RAISE, FLAG)
 
 # name -> description; the code of a reason is its position in this table, plus one.
 REASONS: dict[str, str] = {
@@ -67,7 +69,7 @@ def reason_of(code_value: int) -> str:
 
 
 def check_policy(on_error: str, policies: tuple[str, ...] = ON_ERROR_POLICIES) -> str:
-    """``on_error`` validated: one of ``policies`` (``"raise"`` or ``"skip"``)."""
+    """``on_error`` validated: one of ``policies`` (by default ``"raise"`` or ``"skip"``)."""
     if on_error not in policies:
         raise ValueError(f"on_error must be one of {policies}, got {on_error!r}")
     return on_error
@@ -77,7 +79,7 @@ class RecordChecks:
     """The checks of one record, each a scalar bool tensor with a reason and a message.
 
     Under ``raise`` they become assertions whose message names the record, its source id and
-    the field; under ``skip`` they fold into one error code (the first failed check's reason).
+    the field; under ``flag`` they fold into one error code (the first failed check's reason).
     Checks must not fail themselves on bad input: guard a check that needs an earlier one to hold
     with :meth:`when`. A message part may be a callable returning a tensor (say, the offending
     values; a string scalar is text): it is evaluated only when the message is built, that is,
@@ -145,11 +147,11 @@ class RecordChecks:
         """``(ok, error)`` of the record under policy ``on_error``.
 
         ``raise``: ``ok`` is True once the assertions have passed (they raise otherwise) and
-        ``error`` is None. ``skip``: ``error`` is :meth:`error_code` and ``ok`` whether it is OK.
+        ``error`` is None. ``flag``: ``error`` is :meth:`error_code` and ``ok`` whether it is OK.
         Ops that a bad record would break take their inputs through selects on ``ok`` (known-good
         stand-ins when it is False), so they run after the checks, without a branch per input.
         """
-        if check_policy(on_error) == "raise":
+        if check_policy(on_error, DECODE_POLICIES) == "raise":
             passed = self.asserts()
             return (passed[0] if passed else tf.constant(True)), None
         error = self.error_code()
@@ -209,10 +211,10 @@ def guarded(
     placeholder: Any,
 ) -> dict[str, tf.Tensor]:
     """``build(inputs)`` once ``checks`` hold: under ``raise`` after their assertions; under
-    ``skip`` from ``placeholder`` (known-good inputs) when a check fails, flagged with the
+    ``flag`` from ``placeholder`` (known-good inputs) when a check fails, flagged with the
     failure in ``fields.ERROR`` and ``fields.ERROR_DETAIL`` for the pipeline to raise or skip.
     """
-    if check_policy(on_error) == "raise":
+    if check_policy(on_error, DECODE_POLICIES) == "raise":
         with tf.control_dependencies(checks.asserts()):
             inputs = tf.nest.map_structure(tf.identity, inputs)
         return build(inputs)

@@ -3,7 +3,9 @@
 Records are read one by one, outside any pipeline, so that a damaged file is reported with its
 path and record index instead of stopping the reading: a truncated file or a CRC mismatch ends
 that file's reading (the rest of it cannot be framed) and is listed, a record that is not a
-``tf.train.Example`` is listed and skipped.
+``tf.train.Example`` is listed and skipped. Each feature key is reported with the field it
+decodes into and, where its values are not of the kind the decoder parses, that kind (from
+:data:`object_input.schema.EXAMPLE`).
 """
 
 from __future__ import annotations
@@ -19,11 +21,12 @@ from typing import Any
 import tensorflow as tf
 from google.protobuf.message import DecodeError
 
+from object_input import schema
 from object_input.label_map import LabelMapSource, label_map_to_names
 from object_input.sources.files import list_files
 from object_input.sources.tfrecord import READ_BUFFER_BYTES, SUFFIXES, compression_of
 
-_KINDS = {"bytes_list": "bytes", "float_list": "float", "int64_list": "int64"}
+_KINDS = {feature_list: kind for kind, feature_list in schema.FEATURE_LISTS.items()}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,6 +63,17 @@ class FeatureStats:
     @property
     def type(self) -> str:
         return "|".join(sorted(self.types))
+
+    def schema_entry(self, key: str) -> dict[str, Any]:
+        """``key``'s place in the detection schema: the field it decodes into (None outside
+        the schema) and, when some records hold another kind of values, the kind expected."""
+        entry = schema.BY_KEY.get(key)
+        if entry is None:
+            return {"field": None}
+        kinds = {schema.kind_of(entry, masks) for masks in schema.MASK_KINDS}
+        if set(self.types) - kinds - {"empty"}:
+            return {"field": entry.field, "expected": "|".join(sorted(kinds))}
+        return {"field": entry.field}
 
 
 def iterate_records(files: Sequence[str]) -> Iterator[tuple[str, int, bytes | CorruptRecord]]:
@@ -107,11 +121,11 @@ def _op_message(err: tf.errors.OpError) -> str:
 
 def _image_size(example: Mapping[str, Any]) -> tuple[int, int] | None:
     """(height, width) from image/height and image/width, else from the PNG or JPEG header."""
-    height = _values(example, "image/height")
-    width = _values(example, "image/width")
+    height = _values(example, schema.HEIGHT)
+    width = _values(example, schema.WIDTH)
     if height and width and height[0] > 0 and width[0] > 0:
         return int(height[0]), int(width[0])
-    encoded = _values(example, "image/encoded")
+    encoded = _values(example, schema.ENCODED)
     if not encoded:
         return None
     data = encoded[0]
@@ -163,18 +177,18 @@ class Report:
         size = _image_size(example)
         if size:
             self.image_sizes[size] += 1
-        formats = _values(example, "image/format")
+        formats = _values(example, schema.FORMAT)
         if formats:
             self.image_formats[formats[0].decode(errors="replace").lower()] += 1
-        num_boxes = len(_values(example, "image/object/bbox/ymin"))
+        num_boxes = len(_values(example, schema.BOX_KEYS[0]))
         self.boxes_per_image[num_boxes] += 1
-        labels = _values(example, "image/object/class/label")
-        texts = [t.decode(errors="replace") for t in _values(example, "image/object/class/text")]
-        self._count_classes(self.class_counts, labels, texts)
-        image_labels = _values(example, "image/class/label")
-        image_texts = [t.decode(errors="replace") for t in _values(example, "image/class/text")]
-        self._count_classes(self.image_class_counts, image_labels, image_texts)
-        points = len(_values(example, "image/object/keypoint/y"))
+        for counts, label_key, text_key in (
+            (self.class_counts, schema.CLASS_LABEL, schema.CLASS_TEXT),
+            (self.image_class_counts, schema.IMAGE_CLASS_LABEL, schema.IMAGE_CLASS_TEXT),
+        ):
+            texts = [t.decode(errors="replace") for t in _values(example, text_key)]
+            self._count_classes(counts, _values(example, label_key), texts)
+        points = len(_values(example, schema.KEYPOINT_Y))
         if num_boxes and points:
             self.keypoints_per_box[points // num_boxes] += 1
 
@@ -191,7 +205,7 @@ class Report:
 
     def masks(self) -> str | None:
         """How masks are stored: ``"png"``, ``"numerical"`` or None."""
-        stats = self.features.get("image/object/mask")
+        stats = self.features.get(schema.MASK)
         if stats is None:
             return None
         if "bytes" in stats.types:
@@ -214,7 +228,12 @@ class Report:
             "records_per_file": {f: self.records_per_file[f] for f in self.files},
             "num_corrupt": len(self.corrupt),
             "features": {
-                key: {"type": stats.type, "shape": stats.shape, "records": stats.records}
+                key: {
+                    "type": stats.type,
+                    "shape": stats.shape,
+                    "records": stats.records,
+                    **stats.schema_entry(key),
+                }
                 for key, stats in sorted(self.features.items())
             },
             "image_size": {
@@ -257,12 +276,15 @@ class Report:
             lines.append(f"records per file: min {min(counts)}, max {max(counts)}")
         if self.features:
             lines.append(
-                f"features (type, values per record, records having it of {self.num_records}):"
+                f"features (type, values per record, records having it of {self.num_records},"
+                " field decoded into):"
             )
             width = max(len(key) for key in self.features)
             for key, info in data["features"].items():
+                expected = f" (the decoder parses {info['expected']})" if "expected" in info else ""
                 lines.append(
-                    f"  {key:{width}s}  {info['type']:6s} {info['shape']:10s} {info['records']}"
+                    f"  {key:{width}s}  {info['type']:6s} {info['shape']:10s} "
+                    f"{info['records']:<5} {info['field'] or '-'}{expected}"
                 )
         size = data["image_size"]
         if size["height"]:

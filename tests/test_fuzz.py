@@ -1,6 +1,6 @@
 """Fuzzing: random bytes and mutated valid records through the decoders give a feature dict or a
-documented error (InvalidArgumentError naming the record), or a flag under skip; never a crash
-or a hang. Few examples per run, for CI speed."""
+documented error (InvalidArgumentError naming the record), or a flag (on_error="flag"); never a
+crash or a hang. Few examples per run, for CI speed."""
 
 import gzip
 import zlib
@@ -46,7 +46,7 @@ def _decoder(on_error: str):
 
 
 RAISE = _decoder("raise")
-SKIP = _decoder("skip")
+FLAG = _decoder("flag")
 
 
 def _mutate(data: bytes, edits: list[tuple[int, int]], cut: int) -> bytes:
@@ -100,9 +100,9 @@ def test_decode_raise_gives_features_or_a_named_error(record):
 
 @FUZZ
 @given(records)
-def test_decode_skip_flags_or_raises_only_tensorflow_codec_errors(record):
+def test_decode_flag_flags_or_raises_only_tensorflow_codec_errors(record):
     try:
-        out = SKIP(tf.constant(record))
+        out = FLAG(tf.constant(record))
     except (tf.errors.InvalidArgumentError, UnicodeDecodeError):
         return  # undecodable: make_dataset(on_error="skip") counts these per record
     code = int(out[fields.ERROR])
@@ -113,7 +113,7 @@ def test_decode_skip_flags_or_raises_only_tensorflow_codec_errors(record):
 
 
 def test_the_unmutated_record_decodes_under_both_policies():
-    assert int(SKIP(tf.constant(VALID))[fields.ERROR]) == errors.OK
+    assert int(FLAG(tf.constant(VALID))[fields.ERROR]) == errors.OK
     np.testing.assert_array_equal(RAISE(tf.constant(VALID))[fields.MASKS], MASKS)
 
 

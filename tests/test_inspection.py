@@ -44,9 +44,24 @@ def test_counts_schema_sizes_boxes_and_classes(records):
     assert data["num_records"] == 3 and data["num_corrupt"] == 0
     assert data["records_per_file"] == {records[0]: 2, records[1]: 1}
     features = data["features"]
-    assert features["image/encoded"] == {"type": "bytes", "shape": "[1]", "records": 3}
-    assert features["image/height"] == {"type": "int64", "shape": "[1]", "records": 3}
-    assert features["image/object/bbox/ymin"] == {"type": "float", "shape": "[0..3]", "records": 3}
+    assert features["image/encoded"] == {
+        "type": "bytes",
+        "shape": "[1]",
+        "records": 3,
+        "field": "image",
+    }
+    assert features["image/height"] == {
+        "type": "int64",
+        "shape": "[1]",
+        "records": 3,
+        "field": "image_shape",
+    }
+    assert features["image/object/bbox/ymin"] == {
+        "type": "float",
+        "shape": "[0..3]",
+        "records": 3,
+        "field": "boxes",
+    }
     assert features["image/object/keypoint/y"]["shape"] == "[0..6]"
     assert data["image_size"]["height"] == {"min": 16, "mean": 18.67, "max": 20}
     assert data["image_size"]["width"] == {"min": 8, "mean": 22.67, "max": 30}

@@ -32,13 +32,13 @@ def _set(example: tf.train.Example, key: str, values: list) -> bytes:
 
 
 def _expect(serialized: bytes, reason: str, match: str, **options) -> None:
-    """``reason`` under skip, an error naming record, source id and ``match`` under raise."""
+    """``reason`` under flag, an error naming record, source id and ``match`` under raise."""
     with pytest.raises(tf.errors.InvalidArgumentError) as err:
         decode_example(serialized, "data.tfrecord:5", **options)
     message = str(err.value)
     assert "record data.tfrecord:5 (source_id src-7)" in message, message
     assert match in message, message
-    out = decode_example(serialized, "data.tfrecord:5", on_error="skip", **options)
+    out = decode_example(serialized, "data.tfrecord:5", on_error="flag", **options)
     assert errors.reason_of(int(out[fields.ERROR])) == reason
     assert out[fields.ERROR_DETAIL].numpy().decode() in message
 
@@ -64,7 +64,7 @@ def test_good_masks_decode_under_both_policies():
     masks = np.zeros((1, 48, 64), np.uint8)
     masks[0, 3:9, 5:20] = 1
     serialized = _example(masks=masks).SerializeToString()
-    for policy in ("raise", "skip"):
+    for policy in ("raise", "flag"):
         out = decode_example(serialized, masks="png", on_error=policy)
         np.testing.assert_array_equal(out[fields.MASKS], masks)
     assert int(out[fields.ERROR]) == errors.OK
@@ -166,7 +166,7 @@ def test_a_flagged_record_decodes_to_consistent_stand_ins(masks):
     example = _example(boxes=boxes, classes=[1, 2])
     _set(example, "image/object/bbox/ymax", [0.5])  # unequal coordinate lists
     serialized = _set(example, "image/object/weight", [1.0, 1.0])
-    out = decode_example(serialized, "data.tfrecord:5", on_error="skip", masks=masks)
+    out = decode_example(serialized, "data.tfrecord:5", on_error="flag", masks=masks)
     assert errors.reason_of(int(out[fields.ERROR])) == "box_lists"
     assert out[fields.IMAGE].shape == (1, 1, 3)
     assert out[fields.BOXES].shape == (0, 4)
@@ -223,7 +223,7 @@ def _png(array: np.ndarray) -> bytes:
 )
 def test_png_variants_decode_to_the_requested_channels(encoded):
     serialized = _example(image=encoded, image_format="png", height=6, width=5).SerializeToString()
-    for policy in ("raise", "skip"):
+    for policy in ("raise", "flag"):
         out = decode_example(serialized, on_error=policy)
         np.testing.assert_array_equal(out[fields.IMAGE], np.full((6, 5, 3), 200, np.uint8))
 
@@ -241,11 +241,11 @@ def test_cmyk_jpeg_decodes_to_rgb():
     assert int(tf.reduce_min(image)) >= 250  # CMYK 0,0,0,0 is white
 
 
-def test_skipped_record_decodes_in_graph_mode_with_the_code():
+def test_flagged_record_decodes_in_graph_mode_with_the_code():
     bad = _set(_example(), "image/object/class/label", [0])
     good = _example().SerializeToString()
     dataset = tf.data.Dataset.from_tensor_slices([good, bad]).map(
-        lambda s: decode_example(s, on_error="skip")
+        lambda s: decode_example(s, on_error="flag")
     )
     codes = [int(x[fields.ERROR]) for x in dataset]
     assert codes == [errors.OK, errors.code("class_range")]

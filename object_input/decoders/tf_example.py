@@ -2,8 +2,9 @@
 
 Every example decodes to the same set of keys (absent optional fields get defaults), so examples can
 be batched together. Malformed records fail with an error that names the record, its source id
-and the field, or, under ``on_error="skip"``, carry the failure in ``fields.ERROR`` (its reason's
-code) and ``fields.ERROR_DETAIL`` (that message), for the pipeline to raise or skip.
+and the field, or, under ``on_error="flag"``, carry the failure in ``fields.ERROR`` (its reason's
+code) and ``fields.ERROR_DETAIL`` (that message), for the pipeline to raise or skip. The keys
+read, their kinds and defaults come from :data:`object_input.schema.EXAMPLE`.
 """
 
 from __future__ import annotations
@@ -14,28 +15,28 @@ from typing import Any
 
 import tensorflow as tf
 
-from object_input import errors, fields
+from object_input import errors, fields, schema
+from object_input.annotation_checks import (
+    check_boxes,
+    check_class_count,
+    check_class_ids,
+    check_masks,
+)
 from object_input.ops import core, deferred
 
-MASK_TYPES = (None, "png", "numerical")
+MASK_TYPES = (None, *schema.MASK_KINDS)
 UNKNOWN_CLASS_POLICIES = ("error", "drop")
 BOX_RANGE_POLICIES = ("error", "clip")
 LARGE_IMAGE_POLICIES = ("error", "downscale")
-# Coordinates this far outside [0, 1] are float noise (1.0000001 from a float32 division): clipped.
-BOX_TOLERANCE = 1e-5
-
-_BOX_KEYS = tuple(f"image/object/bbox/{c}" for c in ("ymin", "xmin", "ymax", "xmax"))
-# Optional per-box lists: key -> (output field, dtype of the parsed list).
-_PER_BOX_LISTS = {
-    "image/object/weight": (fields.WEIGHTS, tf.float32),
-    "image/object/area": (fields.AREA, tf.float32),
-    "image/object/is_crowd": (fields.IS_CROWD, tf.int64),
-    "image/object/difficult": (fields.DIFFICULT, tf.int64),
-    "image/object/group_of": (fields.GROUP_OF, tf.int64),
-    "image/object/track/label": (fields.TRACK_IDS, tf.int64),
-}
-# Lists of one value per box or none (when the record passes its checks).
-_PER_BOX_KEYS = frozenset({"image/object/class/label", "image/object/class/text", *_PER_BOX_LISTS})
+# Lists of one value per box or none (when the record passes its checks), boxes aside.
+_PER_BOX = [
+    entry
+    for entry in schema.EXAMPLE
+    if entry.per_box and entry.read == "always" and entry.field != fields.BOXES
+]
+_PER_BOX_KEYS = frozenset(entry.key for entry in _PER_BOX)
+# The optional ones, all but the classes: key -> output field (absent: its default per box).
+_PER_BOX_LISTS = {entry.key: entry.field for entry in _PER_BOX if entry.field != fields.CLASSES}
 _FLAGS = (fields.IS_CROWD, fields.DIFFICULT, fields.GROUP_OF)
 # Byte signatures of the formats tf.io.decode_image reads.
 _IMAGE_MAGIC = (b"\xff\xd8\xff", b"\x89PNG", b"GIF8", b"BM")
@@ -75,12 +76,13 @@ class ExampleDecoder:
       extra_features: ``{record key: tf.io feature spec}`` decoded and passed through under the
         same key (sparse features become dense).
       on_error: ``"raise"``: a failed check raises InvalidArgumentError naming the record, its
-        source id and the field; ``"skip"``: the result carries the reason's code in
+        source id and the field; ``"flag"``: the result carries the reason's code in
         ``fields.ERROR`` (0 when good; see :mod:`object_input.errors`), the message in
-        ``fields.ERROR_DETAIL``, and placeholder values.
+        ``fields.ERROR_DETAIL``, and placeholder values, for the pipeline to raise or skip.
       boxes_out_of_range: ``"error"`` (a check) or ``"clip"`` for coordinates outside [0, 1];
         clipped boxes left without area are dropped and counted in ``NUM_DROPPED_BOXES``. Either
-        way coordinates within ``BOX_TOLERANCE`` of the range are float noise and are clipped.
+        way coordinates within ``annotation_checks.BOX_TOLERANCE`` of the range are float
+        noise and are clipped.
       max_image_pixels: largest height × width accepted (None: no limit), checked from the image
         header before decoding.
       large_images: ``"error"`` (a check) or ``"downscale"``: larger images are decoded at reduced
@@ -126,7 +128,7 @@ class ExampleDecoder:
         self.multiclass_scores = multiclass_scores
         self.unknown_classes = unknown_classes
         self.extra_features = dict(extra_features or {})
-        self.on_error = errors.check_policy(on_error)
+        self.on_error = errors.check_policy(on_error, errors.DECODE_POLICIES)
         self.boxes_out_of_range = boxes_out_of_range
         self.max_image_pixels = max_image_pixels
         self.large_images = large_images
@@ -151,36 +153,26 @@ class ExampleDecoder:
         return self.max_image_pixels is not None and self.large_images == "downscale"
 
     def _feature_spec(self) -> dict[str, Any]:
-        string = tf.io.FixedLenFeature((), tf.string, default_value="")
-        # A RaggedFeature of one example parses to a dense list: no sparse-to-dense op per key.
-        listed = tf.io.RaggedFeature
-        spec: dict[str, Any] = {
-            "image/encoded": string,
-            "image/format": string,
-            "image/filename": string,
-            "image/source_id": string,
-            "image/key/sha256": string,
-            "image/height": tf.io.FixedLenFeature((), tf.int64, default_value=0),
-            "image/width": tf.io.FixedLenFeature((), tf.int64, default_value=0),
-            "image/object/class/label": listed(tf.int64),
-            "image/object/class/text": listed(tf.string),
-            "image/class/label": listed(tf.int64),
-            "image/class/text": listed(tf.string),
+        """The parse spec: the schema's keys that this decoder's options read, and
+        ``extra_features``."""
+        reads = {
+            "always": True,
+            "masks": bool(self.masks),
+            "num_keypoints": bool(self.num_keypoints),
+            "multiclass_scores": self.multiclass_scores,
+            "extra_features": False,
         }
-        for key in _BOX_KEYS:
-            spec[key] = listed(tf.float32)
-        for key, (_, dtype) in _PER_BOX_LISTS.items():
-            spec[key] = listed(dtype)
-        if self.masks == "png":
-            spec["image/object/mask"] = listed(tf.string)
-        elif self.masks == "numerical":
-            spec["image/object/mask"] = listed(tf.float32)
-        if self.num_keypoints:
-            spec["image/object/keypoint/y"] = listed(tf.float32)
-            spec["image/object/keypoint/x"] = listed(tf.float32)
-            spec["image/object/keypoint/visibility"] = listed(tf.int64)
-        if self.multiclass_scores:
-            spec["image/object/class/multiclass_scores"] = listed(tf.float32)
+        spec: dict[str, Any] = {}
+        for entry in schema.EXAMPLE:
+            if not reads[entry.read]:
+                continue
+            dtype = schema.KINDS[schema.kind_of(entry, self.masks)]
+            # A RaggedFeature of one example parses to a dense list: no sparse-to-dense op per key.
+            spec[entry.key] = (
+                tf.io.RaggedFeature(dtype)
+                if entry.default is None
+                else tf.io.FixedLenFeature((), dtype, default_value=entry.default)
+            )
         clash = sorted(set(spec) & set(self.extra_features))
         if clash:
             raise ValueError(f"extra_features redefine schema keys {clash}")
@@ -208,9 +200,9 @@ class ExampleDecoder:
             for k, v in parsed.items()
         }
         if record_id is None:
-            record_id = tf.strings.join(["source_id=", parsed["image/source_id"]])
+            record_id = tf.strings.join(["source_id=", parsed[schema.SOURCE_ID]])
         record_id = tf.convert_to_tensor(record_id, tf.string)
-        checks = errors.RecordChecks(record_id, parsed["image/source_id"])
+        checks = errors.RecordChecks(record_id, parsed[schema.SOURCE_ID])
         need_size = defer_image or bool(self.masks) or self.max_image_pixels is not None
         size, boxes = self._validate(parsed, checks, need_size)
         ok, error = checks.verdict(self.on_error)
@@ -230,19 +222,19 @@ class ExampleDecoder:
         if self.masks:
             self._check_masks(parsed, num, size, checks)
         if self.num_keypoints:
-            for key in ("y", "x", "visibility"):
-                values = tf.size(parsed[f"image/object/keypoint/{key}"])
+            for key in (schema.KEYPOINT_Y, schema.KEYPOINT_X, schema.KEYPOINT_VISIBILITY):
+                values = tf.size(parsed[key])
                 expected = num * self.num_keypoints
                 checks.add(
                     tf.equal(values, expected) | tf.equal(values, 0),
                     "keypoints",
-                    f"field image/object/keypoint/{key} has",
+                    f"field {key} has",
                     values,
                     f"values, expected boxes x num_keypoints ({self.num_keypoints}) =",
                     expected,
                 )
         if self.multiclass_scores:
-            key = "image/object/class/multiclass_scores"
+            key = schema.MULTICLASS_SCORES
             values = tf.size(parsed[key])
             checks.add(
                 tf.equal(tf.math.floormod(values, tf.maximum(num, 1)), 0),
@@ -260,9 +252,9 @@ class ExampleDecoder:
     ) -> tf.Tensor:
         """Image checks; returns (height, width) from the header when ``need_size``, else the
         raw fields' (what raw decoding needs)."""
-        encoded = parsed["image/encoded"]
+        encoded = parsed[schema.ENCODED]
         length = tf.strings.length(encoded)
-        is_raw = tf.equal(tf.strings.lower(parsed["image/format"]), "raw")
+        is_raw = tf.equal(tf.strings.lower(parsed[schema.FORMAT]), "raw")
         present = checks.add(
             length > 0, "no_image", "has no image: field image/encoded is missing or empty"
         )
@@ -272,10 +264,10 @@ class ExampleDecoder:
             is_image | is_raw | ~present,
             "not_an_image",
             "field image/encoded is not a JPEG, PNG, GIF or BMP image (format:",
-            parsed["image/format"],
+            parsed[schema.FORMAT],
             ")",
         )
-        height, width = parsed["image/height"], parsed["image/width"]
+        height, width = parsed[schema.HEIGHT], parsed[schema.WIDTH]
         raw_size = tf.stack([height, width])
         channels = self.channels or 3
         in_range = tf.reduce_all((raw_size > 0) & (raw_size < 2**31))
@@ -328,7 +320,7 @@ class ExampleDecoder:
     ) -> tuple[tf.Tensor, tf.Tensor]:
         """Box checks; returns the boxes ``[N, 4]`` and the number of boxes (that of ``ymin``
         if the lists disagree, when the boxes are cut to the shortest list)."""
-        coords = [parsed[k] for k in _BOX_KEYS]
+        coords = [parsed[k] for k in schema.BOX_KEYS]
         sizes = tf.stack([tf.size(c) for c in coords])
         checks.add(
             tf.reduce_all(tf.equal(sizes, sizes[0])),
@@ -342,42 +334,23 @@ class ExampleDecoder:
         shortest = tf.reduce_min(sizes, keepdims=True)
         ymin, xmin, ymax, xmax = (tf.strided_slice(c, [0], shortest, [1]) for c in coords)
         boxes = tf.stack([ymin, xmin, ymax, xmax], axis=1)
-        checks.add(
-            tf.reduce_all(tf.math.is_finite(boxes)),
-            "box_not_finite",
-            "field image/object/bbox has non-finite coordinates:",
-            lambda: where_not(tf.concat(coords, axis=0), tf.math.is_finite),
+        check_boxes(
+            checks,
+            boxes,
+            "image/object/bbox",
+            coordinates=tf.concat(coords, axis=0),
+            in_range=self.boxes_out_of_range == "error",
+            range_hint=("(pass boxes_out_of_range='clip' to clip them)",),
         )
-        checks.add(
-            tf.reduce_all((ymin <= ymax) & (xmin <= xmax)),
-            "box_order",
-            "field image/object/bbox has a box with ymin > ymax or xmin > xmax",
-        )
-        if self.boxes_out_of_range == "error":
-            checks.add(
-                tf.reduce_all(in_unit_range(boxes)),
-                "box_out_of_range",
-                "field image/object/bbox has coordinates outside [0, 1]:",
-                lambda: where_not(tf.concat(coords, axis=0), in_unit_range),
-                "(pass boxes_out_of_range='clip' to clip them)",
-            )
         return boxes, sizes[0]
 
     def _check_classes(
         self, parsed: dict[str, tf.Tensor], num: tf.Tensor, checks: errors.RecordChecks
     ) -> None:
-        labels = parsed["image/object/class/label"]
-        texts = parsed["image/object/class/text"]
-        for key, ids in (
-            ("image/object/class/label", labels),
-            ("image/class/label", parsed["image/class/label"]),
-        ):
-            checks.add(
-                tf.reduce_all(_valid_class_id(ids)),
-                "class_range",
-                f"field {key} has class ids outside [1, 2**31):",
-                lambda ids=ids: where_not(ids, _valid_class_id),
-            )
+        labels = parsed[schema.CLASS_LABEL]
+        texts = parsed[schema.CLASS_TEXT]
+        for key in (schema.CLASS_LABEL, schema.IMAGE_CLASS_LABEL):
+            check_class_ids(checks, parsed[key], key)
         count = tf.size(labels)
         if self._table is not None:
             looked_up = self._table.lookup(texts)
@@ -413,13 +386,11 @@ class ExampleDecoder:
                 looked_up,
             )
             count = tf.where(count > 0, count, tf.size(texts))
-        checks.add(
-            tf.equal(count, num),
-            "class_count",
-            "has",
-            num,
-            "boxes but",
+        check_class_count(
+            checks,
             count,
+            num,
+            "",
             "classes (image/object/class/label, or class/text with a label map)",
         )
 
@@ -430,7 +401,7 @@ class ExampleDecoder:
         size: tf.Tensor,
         checks: errors.RecordChecks,
     ) -> None:
-        raw = parsed["image/object/mask"]
+        raw = parsed[schema.MASK]
         if self.masks == "numerical":
             expected = tf.cast(num, tf.int64) * tf.reduce_prod(tf.cast(size, tf.int64))
             checks.add(
@@ -442,24 +413,8 @@ class ExampleDecoder:
                 expected,
             )
             return
-        count_ok = checks.add(
-            tf.equal(tf.size(raw), num),
-            "mask",
-            "field image/object/mask has",
-            tf.size(raw),
-            "PNGs for",
-            num,
-            "boxes",
-        )
         mask_sizes = tf.map_fn(_png_size, raw, fn_output_signature=tf.TensorSpec([2], tf.int32))
-        checks.add(
-            checks.when(count_ok, lambda: tf.reduce_all(tf.equal(mask_sizes, size))),
-            "mask",
-            "field image/object/mask holds PNGs of height, width",
-            mask_sizes,
-            "for an image of",
-            size,
-        )
+        check_masks(checks, schema.MASK, "PNGs", tf.size(raw), num, mask_sizes, size)
 
     def _build(
         self,
@@ -477,9 +432,9 @@ class ExampleDecoder:
         out: dict[str, tf.Tensor] = {
             fields.IMAGE: image,
             fields.IMAGE_SHAPE: tf.shape(image)[:2],
-            fields.SOURCE_ID: parsed["image/source_id"],
-            fields.FILENAME: parsed["image/filename"],
-            fields.KEY: parsed["image/key/sha256"],
+            fields.SOURCE_ID: parsed[schema.SOURCE_ID],
+            fields.FILENAME: parsed[schema.FILENAME],
+            fields.KEY: parsed[schema.SHA256],
             fields.RECORD_ID: record_id,
         }
         boxes = tf.clip_by_value(unclipped, 0.0, 1.0)
@@ -487,7 +442,7 @@ class ExampleDecoder:
         out[fields.BOXES] = boxes
         out[fields.CLASSES] = self._classes(parsed)
         height, width = tf.shape(image)[0], tf.shape(image)[1]
-        lists = {name: parsed[key] for key, (name, _) in _PER_BOX_LISTS.items()}
+        lists = {name: parsed[key] for key, name in _PER_BOX_LISTS.items()}
         out.update(_per_box_fields(boxes, height, width, lists))
 
         if self.masks:
@@ -495,7 +450,7 @@ class ExampleDecoder:
         if self.num_keypoints:
             out.update(self._decode_keypoints(parsed, num))
         if self.multiclass_scores:
-            scores = parsed["image/object/class/multiclass_scores"]
+            scores = parsed[schema.MULTICLASS_SCORES]
             out[fields.MULTICLASS_SCORES] = tf.reshape(
                 scores, [num, tf.size(scores) // tf.maximum(num, 1)]
             )
@@ -515,15 +470,15 @@ class ExampleDecoder:
         ):
             out = core.mask_boxes(out, keep)
         if defer_image:
-            out = deferred.defer(out, parsed["image/encoded"], size[0], size[1])
+            out = deferred.defer(out, parsed[schema.ENCODED], size[0], size[1])
         return out
 
     def _decode_pixels(self, encoded: tf.Tensor) -> tf.Tensor:
         return tf.io.decode_image(encoded, channels=self.channels, expand_animations=False)
 
     def _decode_image(self, parsed: dict[str, tf.Tensor], size: tf.Tensor) -> tf.Tensor:
-        encoded = parsed["image/encoded"]
-        is_raw = tf.equal(tf.strings.lower(parsed["image/format"]), "raw")
+        encoded = parsed[schema.ENCODED]
+        is_raw = tf.equal(tf.strings.lower(parsed[schema.FORMAT]), "raw")
         channels = self.channels or 3
         if not self.downscales:
             return tf.cond(
@@ -574,9 +529,9 @@ class ExampleDecoder:
         return tf.maximum(tf.cast(tf.floor(tf.cast(size, tf.float64) * scale), tf.int32), 1)
 
     def _classes(self, parsed: dict[str, tf.Tensor]) -> tf.Tensor:
-        labels = parsed["image/object/class/label"]
+        labels = parsed[schema.CLASS_LABEL]
         if self._table is not None:
-            looked_up = self._table.lookup(parsed["image/object/class/text"])
+            looked_up = self._table.lookup(parsed[schema.CLASS_TEXT])
             labels = tf.cond(tf.size(labels) > 0, lambda: labels, lambda: looked_up)
         return tf.cast(labels, tf.int32)
 
@@ -588,7 +543,7 @@ class ExampleDecoder:
         height: tf.Tensor,
         width: tf.Tensor,
     ) -> tf.Tensor:
-        raw = parsed["image/object/mask"]
+        raw = parsed[schema.MASK]
         if self.masks == "png":
             masks = tf.cond(
                 num > 0,
@@ -617,9 +572,9 @@ class ExampleDecoder:
         self, parsed: dict[str, tf.Tensor], num: tf.Tensor
     ) -> dict[str, tf.Tensor]:
         k = self.num_keypoints
-        y = parsed["image/object/keypoint/y"]
-        x = parsed["image/object/keypoint/x"]
-        vis = parsed["image/object/keypoint/visibility"]
+        y = parsed[schema.KEYPOINT_Y]
+        x = parsed[schema.KEYPOINT_X]
+        vis = parsed[schema.KEYPOINT_VISIBILITY]
         nan = tf.fill([num * k], float("nan"))
         y = tf.cond(tf.size(y) > 0, lambda: y, lambda: nan)
         x = tf.cond(tf.size(x) > 0, lambda: x, lambda: nan)
@@ -635,9 +590,9 @@ class ExampleDecoder:
         return {fields.KEYPOINTS: keypoints, fields.KEYPOINT_VISIBILITIES: visible}
 
     def _image_classes(self, parsed: dict[str, tf.Tensor]) -> tf.Tensor:
-        labels = parsed["image/class/label"]
+        labels = parsed[schema.IMAGE_CLASS_LABEL]
         if self._table is not None:
-            texts = self._table.lookup(parsed["image/class/text"])
+            texts = self._table.lookup(parsed[schema.IMAGE_CLASS_TEXT])
             labels = tf.cond(tf.size(labels) > 0, lambda: labels, lambda: texts)
         return tf.cast(labels, tf.int32)
 
@@ -676,10 +631,10 @@ def _sanitized(
     """
     out = dict(parsed)
     # A branch, not a select, for the image bytes: a select would copy them.
-    out["image/encoded"] = tf.cond(
-        ok, lambda: parsed["image/encoded"], lambda: tf.constant(PLACEHOLDER_PNG)
+    out[schema.ENCODED] = tf.cond(
+        ok, lambda: parsed[schema.ENCODED], lambda: tf.constant(PLACEHOLDER_PNG)
     )
-    out["image/format"] = tf.where(ok, parsed["image/format"], "png")
+    out[schema.FORMAT] = tf.where(ok, parsed[schema.FORMAT], "png")
     keep = tf.cast(ok, tf.int32)
     count = tf.reshape(tf.shape(boxes)[0] * keep, [1])
     boxes = tf.strided_slice(boxes, [0, 0], tf.concat([count, [4]], 0), [1, 1])
@@ -687,7 +642,7 @@ def _sanitized(
     for key, values in parsed.items():
         # The build cuts the optional per-box lists to the box count itself.
         if (
-            key in _BOX_KEYS
+            key in schema.BOX_KEYS
             or key in _PER_BOX_LISTS
             or not key.startswith("image/object/")
             or values.shape.rank != 1
@@ -699,21 +654,6 @@ def _sanitized(
         else:
             out[key] = tf.strided_slice(values, [0], tf.reshape(tf.size(values) * keep, [1]), [1])
     return out, tf.where(ok, size, 1), boxes
-
-
-def where_not(values: tf.Tensor, test: Any) -> tf.Tensor:
-    """The values that fail ``test`` (for messages)."""
-    # A gather at the failing positions: boolean_mask's general form traces 3× the ops.
-    return tf.gather(values, tf.reshape(tf.where(~test(values)), [-1]))
-
-
-def in_unit_range(coordinates: tf.Tensor) -> tf.Tensor:
-    """Whether each box coordinate lies in [0, 1] up to ``BOX_TOLERANCE`` (float noise)."""
-    return (coordinates >= -BOX_TOLERANCE) & (coordinates <= 1 + BOX_TOLERANCE)
-
-
-def _valid_class_id(ids: tf.Tensor) -> tf.Tensor:
-    return (ids >= 1) & (ids < 2**31)
 
 
 def default_per_box_fields(

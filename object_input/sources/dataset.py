@@ -7,7 +7,12 @@ from typing import Any
 import tensorflow as tf
 
 from object_input import errors, fields
-from object_input.decoders.tf_example import in_unit_range, where_not
+from object_input.annotation_checks import (
+    check_boxes,
+    check_class_count,
+    check_class_ids,
+    check_masks,
+)
 from object_input.sources.base import ReadContext, Source
 
 
@@ -16,12 +21,12 @@ class Dataset(Source):
 
     Sharding takes every ``num_shards``-th element; record ids are ``"<name>:<position>"``. The
     elements pass through as they are, ragged tensors made dense, plus ``RECORD_ID`` and
-    ``IMAGE_SHAPE`` (of an ``IMAGE``) when absent. Their detection fields are checked as the
-    TFRecord decoder checks its records (``BOXES`` float ``[N, 4]``: finite, ordered, inside
-    [0, 1] up to float noise, which is clipped; ``CLASSES`` one per box in ``[1, 2**31)``;
-    ``MASKS`` one per box, of the image's size): a failure is flagged naming the record, for
-    the pipeline to raise or skip; boxes of the wrong type or shape fail when the pipeline is
-    built.
+    ``IMAGE_SHAPE`` (of an ``IMAGE``) when absent. Their detection fields get the TFRecord
+    decoder's checks (:mod:`object_input.annotation_checks`: ``BOXES`` float ``[N, 4]``:
+    finite, ordered, inside [0, 1] up to float noise, which is clipped; ``CLASSES`` one per box
+    in ``[1, 2**31)``; ``MASKS`` one per box, of the image's size): a failure is flagged naming
+    the record, for the pipeline to raise or skip; boxes of the wrong type or shape fail when the
+    pipeline is built.
     """
 
     def __init__(self, dataset: tf.data.Dataset, *, name: str = "dataset"):
@@ -77,7 +82,7 @@ class Dataset(Source):
         stand_in[fields.RECORD_ID] = features[fields.RECORD_ID]
         if fields.IMAGE in features and fields.IMAGE_SHAPE in features:
             stand_in[fields.IMAGE_SHAPE] = tf.shape(stand_in[fields.IMAGE])[:2]
-        return errors.guarded(checks, "skip", build, features, stand_in)
+        return errors.guarded(checks, "flag", build, features, stand_in)
 
     def __repr__(self) -> str:
         return f"Dataset({self.name!r})"
@@ -105,68 +110,16 @@ def _checks(features: dict[str, tf.Tensor]) -> errors.RecordChecks:
             f"boxes, got {boxes.dtype.name} of shape {boxes.shape}"
         )
     num = tf.shape(boxes)[0]
-    # Offending values are message parts built only for a failed record (callables).
-    coordinates = tf.reshape(boxes, [-1])
-    checks.add(
-        tf.reduce_all(tf.math.is_finite(boxes)),
-        "box_not_finite",
-        f"field {fields.BOXES} has non-finite coordinates:",
-        lambda: where_not(coordinates, tf.math.is_finite),
-    )
-    checks.add(
-        tf.reduce_all((boxes[:, 0] <= boxes[:, 2]) & (boxes[:, 1] <= boxes[:, 3])),
-        "box_order",
-        f"field {fields.BOXES} has a box with ymin > ymax or xmin > xmax",
-    )
-    checks.add(
-        tf.reduce_all(in_unit_range(boxes)),
-        "box_out_of_range",
-        f"field {fields.BOXES} has coordinates outside [0, 1]:",
-        lambda: where_not(coordinates, in_unit_range),
-    )
+    check_boxes(checks, boxes, fields.BOXES)
     classes = features.get(fields.CLASSES)
     if classes is not None:
-        checks.add(
-            tf.equal(tf.size(classes), num),
-            "class_count",
-            "has",
-            num,
-            f"boxes but field {fields.CLASSES} has",
-            tf.size(classes),
-            "values",
-        )
-        checks.add(
-            tf.reduce_all(_valid_class(classes)),
-            "class_range",
-            f"field {fields.CLASSES} has class ids outside [1, 2**31):",
-            lambda: where_not(tf.reshape(classes, [-1]), _valid_class),
-        )
+        check_class_count(checks, tf.size(classes), num, f"field {fields.CLASSES} has", "values")
+        check_class_ids(checks, classes, fields.CLASSES)
     masks, image = features.get(fields.MASKS), features.get(fields.IMAGE)
     if masks is not None:
         if masks.shape.rank not in (None, 3):
             raise ValueError(f"field {fields.MASKS!r} must be [N, H, W], got shape {masks.shape}")
         mask_shape = tf.shape(masks)
-        checks.add(
-            tf.equal(mask_shape[0], num),
-            "mask",
-            f"field {fields.MASKS} has",
-            mask_shape[0],
-            "masks for",
-            num,
-            "boxes",
-        )
-        if image is not None:
-            checks.add(
-                tf.reduce_all(tf.equal(mask_shape[1:3], tf.shape(image)[:2])),
-                "mask",
-                f"field {fields.MASKS} has masks of height, width",
-                mask_shape[1:3],
-                "for an image of",
-                tf.shape(image)[:2],
-            )
+        image_size = None if image is None else tf.shape(image)[:2]
+        check_masks(checks, fields.MASKS, "masks", mask_shape[0], num, mask_shape[1:3], image_size)
     return checks
-
-
-def _valid_class(classes: tf.Tensor) -> tf.Tensor:
-    # The cast lets a class of any integer or float dtype compare with 2**31.
-    return ~((classes < 1) | (tf.cast(classes, tf.int64) >= 2**31))

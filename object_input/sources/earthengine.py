@@ -315,7 +315,7 @@ class EarthEngine(Source):
 
         # Flagged, not raised: the pipeline raises the message or skips the patch (on_error).
         placeholder = [tf.zeros([depth * height * width]) for _, depth, _ in planes]
-        return guarded(checks, "skip", build, [values for values, _, _ in planes], placeholder)
+        return guarded(checks, "flag", build, [values for values, _, _ in planes], placeholder)
 
     def _example_planes(self, serialized: tf.Tensor, checks: RecordChecks) -> list:
         """``(flat values, depth, "DHW")`` per feature of a patch Example, checked."""
@@ -460,7 +460,7 @@ class EarthEngineTable(Source):
             for name, shape in self.shapes.items()
         }
         values = {name: parsed[name].values for name in self.shapes}
-        return guarded(checks, "skip", build, values, placeholder)
+        return guarded(checks, "flag", build, values, placeholder)
 
     def __repr__(self) -> str:
         return f"EarthEngineTable({self.files[0]!r}, properties {list(self.shapes)})"

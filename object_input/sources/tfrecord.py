@@ -70,7 +70,7 @@ class TFRecord(Source):
             unknown_classes=self.decoding.unknown_classes,
             extra_features=self.decoding.extra_features,
             # Failed checks are flagged; the pipeline raises them or skips the record.
-            on_error="skip",
+            on_error="flag",
             boxes_out_of_range=self.decoding.boxes_out_of_range,
             max_image_pixels=self.decoding.max_image_pixels,
             large_images=self.decoding.large_images,

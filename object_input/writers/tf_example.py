@@ -1,4 +1,7 @@
-"""Build ``image/object/*`` Examples from numpy arrays and write them to sharded TFRecords."""
+"""Build ``image/object/*`` Examples from numpy arrays and write them to sharded TFRecords.
+
+Which key each value goes to, and as what kind, is :data:`object_input.schema.EXAMPLE`'s.
+"""
 
 from __future__ import annotations
 
@@ -10,22 +13,22 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from object_input import schema
+
 IMAGE_FORMATS = ("jpeg", "png", "raw")
 COMPRESSIONS = (None, "", "GZIP")
 
 
-def _bytes(values: Iterable[bytes]) -> tf.train.Feature:
-    return tf.train.Feature(bytes_list=tf.train.BytesList(value=list(values)))
-
-
-def _floats(values: Any) -> tf.train.Feature:
-    flat = np.asarray(values, np.float32).reshape(-1)
-    return tf.train.Feature(float_list=tf.train.FloatList(value=flat.tolist()))
-
-
-def _ints(values: Any) -> tf.train.Feature:
-    flat = np.asarray(values, np.int64).reshape(-1)
-    return tf.train.Feature(int64_list=tf.train.Int64List(value=flat.tolist()))
+def _feature(kind: str, values: Any) -> tf.train.Feature:
+    """A feature of ``values`` (texts are UTF-8 encoded; arrays flattened) as ``kind``."""
+    if kind == "bytes":
+        listed = [v.encode() if isinstance(v, str) else v for v in values]
+        return tf.train.Feature(bytes_list=tf.train.BytesList(value=listed))
+    dtype = np.float32 if kind == "float" else np.int64
+    flat = np.asarray(values, dtype).reshape(-1).tolist()
+    if kind == "float":
+        return tf.train.Feature(float_list=tf.train.FloatList(value=flat))
+    return tf.train.Feature(int64_list=tf.train.Int64List(value=flat))
 
 
 def encode_image(image: np.ndarray, image_format: str = "png", quality: int = 95) -> bytes:
@@ -42,6 +45,21 @@ def encode_image(image: np.ndarray, image_format: str = "png", quality: int = 95
     if image_format == "raw":
         return image.tobytes()
     raise ValueError(f"image_format must be one of {IMAGE_FORMATS}, got {image_format!r}")
+
+
+def _mask_values(masks: Any, mask_format: str, shape: tuple[int, int, int]) -> Any:
+    """What is written for ``masks`` (``[N, H, W]``, > 0 foreground): a PNG per box, or (for
+    ``mask_format="numerical"``) the values themselves; None for None."""
+    if masks is None:
+        return None
+    masks = np.asarray(masks)
+    if masks.shape != shape:
+        raise ValueError(f"masks must have shape {shape}, got {masks.shape}")
+    if mask_format == "png":
+        return [encode_image(m, "png") for m in (masks > 0).astype(np.uint8)]
+    if mask_format == "numerical":
+        return masks
+    raise ValueError(f"mask_format must be 'png' or 'numerical', got {mask_format!r}")
 
 
 def build_example(
@@ -93,7 +111,15 @@ def build_example(
         encoded = encode_image(array, image_format, jpeg_quality)
     boxes = np.asarray(boxes, np.float32).reshape(-1, 4)
     n = len(boxes)
-    per_box = {
+    values = {
+        "encoded": [encoded],
+        "image_format": [image_format],
+        "height": [height],
+        "width": [width],
+        "filename": [filename],
+        "source_id": [source_id],
+        "sha256": [hashlib.sha256(encoded).hexdigest()],
+        **dict(zip(schema.BOX_COORDINATES, boxes.T, strict=True)),
         "classes": classes,
         "class_texts": class_texts,
         "weights": weights,
@@ -104,62 +130,30 @@ def build_example(
         "views": views,
         "group_of": group_of,
         "track_ids": track_ids,
+        "image_classes": image_classes,
+        "image_class_texts": image_class_texts,
+        "multiclass_scores": multiclass_scores,
     }
-    for name, values in per_box.items():
-        if values is not None and len(values) != n and not (name == "classes" and class_texts):
-            raise ValueError(f"{name} has {len(values)} values for {n} boxes")
-    feature = {
-        "image/encoded": _bytes([encoded]),
-        "image/format": _bytes([image_format.encode()]),
-        "image/height": _ints([height]),
-        "image/width": _ints([width]),
-        "image/filename": _bytes([filename.encode()]),
-        "image/source_id": _bytes([source_id.encode()]),
-        "image/key/sha256": _bytes([hashlib.sha256(encoded).hexdigest().encode()]),
-        "image/object/bbox/ymin": _floats(boxes[:, 0]),
-        "image/object/bbox/xmin": _floats(boxes[:, 1]),
-        "image/object/bbox/ymax": _floats(boxes[:, 2]),
-        "image/object/bbox/xmax": _floats(boxes[:, 3]),
-        "image/object/class/label": _ints(classes),
-    }
-    if class_texts is not None:
-        feature["image/object/class/text"] = _bytes(t.encode() for t in class_texts)
-    optional_floats = {"image/object/weight": weights, "image/object/area": area}
-    optional_ints = {
-        "image/object/is_crowd": is_crowd,
-        "image/object/difficult": difficult,
-        "image/object/truncated": truncated,
-        "image/object/group_of": group_of,
-        "image/object/track/label": track_ids,
-        "image/class/label": image_classes,
-    }
-    feature.update({k: _floats(v) for k, v in optional_floats.items() if v is not None})
-    feature.update({k: _ints(v) for k, v in optional_ints.items() if v is not None})
-    if views is not None:
-        feature["image/object/view"] = _bytes(v.encode() for v in views)
-    if image_class_texts is not None:
-        feature["image/class/text"] = _bytes(t.encode() for t in image_class_texts)
-    if masks is not None:
-        masks = np.asarray(masks)
-        if masks.shape != (n, height, width):
-            raise ValueError(f"masks must have shape {(n, height, width)}, got {masks.shape}")
-        if mask_format == "png":
-            binary = (masks > 0).astype(np.uint8)
-            feature["image/object/mask"] = _bytes(encode_image(m, "png") for m in binary)
-        elif mask_format == "numerical":
-            feature["image/object/mask"] = _floats(masks)
-        else:
-            raise ValueError(f"mask_format must be 'png' or 'numerical', got {mask_format!r}")
+    for entry in schema.EXAMPLE:
+        given = values.get(entry.value)
+        texts_instead = entry.key == schema.CLASS_LABEL and class_texts
+        if entry.per_box and given is not None and len(given) != n and not texts_instead:
+            raise ValueError(f"{entry.value} has {len(given)} values for {n} boxes")
+    values["masks"] = _mask_values(masks, mask_format, (n, height, width))
     if keypoints is not None:
         keypoints = np.asarray(keypoints, np.float32)
         if keypoints.ndim != 3 or keypoints.shape[0] != n or keypoints.shape[2] != 2:
             raise ValueError(f"keypoints must have shape [{n}, K, 2], got {keypoints.shape}")
-        feature["image/object/keypoint/y"] = _floats(keypoints[..., 0])
-        feature["image/object/keypoint/x"] = _floats(keypoints[..., 1])
-        if keypoint_visibilities is not None:
-            feature["image/object/keypoint/visibility"] = _ints(keypoint_visibilities)
-    if multiclass_scores is not None:
-        feature["image/object/class/multiclass_scores"] = _floats(multiclass_scores)
+        values.update(
+            keypoint_y=keypoints[..., 0],
+            keypoint_x=keypoints[..., 1],
+            keypoint_visibilities=keypoint_visibilities,
+        )
+    feature = {
+        entry.key: _feature(schema.kind_of(entry, mask_format), values[entry.value])
+        for entry in schema.EXAMPLE
+        if values.get(entry.value) is not None
+    }
     return tf.train.Example(features=tf.train.Features(feature=feature))
 
 
