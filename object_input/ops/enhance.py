@@ -43,26 +43,71 @@ def _on_colour(image: tf.Tensor, step: str, fn: Callable[[tf.Tensor], tf.Tensor]
     return merge_channels(fn(colour), rest)
 
 
-def gaussian_blur(image: tf.Tensor, sigma: tf.Tensor, radius: int) -> tf.Tensor:
-    """Separable Gaussian blur of a float ``[H, W, C]`` image with a ``2·radius + 1`` kernel.
+def _inside_weight(weights: tf.Tensor, length) -> tf.Tensor:
+    """``[length]``: the sum of the kernel ``weights`` over the taps that land inside the axis."""
+    radius = (tf.size(weights) - 1) // 2
+    taps = tf.range(length)[:, tf.newaxis] + tf.range(-radius, radius + 1)[tf.newaxis, :]
+    inside = tf.cast((taps >= 0) & (taps < length), tf.float32)
+    return tf.linalg.matvec(inside, weights)
+
+
+def _block_matrices(weights: tf.Tensor, block: int, channels) -> tuple[tf.Tensor, tf.Tensor]:
+    """``(own, next)``: ``[block·C, block·C]`` maps from a block of a zero-padded row, and from
+    the block after it, to the 1-D convolution of that row at the block's pixels.
+
+    Output pixel ``i`` of a block reads padded pixels ``i .. i + 2r`` from the block's start.
+    """
+    taps = tf.size(weights)
+    padded = tf.concat([weights, tf.zeros([2 * block], tf.float32)], 0)
+    source = tf.range(block)[:, tf.newaxis]
+    target = tf.range(block)[tf.newaxis, :]
+
+    def band(shift: int) -> tf.Tensor:
+        offset = source + shift - target
+        inside = (offset >= 0) & (offset < taps)
+        small = tf.gather(padded, tf.where(inside, offset, taps))
+        identity = tf.eye(channels)
+        big = small[:, tf.newaxis, :, tf.newaxis] * identity[tf.newaxis, :, tf.newaxis, :]
+        return tf.reshape(big, [block * channels, block * channels])
+
+    return band(0), band(block)
+
+
+def gaussian_blur(image: tf.Tensor, sigma: tf.Tensor, max_radius: int) -> tf.Tensor:
+    """Separable Gaussian blur of a float ``[H, W, C]`` image, radius ``min(⌈3σ⌉, max_radius)``.
 
     Near the border the kernel is renormalized over the pixels inside the image, so the blur
     neither darkens edges nor needs the image to be larger than the kernel.
+
+    TensorFlow's CPU convolutions are slow over 3 channels, so the rows are convolved as a
+    matrix product over blocks of ``block`` pixels (each block and the next one map to the
+    block's output), and the columns by a depthwise convolution whose lanes are every
+    (column, channel) of the row; the per-column renormalization rides in its kernel.
     """
-    offsets = tf.range(-radius, radius + 1, dtype=tf.float32)
-    weights = tf.exp(-0.5 * tf.square(offsets / tf.maximum(sigma, 1e-6)))
+    sigma = tf.maximum(sigma, 1e-6)
+    radius = tf.clip_by_value(tf.cast(tf.math.ceil(3.0 * sigma), tf.int32), 1, max_radius)
+    offsets = tf.cast(tf.range(-radius, radius + 1), tf.float32)
+    weights = tf.exp(-0.5 * tf.square(offsets / sigma))
     weights = weights / tf.reduce_sum(weights)
+    # The matrix block must hold the 2r extra pixels a block's output reads past its end.
+    block = 16 * max(1, math.ceil(max_radius / 8))
+    height, width = core.image_size(image)
     channels = tf.shape(image)[-1]
-
-    def smooth(batch: tf.Tensor, depth) -> tf.Tensor:
-        column = tf.tile(tf.reshape(weights, [-1, 1, 1, 1]), tf.stack([1, 1, depth, 1]))
-        row = tf.reshape(column, [1, -1, depth, 1])
-        batch = tf.nn.depthwise_conv2d(batch, column, [1, 1, 1, 1], "SAME")
-        return tf.nn.depthwise_conv2d(batch, row, [1, 1, 1, 1], "SAME")
-
-    blurred = smooth(image[tf.newaxis], channels)[0]
-    coverage = smooth(tf.ones_like(image[tf.newaxis, :, :, :1]), 1)[0]
-    return blurred / coverage
+    blocks = width // block + 2
+    # One spare zero row lets the "next block" view run one block past the last row.
+    padded = tf.pad(image, [[0, 1], [radius, blocks * block - width - radius], [0, 0]])
+    rows = tf.reshape(padded, tf.stack([-1, block * channels]))
+    own, following = _block_matrices(weights, block, channels)
+    count = height * blocks
+    across = tf.matmul(rows[:count], own) + tf.matmul(rows[1 : count + 1], following)
+    lanes = tf.reshape(across, tf.stack([1, height, 1, blocks * block * channels]))
+    column_weight = _inside_weight(weights, width)
+    per_lane = tf.pad(column_weight, [[0, blocks * block - width]], constant_values=1.0)
+    per_lane = tf.repeat(per_lane, channels)
+    kernel = weights[:, tf.newaxis] / per_lane[tf.newaxis, :]
+    down = tf.nn.depthwise_conv2d(lanes, kernel[:, tf.newaxis, :, tf.newaxis], [1] * 4, "SAME")
+    down = down[0, :, 0] / _inside_weight(weights, height)[:, tf.newaxis]
+    return tf.reshape(down, tf.stack([height, blocks * block, channels]))[:, :width]
 
 
 @register_step(
@@ -79,8 +124,8 @@ def random_gaussian_blur(
 ) -> core.Features:
     """With ``probability``, blur with a Gaussian of standard deviation U(sigma_range) pixels.
 
-    The kernel spans ±⌈3 · sigma_range[1]⌉ pixels; borders are renormalized (see
-    :func:`gaussian_blur`). Float32 out.
+    The kernel spans ±⌈3 · sigma⌉ pixels for the drawn sigma (at most ±⌈3 · sigma_range[1]⌉);
+    borders are renormalized (see :func:`gaussian_blur`). Float32 out.
     """
     radius = max(1, math.ceil(3.0 * sigma_range[1]))
 

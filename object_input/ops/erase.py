@@ -28,44 +28,58 @@ def _covered_check(value: str) -> str | None:
     return None if value in COVERED_POLICIES else f"must be one of {COVERED_POLICIES}"
 
 
-def erased_area(mask: tf.Tensor, boxes: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-    """(erased pixels, pixels) each normalized box touches, from an ``[H, W]`` bool mask.
+def _pixel_extents(boxes: tf.Tensor, height, width) -> tuple[tf.Tensor, tf.Tensor]:
+    """``(start, stop)`` ``[N, 2]`` (row, column) of the pixels each normalized box touches.
 
-    A box touches the pixels its extent overlaps (at least one pixel); the counts come from an
-    integral image, so the cost does not grow with the number of boxes.
+    A box touches the pixels its extent overlaps, and at least one.
     """
-    height, width = tf.shape(mask)[0], tf.shape(mask)[1]
-    integral = tf.pad(tf.cumsum(tf.cumsum(tf.cast(mask, tf.int32), 0), 1), [[1, 0], [1, 0]])
-    size = tf.cast(tf.stack([height, width]), tf.float32)
+    limit = tf.stack([height, width])
+    size = tf.cast(limit, tf.float32)
     clipped = tf.clip_by_value(boxes, 0.0, 1.0)
-    start = tf.cast(tf.floor(clipped[:, :2] * size), tf.int32)
-    start = tf.minimum(start, tf.stack([height, width]) - 1)
+    start = tf.minimum(tf.cast(tf.floor(clipped[:, :2] * size), tf.int32), limit - 1)
     stop = tf.maximum(tf.cast(tf.math.ceil(clipped[:, 2:] * size), tf.int32), start + 1)
-
-    def at(y, x):
-        return tf.gather_nd(integral, tf.stack([y, x], axis=1))
-
-    erased = (
-        at(stop[:, 0], stop[:, 1])
-        - at(start[:, 0], stop[:, 1])
-        - at(stop[:, 0], start[:, 1])
-        + at(start[:, 0], start[:, 1])
-    )
-    extent = stop - start
-    return erased, extent[:, 0] * extent[:, 1]
+    return start, stop
 
 
-def patch_mask(height, width, tops, lefts, heights, widths) -> tf.Tensor:
-    """``[H, W]`` bool union of the pixel rectangles ``[top, top + h) × [left, left + w)``."""
-    rows = tf.range(height)[tf.newaxis, :, tf.newaxis]
-    cols = tf.range(width)[tf.newaxis, tf.newaxis, :]
-    inside = (
-        (rows >= tops[:, None, None])
-        & (rows < (tops + heights)[:, None, None])
-        & (cols >= lefts[:, None, None])
-        & (cols < (lefts + widths)[:, None, None])
-    )
-    return tf.reduce_any(inside, axis=0)
+def hidden_boxes(boxes: tf.Tensor, height, width, corners, extents) -> tf.Tensor:
+    """``[N]`` bool: whether every pixel each box touches lies in the union of the patches
+    ``[corner, corner + extent)`` (``[P, 2]`` (row, column) each), from the rectangles alone.
+
+    Every touched pixel is covered exactly when, for each box, the pixels at its first row or
+    a patch's end row inside it, and its first column or a patch's end column inside it, are:
+    a patch covering such a pixel also covers every touched pixel up to the next end.
+    """
+    start, stop = _pixel_extents(boxes, height, width)
+    ends = corners + extents
+
+    def probes(axis: int) -> tf.Tensor:
+        # [N, P + 1]: the box's first pixel, and each patch end strictly inside the box.
+        first = start[:, axis : axis + 1]
+        end = ends[tf.newaxis, :, axis]
+        inside = (end > first) & (end < stop[:, axis : axis + 1])
+        return tf.concat([first, tf.where(inside, end, first)], axis=1)
+
+    def within(axis: int) -> tf.Tensor:
+        # [N, P + 1, P]: whether each probe lies in each patch's span along the axis.
+        at = probes(axis)[:, :, tf.newaxis]
+        low, high = corners[:, axis], ends[:, axis]
+        return tf.cast((at >= low) & (at < high), tf.float32)
+
+    covering = tf.matmul(within(0), within(1), transpose_b=True)
+    return tf.reduce_all(covering > 0.0, axis=[1, 2])
+
+
+def fill_rectangle(image: tf.Tensor, patch: tf.Tensor, corner: tf.Tensor) -> tf.Tensor:
+    """``image`` with the ``[h, w, C]`` ``patch`` written at ``corner`` (row, column).
+
+    Written by slicing and concatenating, one copy of the image: a masked select over every
+    pixel costs several times more on the CPU.
+    """
+    top, left = corner[0], corner[1]
+    bottom, right = top + tf.shape(patch)[0], left + tf.shape(patch)[1]
+    band = image[top:bottom]
+    band = tf.concat([band[:, :left], patch, band[:, right:]], axis=1)
+    return tf.concat([image[:top], band, image[bottom:]], axis=0)
 
 
 @register_step(
@@ -109,19 +123,29 @@ def random_cutout(
     places = core.uniform(place_seed, shape=[num_patches, 2])
     slack = tf.cast(tf.stack([height, width]) - extents + 1, tf.float32)
     corners = tf.minimum(tf.cast(tf.floor(places * slack), tf.int32), tf.cast(slack, tf.int32) - 1)
-    mask = patch_mask(height, width, corners[:, 0], corners[:, 1], extents[:, 0], extents[:, 1])
-    mask = mask & core.bernoulli(gate_seed, probability)
-    if fill_value is None:
-        fill = core.uniform(noise_seed, 0.0, 256.0, shape=tf.shape(image))
-        fill = core.like(tf.floor(fill), image.dtype)
-    else:
-        fill = core.like(tf.fill(tf.shape(image), float(fill_value)), image.dtype)
+    ends = corners + extents
+    fires = core.bernoulli(gate_seed, probability)
+
+    def erase() -> tf.Tensor:
+        if fill_value is None:
+            noise = core.uniform(noise_seed, 0.0, 256.0, shape=tf.shape(image))
+            noise = core.like(tf.floor(noise), image.dtype)
+        erased = image
+        for index in range(num_patches):
+            (top, left), (bottom, right) = tf.unstack(corners[index]), tf.unstack(ends[index])
+            if fill_value is None:
+                patch = noise[top:bottom, left:right]
+            else:
+                shape = tf.concat([extents[index], tf.shape(image)[2:]], 0)
+                patch = core.like(tf.fill(shape, float(fill_value)), image.dtype)
+            erased = fill_rectangle(erased, patch, corners[index])
+        return erased
+
     out = dict(features)
-    out[fields.IMAGE] = tf.where(mask[..., tf.newaxis], fill, image)
+    out[fields.IMAGE] = tf.cond(fires, erase, lambda: image) if num_patches else image
     if covered_boxes == "keep" or fields.BOXES not in features:
         return out
-    erased, touched = erased_area(mask, features[fields.BOXES])
-    hidden = erased >= touched
+    hidden = hidden_boxes(features[fields.BOXES], height, width, corners, extents) & fires
     out = core.mask_boxes(out, ~hidden)
     dropped = features.get(fields.NUM_DROPPED_BOXES, tf.constant(0, tf.int32))
     out[fields.NUM_DROPPED_BOXES] = dropped + tf.reduce_sum(tf.cast(hidden, tf.int32))

@@ -159,7 +159,9 @@ def random_black_patches(
     in_rows = (rows >= top) & (rows < top + side)
     in_cols = (cols >= left) & (cols < left + side)
     black = tf.reduce_any(in_rows & in_cols & applied[:, None, None], axis=0)
-    return _with_image(features, tf.where(black[..., tf.newaxis], tf.zeros_like(image), image))
+    # A product with the 0/1 mask: tf.where's broadcasting select is several times slower.
+    kept = tf.cast(~black, image.dtype)[..., tf.newaxis]
+    return _with_image(features, image * kept)
 
 
 @rule("in [0, 100]")

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from object_input import fields
 from object_input.ops import ConfigError, get_step, random_cutout
-from object_input.ops.erase import erased_area, patch_mask
+from object_input.ops.erase import fill_rectangle, hidden_boxes
 
 
 def _features():
@@ -22,12 +22,64 @@ def _features():
     }
 
 
-def test_erased_area_counts_the_pixels_each_box_touches():
-    mask = patch_mask(4, 4, tf.constant([0]), tf.constant([0]), tf.constant([2]), tf.constant([3]))
-    boxes = tf.constant([[0.0, 0.0, 0.5, 0.5], [0.1, 0.1, 0.6, 0.9], [0.75, 0.75, 1.0, 1.0]])
-    erased, touched = (t.numpy() for t in erased_area(mask, boxes))
-    np.testing.assert_array_equal(touched, [4, 12, 1])
-    np.testing.assert_array_equal(erased, [4, 6, 0])
+def _hidden(boxes, corners, extents, size=(4, 4)):
+    corners = tf.constant(corners, tf.int32, shape=[len(corners), 2])
+    extents = tf.constant(extents, tf.int32, shape=[len(extents), 2])
+    return hidden_boxes(tf.constant(boxes), *size, corners, extents).numpy().tolist()
+
+
+def test_hidden_boxes_from_the_patch_rectangles():
+    # One patch: rows 0-1, columns 0-2 of a 4 x 4 image.
+    boxes = [[0.0, 0.0, 0.5, 0.5], [0.1, 0.1, 0.6, 0.9], [0.75, 0.75, 1.0, 1.0]]
+    assert _hidden(boxes, [[0, 0]], [[2, 3]]) == [True, False, False]
+    # Two patches hide together what neither hides alone (rows 0-1 and rows 2-3 of columns
+    # 0-1), and a third one inside the union changes nothing.
+    box = [[0.0, 0.0, 1.0, 0.5]]
+    assert _hidden(box, [[0, 0]], [[2, 2]]) == [False]
+    assert _hidden(box, [[0, 0], [2, 0]], [[2, 2], [2, 2]]) == [True]
+    assert _hidden(box, [[0, 0], [2, 0], [1, 0]], [[2, 2], [2, 2], [2, 1]]) == [True]
+    # An L of two patches around a hole at (3, 3) leaves the whole-image box visible.
+    whole = [[0.0, 0.0, 1.0, 1.0]]
+    assert _hidden(whole, [[0, 0], [0, 0]], [[4, 3], [3, 4]]) == [False]
+    assert _hidden(whole, [[0, 0], [0, 0], [3, 3]], [[4, 3], [3, 4], [1, 1]]) == [True]
+    # A box touches at least one pixel; no patches hide nothing.
+    assert _hidden([[0.5, 0.5, 0.5, 0.5]], [[2, 2]], [[1, 1]]) == [True]
+    assert _hidden(boxes, [], []) == [False, False, False]
+
+
+def test_fill_rectangle_writes_exactly_the_patch():
+    image = np.arange(6 * 6 * 2, dtype=np.uint8).reshape(6, 6, 2)
+    patch = np.full((2, 3, 2), 255, np.uint8)
+    out = fill_rectangle(tf.constant(image), tf.constant(patch), tf.constant([3, 1])).numpy()
+    expected = image.copy()
+    expected[3:5, 1:4] = 255
+    np.testing.assert_array_equal(out, expected)
+    corner = fill_rectangle(tf.constant(image), tf.constant(patch[:1, :1]), tf.constant([5, 5]))
+    expected = image.copy()
+    expected[5, 5] = 255
+    np.testing.assert_array_equal(corner.numpy(), expected)
+
+
+def test_cutout_on_a_small_image_exact_pixels_and_drops():
+    features = {
+        fields.IMAGE: tf.fill([6, 6, 1], tf.constant(9, tf.uint8)),
+        # Box 0 touches rows 0-2 x columns 0-2; box 1 rows 3-5 x columns 3-5.
+        fields.BOXES: tf.constant([[0.0, 0.0, 0.5, 0.5], [0.5, 0.5, 1.0, 1.0]]),
+    }
+    params = {"size_range": (0.5, 0.5), "probability": 1.0, "fill_value": 1.0}
+    drops = []
+    for seed in range(40):
+        out = as_numpy(random_cutout(features, seed=seed, **params))
+        erased = out[fields.IMAGE][..., 0] == 1
+        rows, cols = np.nonzero(erased)
+        # One 3 x 3 patch of ones, everything else untouched.
+        assert erased.sum() == 9 and np.ptp(rows) == 2 and np.ptp(cols) == 2
+        np.testing.assert_array_equal(out[fields.IMAGE][~erased], 9)
+        hidden = [erased[:3, :3].all(), erased[3:, 3:].all()]
+        assert len(out[fields.BOXES]) == 2 - sum(hidden)
+        assert out[fields.NUM_DROPPED_BOXES] == sum(hidden)
+        drops.append(sum(hidden))
+    assert 0 in drops and 1 in drops  # the seeds place a patch over a box and elsewhere
 
 
 def test_whole_image_patch_hides_every_box(box_id):
