@@ -3,10 +3,12 @@
 Records are read one by one, outside any pipeline, so that a damaged file is reported with its
 path and record index instead of stopping the reading: a truncated file or a CRC mismatch ends
 that file's reading (the rest of it cannot be framed) and is listed, a record that is not a
-``tf.train.Example`` is listed and skipped. :func:`verify_files` decodes every record through
-the pipeline's checks and writes the manifests of verified files. Each feature key is reported with the field it
+``tf.train.Example`` is listed and skipped. Each feature key is reported with the field it
 decodes into and, where its values are not of the kind the decoder parses, that kind (from
 :data:`object_input.schema.EXAMPLE`).
+
+:func:`verify_files` decodes every record through the pipeline's own checks instead, and
+writes the manifests of the files found good (:mod:`object_input.manifest`).
 """
 
 from __future__ import annotations
@@ -22,11 +24,11 @@ from typing import Any
 import tensorflow as tf
 from google.protobuf.message import DecodeError
 
-from object_input import fields, manifest, options, schema, skips
+from object_input import fields, manifest, schema, skips
 from object_input.label_map import LabelMapSource, label_map_to_names
-from object_input.options import DecodeOptions
-from object_input.sources.files import list_files
+from object_input.options import DecodeOptions, build
 from object_input.pipeline import make_dataset
+from object_input.sources.files import list_files
 from object_input.sources.tfrecord import READ_BUFFER_BYTES, SUFFIXES, TFRecord, compression_of
 
 _KINDS = {feature_list: kind for kind, feature_list in schema.FEATURE_LISTS.items()}
@@ -438,9 +440,7 @@ def verify_files(
     the same ones (:mod:`object_input.manifest`). A file with a bad record loses its entry.
     ``write=False`` only reports.
     """
-    decoding = dataclasses.replace(
-        options.build(DecodeOptions, "decoding", decoding), trust_manifest=False
-    )
+    decoding = dataclasses.replace(build(DecodeOptions, "decoding", decoding), trust_manifest=False)
     verdicts, passed = [], {}
     for path in list_files(source, SUFFIXES):
         tfrecord = TFRecord(

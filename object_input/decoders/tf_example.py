@@ -162,7 +162,7 @@ class ExampleDecoder:
             "num_keypoints": self.num_keypoints,
             "multiclass_scores": self.multiclass_scores,
             "unknown_classes": self.unknown_classes,
-            "extra_features": {key: repr(spec) for key, spec in sorted(self.extra_features.items())},
+            "extra_features": {key: repr(spec) for key, spec in self.extra_features.items()},
             "boxes_out_of_range": self.boxes_out_of_range,
             "max_image_pixels": self.max_image_pixels,
             "large_images": self.large_images,
