@@ -132,9 +132,12 @@ def test_changed_file_falls_back_to_checks(tmp_path, change, error):
     else:
         records[1] = _truncated_jpeg_record()
         _write(paths[0], records)
-    with pytest.warns(UserWarning, match=r"d-0\.tfrecord: changed since it was verified") as seen:
-        with pytest.raises(tf.errors.InvalidArgumentError, match=error):
-            _batches(str(tmp_path), shuffle=False)
+    changed = r"d-0\.tfrecord: changed since it was verified"
+    with (
+        pytest.warns(UserWarning, match=changed) as seen,
+        pytest.raises(tf.errors.InvalidArgumentError, match=error),
+    ):
+        _batches(str(tmp_path), shuffle=False)
     assert "d-1.tfrecord" not in str(seen[0].message)
 
 
