@@ -6,6 +6,9 @@ that file's reading (the rest of it cannot be framed) and is listed, a record th
 ``tf.train.Example`` is listed and skipped. Each feature key is reported with the field it
 decodes into and, where its values are not of the kind the decoder parses, that kind (from
 :data:`object_input.schema.EXAMPLE`).
+
+:func:`verify_files` decodes every record through the pipeline's own checks instead, and
+writes the manifests of the files found good (:mod:`object_input.manifest`).
 """
 
 from __future__ import annotations
@@ -21,10 +24,12 @@ from typing import Any
 import tensorflow as tf
 from google.protobuf.message import DecodeError
 
-from object_input import schema
+from object_input import fields, manifest, schema, skips
 from object_input.label_map import LabelMapSource, label_map_to_names
+from object_input.options import DecodeOptions, build
+from object_input.pipeline import make_dataset
 from object_input.sources.files import list_files
-from object_input.sources.tfrecord import READ_BUFFER_BYTES, SUFFIXES, compression_of
+from object_input.sources.tfrecord import READ_BUFFER_BYTES, SUFFIXES, TFRecord, compression_of
 
 _KINDS = {feature_list: kind for kind, feature_list in schema.FEATURE_LISTS.items()}
 
@@ -362,3 +367,101 @@ def inspect_records(
         report.add(example.features.feature)
         report.records_per_file[path] += 1
     return report
+
+
+@dataclasses.dataclass(frozen=True)
+class FileVerdict:
+    """What :func:`verify_files` found in one file.
+
+    Attributes:
+      file: the file's path.
+      records: the records that passed every check.
+      num_bad: the records that failed (the file's unreadable rest counts as one).
+      bad: the first of them, ``"file:index: reason: what"``.
+    """
+
+    file: str
+    records: int
+    num_bad: int = 0
+    bad: tuple[str, ...] = ()
+
+    @property
+    def verified(self) -> bool:
+        return self.num_bad == 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Verification:
+    """The verdicts of :func:`verify_files` and the manifests it wrote."""
+
+    files: tuple[FileVerdict, ...]
+    manifests: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        """Whether every file was verified."""
+        return all(verdict.verified for verdict in self.files)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "files": [dataclasses.asdict(v) | {"verified": v.verified} for v in self.files],
+            "manifests": list(self.manifests),
+        }
+
+    def format(self) -> str:
+        """A plain-text report: one line per file, then the bad records of each."""
+        good = [v for v in self.files if v.verified]
+        lines = [f"{len(good)} of {len(self.files)} files verified"]
+        for verdict in self.files:
+            state = "verified" if verdict.verified else f"{verdict.num_bad} bad records"
+            lines.append(f"  {verdict.file}: {verdict.records} good records, {state}")
+            lines.extend(f"    {line}" for line in verdict.bad)
+            if verdict.num_bad > len(verdict.bad):
+                lines.append(f"    ... and {verdict.num_bad - len(verdict.bad)} more")
+        lines.extend(f"wrote {path}" for path in self.manifests)
+        return "\n".join(lines)
+
+
+def verify_files(
+    source: str | os.PathLike | Sequence[str | os.PathLike],
+    *,
+    label_map: LabelMapSource | None = None,
+    masks: str | None = None,
+    num_keypoints: int = 0,
+    decoding: DecodeOptions | Mapping[str, Any] | None = None,
+    compression: str | None = "auto",
+    write: bool = True,
+) -> Verification:
+    """Decode every record of the TFRecord files of ``source`` through the pipeline's checks,
+    and record the files whose records all pass, read to their end, in manifests beside them.
+
+    The decoding settings are those ``make_dataset`` is given for training (``label_map``,
+    ``masks``, ``num_keypoints``, ``decoding``); ``make_dataset`` trusts a manifest only under
+    the same ones (:mod:`object_input.manifest`). A file with a bad record loses its entry.
+    ``write=False`` only reports.
+    """
+    decoding = dataclasses.replace(build(DecodeOptions, "decoding", decoding), trust_manifest=False)
+    verdicts, passed = [], {}
+    for path in list_files(source, SUFFIXES):
+        tfrecord = TFRecord(
+            path,
+            compression=compression,
+            label_map=label_map,
+            masks=masks,
+            num_keypoints=num_keypoints,
+            decoding=decoding,
+        )
+        before = manifest.file_facts(path)
+        dataset = make_dataset(tfrecord, batch_size=None, shuffle=False, on_error="skip")
+        dataset.map(lambda features: features[fields.RECORD_ID]).reduce(0, lambda n, _: n + 1)
+        counts = skips.counter_of(dataset).snapshot()
+        verdict = FileVerdict(path, counts.passed, counts.total_skipped, counts.offenders)
+        if verdict.verified and manifest.file_facts(path) != before:
+            verdict = FileVerdict(path, counts.passed, 1, (f"{path}: changed while verified",))
+        if verdict.verified:
+            settings = manifest.settings_fingerprint(tfrecord.decoder.settings())
+            passed[path] = manifest.entry(before, counts.passed, settings)
+        verdicts.append(verdict)
+    failed = [v.file for v in verdicts if not v.verified]
+    written = manifest.record(passed, failed) if write else []
+    return Verification(tuple(verdicts), tuple(written))

@@ -249,6 +249,10 @@ class DecodeOptions:
         decoding (None: no limit).
       large_images: an image over ``max_image_pixels``: "error" (a bad record) or "downscale"
         (decoded at reduced size, JPEG by DCT scaling; masks too; decoding is not deferred).
+      trust_manifest: TFRecord files whose verified manifest (``object-input inspect
+        --verify``) still holds for every file, under these settings, are read without the
+        per-record checks and their catch; False checks every record always
+        (docs/reliability.md, "Verified data").
     """
 
     channels: int = 3
@@ -261,6 +265,7 @@ class DecodeOptions:
     boxes_out_of_range: str = "error"
     max_image_pixels: int | None = None
     large_images: str = "error"
+    trust_manifest: bool = True
 
 
 @dataclasses.dataclass(frozen=True)

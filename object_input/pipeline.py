@@ -275,6 +275,7 @@ def _build(opts: DatasetOptions) -> tf.data.Dataset:
         opts.empty_images,
         source_marks=opts.source.marks_read_errors,
         counting=local,
+        trusted=opts.source.verified,
     )
     iteration_counter = iterations.IterationCounter() if local else None
     context = ReadContext(

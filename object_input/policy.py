@@ -40,29 +40,40 @@ class ErrorPolicy:
         (``Source.marks_read_errors``): the per-example map is then caught in one map.
       counter: the counts of passed and skipped records; None where nothing may be counted in
         this process (tf.data service workers).
+      trusted: the source's records were verified before (``Source.verified``): the
+        per-example map runs without a catch, and its reader without marks.
     """
 
     on_error: str = errors.RAISE
     empty_images: str = "keep"
     source_marks: bool = False
     counter: skips.SkipCounter | None = None
+    trusted: bool = False
 
     @classmethod
     def build(
-        cls, on_error: str, empty_images: str, *, source_marks: bool, counting: bool
+        cls,
+        on_error: str,
+        empty_images: str,
+        *,
+        source_marks: bool,
+        counting: bool,
+        trusted: bool = False,
     ) -> ErrorPolicy:
-        """The policy of a pipeline; ``counting``: whether it may keep variables here."""
+        """The policy of a pipeline; ``counting``: whether it may keep variables here;
+        ``trusted``: whether the source's records were verified."""
         return cls(
             on_error=errors.check_policy(on_error),
             empty_images=empty_images,
             source_marks=source_marks,
             counter=skips.SkipCounter() if counting else None,
+            trusted=trusted,
         )
 
     @property
     def read_policy(self) -> str:
         """What the source's reader does with what it cannot read (``ReadContext.on_error``)."""
-        return errors.MARK if self.source_marks else self.on_error
+        return errors.MARK if self.source_marks and not self.trusted else self.on_error
 
     @property
     def allowed(self) -> tuple[str, ...]:
@@ -91,7 +102,13 @@ class ErrorPolicy:
         record alone; it and every flagged record (``fields.ERROR``) or mark is raised naming
         the record under ``raise``, or dropped and counted under ``skip``, in stream order.
         ``records`` are ``(seed_parts, (record_id, payload[, error, detail]))``.
+
+        Records of a trusted source go through one plain parallel map instead: what steps
+        flag (``empty``, ``too_many_boxes``, ...) is still raised or counted, but an op error
+        ends the stream unnamed.
         """
+        if self.trusted:
+            return self._plain(records, fn, num_parallel_calls)
         if self.source_marks:
             caught = catch.catch_marked(
                 records,
@@ -108,6 +125,22 @@ class ErrorPolicy:
             return catch.count_caught(caught, self.counter)
         dataset = catch.raise_caught(caught, self.allowed)
         # Examples still flagged ("empty") are dropped and counted one by one.
+        if self.counter is not None and self.allowed:
+            dataset = skips.drop_and_count(dataset, self.counter)
+        return dataset
+
+    def _plain(self, records: tf.data.Dataset, fn: Any, num_parallel_calls: int) -> tf.data.Dataset:
+        """:meth:`catch` without the catch: flags raised in the map, or counted after it."""
+        if self.on_error == errors.SKIP:
+            dataset = records.map(fn, num_parallel_calls=num_parallel_calls, deterministic=True)
+            return skips.drop_and_count(dataset, self.counter)
+
+        def checked(*record: Any) -> dict:
+            return errors.raise_flagged(fn(*record), self.allowed)
+
+        # A deterministic map hands on each element's error in order: the first flagged
+        # record in the stream is the one raised.
+        dataset = records.map(checked, num_parallel_calls=num_parallel_calls, deterministic=True)
         if self.counter is not None and self.allowed:
             dataset = skips.drop_and_count(dataset, self.counter)
         return dataset

@@ -28,6 +28,8 @@ MASK_TYPES = (None, *schema.MASK_KINDS)
 UNKNOWN_CLASS_POLICIES = ("error", "drop")
 BOX_RANGE_POLICIES = ("error", "clip")
 LARGE_IMAGE_POLICIES = ("error", "downscale")
+#: ``on_error`` for records verified already (``object-input inspect --verify``): no checks.
+TRUST = "trust"
 # Lists of one value per box or none (when the record passes its checks), boxes aside.
 _PER_BOX = [
     entry
@@ -78,7 +80,10 @@ class ExampleDecoder:
       on_error: ``"raise"``: a failed check raises InvalidArgumentError naming the record, its
         source id and the field; ``"flag"``: the result carries the reason's code in
         ``fields.ERROR`` (0 when good; see :mod:`object_input.errors`), the message in
-        ``fields.ERROR_DETAIL``, and placeholder values, for the pipeline to raise or skip.
+        ``fields.ERROR_DETAIL``, and placeholder values, for the pipeline to raise or skip;
+        ``"trust"``: no checks at all, for records that passed them before (a verified
+        manifest, :mod:`object_input.manifest`): a good record decodes to the same features,
+        a bad one to whatever its ops make of it, or an op error.
       boxes_out_of_range: ``"error"`` (a check) or ``"clip"`` for coordinates outside [0, 1];
         clipped boxes left without area are dropped and counted in ``NUM_DROPPED_BOXES``. Either
         way coordinates within ``annotation_checks.BOX_TOLERANCE`` of the range are float
@@ -128,7 +133,7 @@ class ExampleDecoder:
         self.multiclass_scores = multiclass_scores
         self.unknown_classes = unknown_classes
         self.extra_features = dict(extra_features or {})
-        self.on_error = errors.check_policy(on_error, errors.DECODE_POLICIES)
+        self.on_error = errors.check_policy(on_error, (*errors.DECODE_POLICIES, TRUST))
         self.boxes_out_of_range = boxes_out_of_range
         self.max_image_pixels = max_image_pixels
         self.large_images = large_images
@@ -146,6 +151,22 @@ class ExampleDecoder:
                 default_value=-1,
             )
         self.spec = self._feature_spec()
+
+    def settings(self) -> dict[str, Any]:
+        """The options that decide which records pass the checks, as JSON values: what a
+        verified manifest records (``on_error`` aside)."""
+        return {
+            "channels": self.channels,
+            "label_map": sorted(self.label_map.items()) if self.label_map is not None else None,
+            "masks": self.masks,
+            "num_keypoints": self.num_keypoints,
+            "multiclass_scores": self.multiclass_scores,
+            "unknown_classes": self.unknown_classes,
+            "extra_features": {key: repr(spec) for key, spec in self.extra_features.items()},
+            "boxes_out_of_range": self.boxes_out_of_range,
+            "max_image_pixels": self.max_image_pixels,
+            "large_images": self.large_images,
+        }
 
     @property
     def downscales(self) -> bool:
@@ -202,8 +223,11 @@ class ExampleDecoder:
         if record_id is None:
             record_id = tf.strings.join(["source_id=", parsed[schema.SOURCE_ID]])
         record_id = tf.convert_to_tensor(record_id, tf.string)
-        checks = errors.RecordChecks(record_id, parsed[schema.SOURCE_ID])
         need_size = defer_image or bool(self.masks) or self.max_image_pixels is not None
+        if self.on_error == TRUST:
+            size, boxes = self._trusted_inputs(parsed, need_size)
+            return self._build(parsed, size, boxes, record_id, defer_image)
+        checks = errors.RecordChecks(record_id, parsed[schema.SOURCE_ID])
         size, boxes = self._validate(parsed, checks, need_size)
         ok, error = checks.verdict(self.on_error)
         parsed, size, boxes = _sanitized(parsed, size, boxes, ok)
@@ -288,16 +312,7 @@ class ExampleDecoder:
         if not need_size:
             # Nothing checks against the size: decoding finds it (raw images: their fields).
             return raw_size
-        is_jpeg, is_png = magic[0], magic[1]
-        # Header reads without a branch per format: a stand-in where the format differs.
-        jpeg_size = tf.io.extract_jpeg_shape(tf.where(is_jpeg, encoded, _TINY_JPEG))[:2]
-        size = tf.where(is_raw, raw_size, tf.where(is_png, _png_size(encoded), jpeg_size))
-        # GIF and BMP: their decoder tells (a rare format, one branch).
-        size = tf.cond(
-            is_image & ~(is_raw | is_jpeg | is_png),
-            lambda: tf.shape(self._decode_pixels(encoded))[:2],
-            lambda: tf.where(is_raw | is_jpeg | is_png, size, 0),
-        )
+        size = self._header_size(encoded, magic, is_raw, raw_size)
         checks.add(
             ~present | tf.reduce_all(size > 0),
             "image_size",
@@ -314,6 +329,36 @@ class ExampleDecoder:
                 f"has more than max_image_pixels={self.max_image_pixels} pixels",
             )
         return size
+
+    def _header_size(
+        self, encoded: tf.Tensor, magic: tf.Tensor, is_raw: tf.Tensor, raw_size: tf.Tensor
+    ) -> tf.Tensor:
+        """(height, width) from the image header (raw images: ``raw_size``); 0 where the
+        bytes are no image."""
+        is_jpeg, is_png = magic[0], magic[1]
+        # Header reads without a branch per format: a stand-in where the format differs.
+        jpeg_size = tf.io.extract_jpeg_shape(tf.where(is_jpeg, encoded, _TINY_JPEG))[:2]
+        size = tf.where(is_raw, raw_size, tf.where(is_png, _png_size(encoded), jpeg_size))
+        # GIF and BMP: their decoder tells (a rare format, one branch).
+        return tf.cond(
+            tf.reduce_any(magic) & ~(is_raw | is_jpeg | is_png),
+            lambda: tf.shape(self._decode_pixels(encoded))[:2],
+            lambda: tf.where(is_raw | is_jpeg | is_png, size, 0),
+        )
+
+    def _trusted_inputs(
+        self, parsed: dict[str, tf.Tensor], need_size: bool
+    ) -> tuple[tf.Tensor, tf.Tensor]:
+        """:meth:`_validate`'s (height, width) and boxes for a record known to pass its checks
+        (``on_error="trust"``): the same values, without the checks."""
+        encoded = parsed[schema.ENCODED]
+        raw_size = tf.cast(tf.stack([parsed[schema.HEIGHT], parsed[schema.WIDTH]]), tf.int32)
+        size = raw_size
+        if need_size:
+            is_raw = tf.equal(tf.strings.lower(parsed[schema.FORMAT]), "raw")
+            size = self._header_size(encoded, _magic(encoded), is_raw, raw_size)
+        boxes = tf.stack([parsed[key] for key in schema.BOX_KEYS], axis=1)
+        return size, boxes
 
     def _check_boxes(
         self, parsed: dict[str, tf.Tensor], checks: errors.RecordChecks

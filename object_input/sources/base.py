@@ -82,6 +82,9 @@ class Source(abc.ABC):
     #: op errors of decoding in one map instead of a map per window of records, which it must
     #: where an error raised while reading has to end the stream (docs/performance.md).
     marks_read_errors: bool = False
+    #: whether every record was verified before (a manifest, :mod:`object_input.manifest`):
+    #: ``decode`` then runs no checks and ``make_dataset`` maps without its catch.
+    verified: bool = False
 
     @abc.abstractmethod
     def records(self, context: ReadContext) -> tf.data.Dataset:

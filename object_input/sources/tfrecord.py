@@ -8,7 +8,9 @@ from typing import Any
 
 import tensorflow as tf
 
+from object_input import manifest
 from object_input.decoders import ExampleDecoder
+from object_input.decoders.tf_example import TRUST
 from object_input.ops import deferred
 from object_input.options import DecodeOptions, build
 from object_input.sources import integrity
@@ -42,6 +44,10 @@ class TFRecord(Source):
       masks: None, "png" or "numerical": decode instance masks.
       num_keypoints: keypoints per box to decode (0: none).
       decoding: the rarer decoder options (:class:`~object_input.options.DecodeOptions`).
+
+    When every file has a manifest entry that still holds under these decoding settings
+    (:mod:`object_input.manifest`, ``DecodeOptions.trust_manifest``), the source is
+    :attr:`verified`: records are read and decoded without the per-record checks.
     """
 
     marks_read_errors = True
@@ -60,7 +66,21 @@ class TFRecord(Source):
         compression_of("", compression)  # validates it
         self.compression = compression
         self.decoding = build(DecodeOptions, "decoding", decoding)
-        self.decoder = ExampleDecoder(
+        self.decoder = self._decoder(label_map, masks, num_keypoints, "flag")
+        if self.decoding.trust_manifest:
+            settings = manifest.settings_fingerprint(self.decoder.settings())
+            self.verified = manifest.trusted(self.files, settings)
+        if self.verified:
+            self.decoder = self._decoder(label_map, masks, num_keypoints, TRUST)
+
+    def _decoder(
+        self,
+        label_map: str | os.PathLike | Mapping[str, int] | None,
+        masks: str | None,
+        num_keypoints: int,
+        on_error: str,
+    ) -> ExampleDecoder:
+        return ExampleDecoder(
             channels=self.decoding.channels,
             label_map=label_map,
             use_display_name=self.decoding.use_display_name,
@@ -69,8 +89,9 @@ class TFRecord(Source):
             multiclass_scores=self.decoding.multiclass_scores,
             unknown_classes=self.decoding.unknown_classes,
             extra_features=self.decoding.extra_features,
-            # Failed checks are flagged; the pipeline raises them or skips the record.
-            on_error="flag",
+            # "flag": failed checks are flagged, the pipeline raises them or skips the record;
+            # "trust": verified records, no checks.
+            on_error=on_error,
             boxes_out_of_range=self.decoding.boxes_out_of_range,
             max_image_pixels=self.decoding.max_image_pixels,
             large_images=self.decoding.large_images,
@@ -78,10 +99,20 @@ class TFRecord(Source):
 
     def records(self, context: ReadContext) -> tf.data.Dataset:
         """Records of every file; a file that cannot be read to its end is an error naming it,
-        or a mark under ``on_error="mark"`` (see :mod:`object_input.sources.integrity`)."""
+        or a mark under ``on_error="mark"`` (see :mod:`object_input.sources.integrity`);
+        verified files are read plainly, as ``(record_id, payload)``."""
         compressions = [compression_of(f, self.compression) for f in self.files]
-        expected = integrity.expected_sizes(self.files, compressions)
         compression_table = _table(self.files, compressions, "", tf.string)
+        if self.verified:
+            # Verified files read to their end: no byte accounting.
+            return read_files(
+                self.files,
+                lambda path: tf.data.TFRecordDataset(
+                    path, compression_table.lookup(path), READ_BUFFER_BYTES
+                ),
+                context,
+            )
+        expected = integrity.expected_sizes(self.files, compressions)
         expected_table = _table(self.files, expected, integrity.DAMAGED, tf.int64)
 
         def read(path: tf.Tensor, record_id: Callable[[tf.Tensor], tf.Tensor]) -> tf.data.Dataset:

@@ -1,0 +1,136 @@
+"""Manifests of verified TFRecord files: their per-record checks need not run again.
+
+``object-input inspect --verify`` (:func:`object_input.inspection.verify_files`) decodes every
+record of a file through the pipeline's checks; a file whose records all pass and that reads to
+its end gets an entry in :data:`MANIFEST_NAME` in its folder: its size, modification time, a
+fingerprint of its first and last :data:`FINGERPRINT_BYTES`, its record count, the fingerprint
+of the decoding settings it was verified under and the package version. ``make_dataset`` reads
+a source's files without the checks when every file's entry still matches
+(:func:`trusted`); otherwise it checks them all, and warns naming what changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import tensorflow as tf
+
+from object_input import __version__
+
+#: The manifest file, one per folder of verified files.
+MANIFEST_NAME = "object_input_manifest.json"
+#: Bytes hashed at each end of a file for its content fingerprint.
+FINGERPRINT_BYTES = 1 << 20
+_FORMAT = 1
+# What must still match for an entry to hold, besides the settings fingerprint.
+_FILE_KEYS = ("size", "mtime_ns", "fingerprint")
+# Files named in a warning about a manifest that does not hold.
+_NAMED = 5
+
+
+def settings_fingerprint(settings: Mapping[str, Any]) -> str:
+    """A short hash of decoding settings (``ExampleDecoder.settings()``)."""
+    text = json.dumps(settings, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def file_facts(path: str) -> dict[str, Any]:
+    """``path``'s size, modification time (ns) and content fingerprint: the sha256 of its
+    first and last :data:`FINGERPRINT_BYTES` bytes."""
+    stat = tf.io.gfile.stat(path)
+    digest = hashlib.sha256()
+    with tf.io.gfile.GFile(path, "rb") as file:
+        digest.update(file.read(FINGERPRINT_BYTES))
+        if stat.length > FINGERPRINT_BYTES:
+            file.seek(max(FINGERPRINT_BYTES, stat.length - FINGERPRINT_BYTES))
+            digest.update(file.read())
+    # gfile's local modification times are whole seconds: too coarse for a rewrite.
+    mtime_ns = stat.mtime_nsec if "://" in path else os.stat(path).st_mtime_ns
+    return {"size": stat.length, "mtime_ns": mtime_ns, "fingerprint": digest.hexdigest()}
+
+
+def manifest_path(path: str) -> str:
+    """The manifest that covers the file ``path``: :data:`MANIFEST_NAME` in its folder."""
+    return os.path.join(os.path.dirname(path), MANIFEST_NAME)
+
+
+def load(manifest: str) -> dict[str, Any]:
+    """The entries of ``manifest`` by file name (empty when there is none)."""
+    if not tf.io.gfile.exists(manifest):
+        return {}
+    with tf.io.gfile.GFile(manifest, "r") as file:
+        data = json.load(file)
+    if data.get("format") != _FORMAT:
+        return {}
+    return data["files"]
+
+
+def record(verified: Mapping[str, dict[str, Any]], failed: Iterable[str]) -> list[str]:
+    """Write the entries ``verified`` (``{path: entry}``) into their folders' manifests and
+    drop those of the ``failed`` paths; returns the manifests written."""
+    changes: dict[str, dict[str, dict[str, Any] | None]] = {}
+    for path, entry in verified.items():
+        changes.setdefault(manifest_path(path), {})[os.path.basename(path)] = entry
+    for path in failed:
+        changes.setdefault(manifest_path(path), {})[os.path.basename(path)] = None
+    for manifest, entries in changes.items():
+        files = load(manifest)
+        files.update(entries)
+        kept = {name: entry for name, entry in sorted(files.items()) if entry is not None}
+        # Written aside, then moved over the old one: a reader never sees half a manifest.
+        partial = manifest + ".partial"
+        with tf.io.gfile.GFile(partial, "w") as file:
+            json.dump({"format": _FORMAT, "files": kept}, file, indent=1, sort_keys=True)
+        tf.io.gfile.rename(partial, manifest, overwrite=True)
+    return sorted(changes)
+
+
+def entry(facts: Mapping[str, Any], records: int, settings: str) -> dict[str, Any]:
+    """A file's manifest entry: its :func:`file_facts`, record count, settings fingerprint."""
+    return {**facts, "records": records, "settings": settings, "version": __version__}
+
+
+def mismatch(path: str, found: Mapping[str, Any] | None, settings: str) -> str | None:
+    """Why the manifest entry ``found`` of ``path`` does not hold now, or None when it does."""
+    if found is None:
+        return "not in the manifest"
+    if found.get("version") != __version__:
+        return f"verified by object_input {found.get('version')}, this is {__version__}"
+    if found.get("settings") != settings:
+        return "verified under other decoding settings (label map, masks, keypoints, options)"
+    facts = file_facts(path)
+    changed = [key for key in _FILE_KEYS if found.get(key) != facts[key]]
+    return f"changed since it was verified ({', '.join(changed)})" if changed else None
+
+
+def trusted(files: Sequence[str], settings: str) -> bool:
+    """Whether every one of ``files`` has a manifest entry that holds under ``settings``.
+
+    Files without any manifest in their folder are never verified, silently; where a manifest
+    exists, each file whose entry does not hold is named in one warning, and none is trusted.
+    """
+    manifests = {manifest_path(path) for path in files}
+    entries = {manifest: load(manifest) for manifest in manifests}
+    if not any(entries.values()):
+        return False
+    problems = []
+    for path in files:
+        found = entries[manifest_path(path)].get(os.path.basename(path))
+        why = mismatch(path, found, settings)
+        if why is not None:
+            problems.append(f"{path}: {why}")
+    if problems:
+        more = f"; and {len(problems) - _NAMED} more" if len(problems) > _NAMED else ""
+        warnings.warn(
+            "a verified manifest does not hold, every record is checked: "
+            + "; ".join(problems[:_NAMED])
+            + more
+            + " (object-input inspect --verify verifies the files again)",
+            stacklevel=2,
+        )
+    return not problems
