@@ -19,14 +19,17 @@ from object_input import fields
 #: naming the record) or *skips* (drops and counts) a bad record; a reader asked to *mark* yields
 #: what it cannot read as an element carrying an error code; a decoder or step *flags* a failed
 #: check in ``fields.ERROR`` on placeholder features. Marks and flags are raised or counted by
-#: the pipeline's policy, never where they arise.
-RAISE, SKIP, MARK, FLAG = "raise", "skip", "mark", "flag"
+#: the pipeline's policy, never where they arise. A decoder may *trust* records verified once
+#: (``object-input inspect --verify``): it then checks nothing.
+RAISE, SKIP, MARK, FLAG, TRUST = "raise", "skip", "mark", "flag", "trust"
 #: ``make_dataset(on_error=...)``.
 ON_ERROR_POLICIES = (RAISE, SKIP)
 #: What a reader may be asked to do with what it cannot read (``ReadContext.on_error``).
 READ_POLICIES = (*ON_ERROR_POLICIES, MARK)
 #: What a decoder does with a failed check (``ExampleDecoder(on_error=...)``).
-DECODE_POLICIES = (RAISE, FLAG)
+CHECK_POLICIES = (RAISE, FLAG)
+#: What a decoder does with its checks: the above, or none at all on verified records.
+DECODE_POLICIES = (*CHECK_POLICIES, TRUST)
 
 # name -> description; the code of a reason is its position in this table, plus one.
 REASONS: dict[str, str] = {
@@ -151,7 +154,7 @@ class RecordChecks:
         Ops that a bad record would break take their inputs through selects on ``ok`` (known-good
         stand-ins when it is False), so they run after the checks, without a branch per input.
         """
-        if check_policy(on_error, DECODE_POLICIES) == "raise":
+        if check_policy(on_error, CHECK_POLICIES) == RAISE:
             passed = self.asserts()
             return (passed[0] if passed else tf.constant(True)), None
         error = self.error_code()
@@ -214,7 +217,7 @@ def guarded(
     ``flag`` from ``placeholder`` (known-good inputs) when a check fails, flagged with the
     failure in ``fields.ERROR`` and ``fields.ERROR_DETAIL`` for the pipeline to raise or skip.
     """
-    if check_policy(on_error, DECODE_POLICIES) == "raise":
+    if check_policy(on_error, CHECK_POLICIES) == RAISE:
         with tf.control_dependencies(checks.asserts()):
             inputs = tf.nest.map_structure(tf.identity, inputs)
         return build(inputs)

@@ -28,8 +28,6 @@ MASK_TYPES = (None, *schema.MASK_KINDS)
 UNKNOWN_CLASS_POLICIES = ("error", "drop")
 BOX_RANGE_POLICIES = ("error", "clip")
 LARGE_IMAGE_POLICIES = ("error", "downscale")
-#: ``on_error`` for records verified already (``object-input inspect --verify``): no checks.
-TRUST = "trust"
 # Lists of one value per box or none (when the record passes its checks), boxes aside.
 _PER_BOX = [
     entry
@@ -133,7 +131,7 @@ class ExampleDecoder:
         self.multiclass_scores = multiclass_scores
         self.unknown_classes = unknown_classes
         self.extra_features = dict(extra_features or {})
-        self.on_error = errors.check_policy(on_error, (*errors.DECODE_POLICIES, TRUST))
+        self.on_error = errors.check_policy(on_error, errors.DECODE_POLICIES)
         self.boxes_out_of_range = boxes_out_of_range
         self.max_image_pixels = max_image_pixels
         self.large_images = large_images
@@ -224,7 +222,7 @@ class ExampleDecoder:
             record_id = tf.strings.join(["source_id=", parsed[schema.SOURCE_ID]])
         record_id = tf.convert_to_tensor(record_id, tf.string)
         need_size = defer_image or bool(self.masks) or self.max_image_pixels is not None
-        if self.on_error == TRUST:
+        if self.on_error == errors.TRUST:
             size, boxes = self._trusted_inputs(parsed, need_size)
             return self._build(parsed, size, boxes, record_id, defer_image)
         checks = errors.RecordChecks(record_id, parsed[schema.SOURCE_ID])

@@ -8,9 +8,8 @@ from typing import Any
 
 import tensorflow as tf
 
-from object_input import manifest
+from object_input import errors, manifest
 from object_input.decoders import ExampleDecoder
-from object_input.decoders.tf_example import TRUST
 from object_input.ops import deferred
 from object_input.options import DecodeOptions, build
 from object_input.sources import integrity
@@ -71,7 +70,7 @@ class TFRecord(Source):
             settings = manifest.settings_fingerprint(self.decoder.settings())
             self.verified = manifest.trusted(self.files, settings)
         if self.verified:
-            self.decoder = self._decoder(label_map, masks, num_keypoints, TRUST)
+            self.decoder = self._decoder(label_map, masks, num_keypoints, errors.TRUST)
 
     def _decoder(
         self,
