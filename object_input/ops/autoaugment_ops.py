@@ -42,21 +42,30 @@ def blend(degenerate: tf.Tensor | float, image: tf.Tensor, factor) -> tf.Tensor:
     return _clip(degenerate + factor * (image - degenerate))
 
 
-def grayscale(image: tf.Tensor) -> tf.Tensor:
-    """``[H, W, 1]`` luma of an RGB image; the plain channel mean for other channel counts."""
-    channels = tf.shape(image)[-1]
-    weights = tf.cond(
+def _luma_weights(channels) -> tf.Tensor:
+    """``[C]``: the luma weights for RGB, the plain mean for other channel counts."""
+    return tf.cond(
         tf.equal(channels, 3),
         lambda: tf.constant(_LUMA),
         lambda: tf.fill([channels], 1.0 / tf.cast(channels, tf.float32)),
     )
+
+
+def grayscale(image: tf.Tensor) -> tf.Tensor:
+    """``[H, W, 1]`` luma of an RGB image; the plain channel mean for other channel counts."""
+    weights = _luma_weights(tf.shape(image)[-1])
     # A contraction, not a broadcast product and a sum: two passes fewer over the image.
     return tf.tensordot(image, weights, axes=[[-1], [0]])[..., tf.newaxis]
 
 
 def color(image: tf.Tensor, factor) -> tf.Tensor:
     """Saturation: 0 gives grayscale, 1 the image, above 1 stronger colours."""
-    return blend(tf.broadcast_to(grayscale(image), tf.shape(image)), image, factor)
+    channels = tf.shape(image)[-1]
+    # ``factor · x + (1 − factor) · luma`` is linear in the channels: one product by a
+    # [C, C] matrix, no grayscale image broadcast over the channels.
+    mixing = factor * tf.eye(channels) + (1.0 - factor) * _luma_weights(channels)[:, tf.newaxis]
+    pixels = tf.reshape(image, tf.stack([-1, channels]))
+    return tf.reshape(_clip(tf.matmul(pixels, mixing)), tf.shape(image))
 
 
 def contrast(image: tf.Tensor, factor) -> tf.Tensor:
@@ -105,12 +114,27 @@ def solarize_add(image: tf.Tensor, addition, threshold=128) -> tf.Tensor:
     return select(image < threshold, _clip(image + addition), image)
 
 
+def _channel_tiled(values: tf.Tensor, pixels) -> tf.Tensor:
+    """``[pixels · C]``: the per-channel ``values`` ([C]) repeated for every pixel.
+
+    A same-shape operation against this is several times faster than one broadcasting the
+    ``[C]`` vector over the image.
+    """
+    return tf.tile(values, tf.reshape(pixels, [1]))
+
+
 def autocontrast(image: tf.Tensor) -> tf.Tensor:
     """Stretch each channel linearly so its minimum maps to 0 and its maximum to 255."""
-    low = tf.reduce_min(image, axis=[0, 1])
-    high = tf.reduce_max(image, axis=[0, 1])
+    shape = tf.shape(image)
+    # As [H, W·C] rows: the reductions run down the rows first (over long contiguous rows),
+    # and the stretch broadcasts one [W·C] row instead of a [C] vector.
+    rows = tf.reshape(image, tf.stack([shape[0], -1]))
+    channels = tf.stack([-1, shape[2]])
+    low = tf.reduce_min(tf.reshape(tf.reduce_min(rows, axis=0), channels), axis=0)
+    high = tf.reduce_max(tf.reshape(tf.reduce_max(rows, axis=0), channels), axis=0)
     scale = 255.0 / tf.where(high > low, high - low, 1.0)
-    stretched = _clip((image - low) * scale)
+    stretched = _clip((rows - _channel_tiled(low, shape[1])) * _channel_tiled(scale, shape[1]))
+    stretched = tf.reshape(stretched, shape)
     # Only a flat channel keeps its values; the broadcasting select is costly, so it runs
     # only then.
     return tf.cond(
@@ -123,18 +147,18 @@ def equalize(image: tf.Tensor) -> tf.Tensor:
 
     A channel whose step (pixels outside its brightest level, over 255) is 0 is left as is.
     """
-    levels = _as_levels(image)
     channels = tf.shape(image)[-1]
-    flat = tf.reshape(levels, [-1, channels])
-    offsets = tf.range(channels) * 256
+    num_pixels = tf.size(image) // channels
+    # One index per value, level + 256 · channel, serves both the histogram and the lookup.
+    offsets = _channel_tiled(tf.range(channels) * 256, num_pixels)
+    index = tf.reshape(_as_levels(image), [-1]) + offsets
     histogram = tf.reshape(
-        tf.math.bincount(
-            tf.reshape(flat + offsets, [-1]), minlength=256 * channels, maxlength=256 * channels
-        ),
+        tf.math.bincount(index, minlength=256 * channels, maxlength=256 * channels),
         [channels, 256],
     )
-    num_pixels = tf.shape(flat)[0]
-    brightest = tf.gather(histogram, tf.reduce_max(flat, axis=0), batch_dims=1)
+    # The brightest level is the last one with pixels.
+    occupied = tf.cast(histogram > 0, tf.int32) * tf.range(256)
+    brightest = tf.gather(histogram, tf.reduce_max(occupied, axis=1), batch_dims=1)
     step = (num_pixels - brightest) // 255
     safe_step = tf.maximum(step, 1)[:, tf.newaxis]
     cumulative = tf.cumsum(histogram, axis=1)
@@ -143,8 +167,8 @@ def equalize(image: tf.Tensor) -> tf.Tensor:
         [tf.zeros([channels, 1], tf.int32), (cumulative[:, :-1] + safe_step // 2) // safe_step],
         axis=1,
     )
-    lut = tf.reshape(tf.minimum(lut, 255), [-1])
-    equalized = tf.cast(tf.gather(lut, levels + offsets), tf.float32)
+    lut = tf.cast(tf.reshape(tf.minimum(lut, 255), [-1]), tf.float32)
+    equalized = tf.reshape(tf.gather(lut, index), tf.shape(image))
     # Only a channel with step 0 keeps its values; the broadcasting select runs only then.
     return tf.cond(
         tf.reduce_all(step > 0), lambda: equalized, lambda: tf.where(step > 0, equalized, image)

@@ -152,16 +152,20 @@ def random_black_patches(
     size = tf.cast(tf.stack([height, width]), tf.float32)
     fraction = core.uniform(corner_seed, 0.0, 1.0 - size_to_image_ratio, [max_black_patches, 2])
     corner = tf.cast(fraction * size, tf.int32)
-    top, left = corner[:, 0, tf.newaxis, tf.newaxis], corner[:, 1, tf.newaxis, tf.newaxis]
+    top, left = corner[:, 0], corner[:, 1, tf.newaxis]
     side = tf.cast(tf.reduce_min(size) * size_to_image_ratio, tf.int32)
-    rows = tf.range(height)[tf.newaxis, :, tf.newaxis]
-    cols = tf.range(width)[tf.newaxis, tf.newaxis, :]
-    in_rows = (rows >= top) & (rows < top + side)
+    shape = tf.shape(image)
+    rows = tf.range(height)[:, tf.newaxis]
+    # Every column index C times: the mask comes out in the [H, W·C] layout of the image.
+    cols = tf.repeat(tf.range(width), shape[2])
+    in_rows = (rows >= top) & (rows < top + side) & applied
     in_cols = (cols >= left) & (cols < left + side)
-    black = tf.reduce_any(in_rows & in_cols & applied[:, None, None], axis=0)
-    # A product with the 0/1 mask: tf.where's broadcasting select is several times slower.
-    kept = tf.cast(~black, image.dtype)[..., tf.newaxis]
-    return _with_image(features, image * kept)
+    # Patches covering each value: a [H, P] by [P, W·C] product, not a [P, H, W] mask. The
+    # product with the 0/1 mask then runs over equal shapes (broadcasting ops are slow).
+    covering = tf.matmul(tf.cast(in_rows, tf.float32), tf.cast(in_cols, tf.float32))
+    kept = tf.cast(tf.equal(covering, 0.0), image.dtype)
+    pixels = tf.reshape(image, tf.stack([height, -1]))
+    return _with_image(features, tf.reshape(pixels * kept, shape))
 
 
 @rule("in [0, 100]")

@@ -15,6 +15,7 @@ from object_input.ops import (
     random_solarize,
 )
 from object_input.ops.autoaugment_ops import sharpness
+from object_input.ops.enhance import gaussian_blur
 
 
 def _image(shape=(5, 6, 3), seed=0):
@@ -50,6 +51,19 @@ def test_gaussian_blur_matches_a_renormalized_reference():
     out = _run(random_gaussian_blur, image, sigma_range=(1.3, 1.3), probability=1.0)
     assert out.dtype == np.float32
     np.testing.assert_allclose(out, _blur_reference(image, 1.3, 4), atol=1e-3)
+
+
+def test_gaussian_blur_of_an_impulse_is_the_outer_product_of_the_1d_kernel():
+    sigma, radius = 1.5, 5
+    image = np.zeros((31, 33, 3), np.float32)
+    image[15, 16] = 1.0
+    out = gaussian_blur(tf.constant(image), tf.constant(sigma), 6).numpy()
+    weights = np.exp(-0.5 * (np.arange(-radius, radius + 1) / sigma) ** 2)
+    weights /= weights.sum()
+    expected = np.zeros_like(image)
+    # The impulse is more than a radius from every border: no renormalization reaches it.
+    expected[10:21, 11:22] = np.outer(weights, weights)[..., np.newaxis]
+    np.testing.assert_allclose(out, expected, atol=1e-5)
 
 
 def test_gaussian_blur_keeps_a_flat_image_and_tiny_images():
