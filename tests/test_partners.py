@@ -1,6 +1,7 @@
 """Combining steps inside make_dataset: partners drawn from the stream, reproducibly."""
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 import object_input as oi
@@ -18,22 +19,39 @@ def _stream(count):
     return tf.data.Dataset.zip((seeds, values))
 
 
-def test_partners_come_from_the_examples_seen_before():
-    out = list(partners.with_partners(_stream(20), count=3, buffer_size=4))
-    for index, (_, features, drawn) in enumerate(out):
-        assert int(features["x"][0]) == index
-        ids = [int(p["x"][0]) for p in drawn]
-        for p in drawn:  # stored values come back at their true shape, strings too
+def _drawn(count, group_size, size=20):
+    """Per example of ``_stream(size)``: its index and its partners' indices."""
+    out = []
+    for seed, features, drawn in partners.with_partners(
+        _stream(size), count=count, group_size=group_size
+    ):
+        for p in drawn:  # partners come back at their true shape, strings too
             assert p["x"].shape == (int(p["x"][0]) + 1,)
             assert p["name"].numpy() == str(int(p["x"][0])).encode()
-        if index == 0:
-            assert ids == [0, 0, 0]  # nothing seen yet: its own partner
-        else:
-            assert set(ids) <= set(range(max(0, index - 4), index))
-            assert len(set(ids)) == min(3, index)  # distinct while enough were seen
-    again = list(partners.with_partners(_stream(20), count=3, buffer_size=4))
-    for (_, _, a), (_, _, b) in zip(out, again, strict=True):
-        assert [int(p["x"][0]) for p in a] == [int(p["x"][0]) for p in b]
+        assert int(seed[0]) == int(features["x"][0])
+        assert features["x"].shape == (int(features["x"][0]) + 1,)
+        out.append((int(features["x"][0]), [int(p["x"][0]) for p in drawn]))
+    return out
+
+
+def test_partners_are_distinct_others_of_the_example_group():
+    out = _drawn(count=3, group_size=4, size=18)
+    assert [index for index, _ in out] == list(range(18))  # one element per example, in order
+    for index, ids in out[:16]:
+        group = set(range(index - index % 4, index - index % 4 + 4))
+        # Never itself, three distinct others from its (full) group, even at the stream's start.
+        assert set(ids) <= group - {index} and len(set(ids)) == 3
+    # The last group holds 2 examples: each has only the other to draw from.
+    assert out[16:] == [(16, [17, 17, 17]), (17, [16, 16, 16])]
+    assert _drawn(count=3, group_size=4, size=18) == out  # the same draw run after run
+    # Draws differ between examples: over the stream, many different partner sets.
+    assert len({tuple(sorted(ids)) for _, ids in _drawn(count=1, group_size=8, size=64)}) > 4
+
+
+def test_an_example_alone_in_its_group_is_its_own_partner():
+    assert _drawn(count=1, group_size=4, size=5)[4] == (4, [4])
+    with pytest.raises(ValueError, match="group_size"):
+        partners.with_partners(_stream(3), count=1, group_size=1)
 
 
 def _write(tmp_path):

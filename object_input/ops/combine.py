@@ -98,27 +98,25 @@ def mosaic(
     y_seed, x_seed = core.split_seed(seed, 2)
     cy = tf.cast(tf.round(core.uniform(y_seed, *center_range) * height), tf.int32)
     cx = tf.cast(tf.round(core.uniform(x_seed, *center_range) * width), tf.int32)
-    rows = tf.range(height)[:, tf.newaxis]
-    cols = tf.range(width)[tf.newaxis, :]
-    quarters = [
-        (rows < cy) & (cols < cx),
-        (rows < cy) & (cols >= cx),
-        (rows >= cy) & (cols < cx),
-        (rows >= cy) & (cols >= cx),
-    ]
-    placed = []
-    canvas = None
+    placed, quarters = [], []
     for index, example in enumerate(examples):
         h, w = core.image_size(example[fields.IMAGE])
         scale = tf.minimum(height / tf.cast(h, tf.float32), width / tf.cast(w, tf.float32))
         new_h = tf.maximum(tf.cast(tf.round(tf.cast(h, tf.float32) * scale), tf.int32), 1)
         new_w = tf.maximum(tf.cast(tf.round(tf.cast(w, tf.float32) * scale), tf.int32), 1)
         resized = transform.apply(example, transform.Resize(new_h, new_w))
-        # Where the resized image's top-left corner lands on the canvas.
+        # Where the resized image's top-left corner lands on the canvas, and the canvas quarter
+        # it shows in (all of the image that lands on the canvas lies in that quarter).
         top = cy - new_h if index < 2 else cy
         left = cx - new_w if index % 2 == 0 else cx
-        channels = tf.shape(resized[fields.IMAGE])[-1:]
-        fill = tf.broadcast_to(tf.constant(fill_value, tf.float32), channels)
+        rows = (0, cy) if index < 2 else (cy, height - cy)
+        cols = (0, cx) if index % 2 == 0 else (cx, width - cx)
+        image = resized.pop(fields.IMAGE)
+        fill = tf.broadcast_to(tf.constant(fill_value, tf.float32), tf.shape(image)[-1:])
+        # Only the quarter of the image is cut, not a whole canvas per example.
+        quarters.append(
+            transform.cut(image, 0, rows[0] - top, cols[0] - left, *rows[1:], *cols[1:], fill)
+        )
         window = transform.Window(
             (new_h, new_w),
             -top,
@@ -127,13 +125,10 @@ def mosaic(
             width,
             overlap_thresh=min_visible,
             clip_boxes=True,
-            fill=fill,
         )
-        moved = transform.apply(resized, window)
-        inside = quarters[index][..., tf.newaxis]
-        image = moved[fields.IMAGE]
-        canvas = image if canvas is None else tf.where(inside, image, canvas)
-        placed.append(moved)
+        placed.append(transform.apply(resized, window))
+    canvas = tf.concat([tf.concat(quarters[:2], axis=1), tf.concat(quarters[2:], axis=1)], axis=0)
+    canvas.set_shape([height, width, examples[0][fields.IMAGE].shape[-1]])
     out = _concat_all(placed)
     out[fields.IMAGE] = canvas
     out[fields.IMAGE_SHAPE] = tf.constant([height, width])
