@@ -104,19 +104,13 @@ def mosaic(
         scale = tf.minimum(height / tf.cast(h, tf.float32), width / tf.cast(w, tf.float32))
         new_h = tf.maximum(tf.cast(tf.round(tf.cast(h, tf.float32) * scale), tf.int32), 1)
         new_w = tf.maximum(tf.cast(tf.round(tf.cast(w, tf.float32) * scale), tf.int32), 1)
-        resized = transform.apply(example, transform.Resize(new_h, new_w))
-        # Where the resized image's top-left corner lands on the canvas, and the canvas quarter
-        # it shows in (all of the image that lands on the canvas lies in that quarter).
+        others = {n: v for n, v in example.items() if n != fields.IMAGE}
+        resized = transform.apply(others, transform.Resize(new_h, new_w))
+        # Where the resized image's top-left corner lands on the canvas.
         top = cy - new_h if index < 2 else cy
         left = cx - new_w if index % 2 == 0 else cx
-        rows = (0, cy) if index < 2 else (cy, height - cy)
-        cols = (0, cx) if index % 2 == 0 else (cx, width - cx)
-        image = resized.pop(fields.IMAGE)
-        fill = tf.broadcast_to(tf.constant(fill_value, tf.float32), tf.shape(image)[-1:])
-        # Only the quarter of the image is cut, not a whole canvas per example.
-        quarters.append(
-            transform.cut(image, 0, rows[0] - top, cols[0] - left, *rows[1:], *cols[1:], fill)
-        )
+        quarter = (cy if index < 2 else height - cy, cx if index % 2 == 0 else width - cx)
+        quarters.append(_quarter(example[fields.IMAGE], (new_h, new_w), quarter, index, fill_value))
         window = transform.Window(
             (new_h, new_w),
             -top,
@@ -134,6 +128,35 @@ def mosaic(
     out[fields.IMAGE_SHAPE] = tf.constant([height, width])
     # A box clipped to no area passes min_visible = 0; it is gone all the same.
     return box_ops.drop_degenerate(out)
+
+
+def _quarter(
+    image: tf.Tensor, size: tuple[Any, Any], quarter: tuple[Any, Any], index: int, fill: float
+) -> tf.Tensor:
+    """Mosaic quarter ``index`` (``quarter`` pixels high and wide): ``image`` resized to ``size``
+    with its corner at the canvas centre, float32, ``fill`` where it does not reach.
+
+    All of the placed image that lands on the canvas lies in its quarter, so only what shows is
+    cut out, never a whole canvas per example."""
+    new_h, new_w = size
+    shown_h, shown_w = tf.minimum(new_h, quarter[0]), tf.minimum(new_w, quarter[1])
+    # Above the centre the image's bottom rows show; left of it, its right columns.
+    top = new_h - shown_h if index < 2 else 0
+    left = new_w - shown_w if index % 2 == 0 else 0
+
+    def shown(resized: tf.Tensor) -> tf.Tensor:
+        return tf.slice(resized, tf.stack([top, left, 0]), tf.stack([shown_h, shown_w, -1]))
+
+    h, w = core.image_size(image)
+    # Bilinear sampling at an image's own size gives its values back: only cast what shows.
+    part = tf.cond(
+        (h == new_h) & (w == new_w),
+        lambda: tf.cast(shown(image), tf.float32),
+        lambda: shown(transform.Resize(new_h, new_w).raster(image, 0, None, nearest=False)),
+    )
+    rows = [quarter[0] - shown_h, 0] if index < 2 else [0, quarter[0] - shown_h]
+    cols = [quarter[1] - shown_w, 0] if index % 2 == 0 else [0, quarter[1] - shown_w]
+    return tf.pad(part, [rows, cols, [0, 0]], constant_values=fill)
 
 
 def beta(seed: Any, alpha: float) -> tf.Tensor:
