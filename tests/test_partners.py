@@ -7,7 +7,7 @@ import tensorflow as tf
 import object_input as oi
 from object_input import fields, partners
 from object_input.synthetic import synthetic_examples
-from object_input.writers import write_tfrecords
+from object_input.writers import build_example, write_tfrecords
 
 
 def _stream(count):
@@ -93,3 +93,39 @@ def test_mosaic_and_mixup_in_make_dataset_are_reproducible_and_aligned(tmp_path)
         assert ((weights > 0) & (weights <= 1)).all()
         boxes = example[fields.BOXES]
         assert ((boxes >= 0) & (boxes <= 1)).all()
+
+
+def _write_distinct(directory, count):
+    """``count`` examples, example i a 16x16 image with one whole-image box of class i + 1."""
+    examples = [
+        build_example(
+            np.full((16, 16, 3), 10 * i, np.uint8),
+            boxes=[[0.0, 0.0, 1.0, 1.0]],
+            classes=[i + 1],
+            source_id=str(i),
+        )
+        for i in range(count)
+    ]
+    write_tfrecords(examples, directory / "distinct")
+    return directory
+
+
+@pytest.mark.parametrize(
+    ("step", "inputs"),
+    [
+        (("mosaic", {"output_size": (16, 16), "center_range": (0.5, 0.5), "min_visible": 0.0}), 4),
+        (("mixup", {}), 2),
+    ],
+)
+def test_no_example_is_its_own_partner_even_at_the_stream_start(tmp_path, step, inputs):
+    directory = _write_distinct(tmp_path, 20)  # a full group of 16, then a group of 4
+    drawn = []
+    for example in oi.make_dataset(directory, batch_size=None, seed=3, augment=[step]):
+        own = int(example[fields.SOURCE_ID].numpy()) + 1
+        classes = example[fields.CLASSES].numpy().tolist()
+        # Every input shows one box: the example's first, then partners all different from it.
+        assert len(classes) == inputs and classes[0] == own
+        assert len(set(classes)) == inputs, classes
+        drawn.append(frozenset(classes[1:]))
+    assert len(drawn) == 20
+    assert len(set(drawn)) > 10  # partners drawn from many different examples
