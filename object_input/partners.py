@@ -41,11 +41,13 @@ def _draw(
     shapes: dict[str, tf.Tensor],
     scores: tf.Tensor,
     count: int,
-):
-    """A padded group → per example, ``[1 + count, ...]`` stacks: the example, then its partners.
+) -> tuple[tf.Tensor, Features, dict[str, tf.Tensor]]:
+    """A padded group of ``n`` → per example, ``[1 + count, ...]`` stacks of the example, then
+    its partners, and their true shapes.
 
-    ``scores`` ``[n, GROUP_SIZE]`` are each example's uniform draws; the ``count`` lowest among
-    the other examples of the group pick the partners (fewer others than ``count``: repeated)."""
+    ``scores`` ``[n, group size]`` are each example's uniform draws; the ``count`` lowest among
+    the other examples of the group pick the partners (fewer others than ``count``: repeated;
+    none: the example itself)."""
     size = tf.shape(seeds)[0]
     # An example's own score is above every draw, so it comes after all the others.
     scores = tf.where(tf.eye(size, dtype=tf.bool), 2.0, scores[:, :size])
