@@ -4,10 +4,10 @@ A combining step needs other examples next to the one it runs on. The stream (af
 before the combining step) is cut into groups of :data:`GROUP_SIZE` consecutive examples, padded
 into one batch; each example draws its partners without replacement from the other examples of
 its group with its own stateless seed, so no example is its own partner and every group is full
-before anyone draws (the stream's first examples draw from as many as the later ones). The group
-is then split again, each example carrying copies of its partners cut back to their true shapes:
-every example is copied a fixed number of times, whatever the group size. With a pipeline seed
-the stream order is fixed, so the partners are too.
+before anyone draws (the stream's first examples draw from as many as the later ones). In a
+parallel map, each example then cuts itself and its partners out of its group, back to their true
+shapes: every example is copied a fixed number of times, whatever the group size. With a pipeline
+seed the stream order is fixed, so the partners are too.
 
 The last group of a finite stream may be smaller: its examples draw from the examples it has,
 repeating partners when there are fewer than a step needs; an example alone in its group (a
@@ -16,7 +16,6 @@ stream of one example, or one left over) is its own partner, as there is no othe
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -35,46 +34,29 @@ def _true_shapes(features: Features) -> dict[str, tf.Tensor]:
     return {n: tf.shape(v, out_type=tf.int32) for n, v in features.items() if v.shape.rank}
 
 
-def _draw(
-    seeds: tf.Tensor,
-    features: Features,
-    shapes: dict[str, tf.Tensor],
-    scores: tf.Tensor,
-    count: int,
-) -> tuple[tf.Tensor, Features, dict[str, tf.Tensor]]:
-    """A padded group of ``n`` → per example, ``[1 + count, ...]`` stacks of the example, then
-    its partners, and their true shapes.
+def _picks(scores: tf.Tensor, count: int) -> tf.Tensor:
+    """``[n, 1 + count]`` group positions: each example's own, then its partners'.
 
     ``scores`` ``[n, group size]`` are each example's uniform draws; the ``count`` lowest among
     the other examples of the group pick the partners (fewer others than ``count``: repeated;
     none: the example itself)."""
-    size = tf.shape(seeds)[0]
+    size = tf.shape(scores)[0]
     # An example's own score is above every draw, so it comes after all the others.
     scores = tf.where(tf.eye(size, dtype=tf.bool), 2.0, scores[:, :size])
     order = tf.argsort(scores, axis=1)
     drawn = tf.gather(order, tf.range(count) % tf.maximum(size - 1, 1), axis=1)
-    picks = tf.concat([tf.range(size)[:, tf.newaxis], drawn], axis=1)
-    stacks = {n: _nonempty(tf.gather(v, picks)) for n, v in features.items()}
-    return seeds, stacks, {n: tf.gather(v, picks) for n, v in shapes.items()}
+    return tf.concat([tf.range(size)[:, tf.newaxis], drawn], axis=1)
 
 
-def _nonempty(stack: tf.Tensor) -> tf.Tensor:
-    """``stack`` ``[n, k, ...]`` with each zero-sized value dimension padded to 1.
-
-    ``unbatch`` crashes the process on a tensor with no elements (TensorFlow 2.21)."""
-    if stack.shape.rank <= 2:
-        return stack
-    empty = tf.cast(tf.equal(tf.shape(stack)[2:], 0), tf.int32)
-    after = tf.concat([[0, 0], empty], axis=0)
-    return tf.pad(stack, tf.stack([tf.zeros_like(after), after], axis=1))
-
-
-def _cut(stack: tf.Tensor, shape: tf.Tensor | None, spec: tf.TensorSpec) -> tf.Tensor:
-    """One padded value cut back to its true ``shape`` (None: a scalar), with ``spec``'s static
-    shape."""
+def _member(
+    stack: tf.Tensor, shape: tf.Tensor | None, position: tf.Tensor, spec: tf.TensorSpec
+) -> tf.Tensor:
+    """The value at ``position`` of a padded group ``stack``, cut back to its true ``shape``
+    (None: a scalar), with ``spec``'s static shape."""
     if shape is None:
-        return stack
-    value = tf.slice(stack, tf.zeros_like(shape), shape)
+        return stack[position]
+    begin = tf.concat([[position], tf.zeros_like(shape)], axis=0)
+    value = tf.reshape(tf.slice(stack, begin, tf.concat([[1], shape], axis=0)), shape)
     value.set_shape(spec.shape)
     return value
 
@@ -103,23 +85,27 @@ def with_partners(
         return seed, features, _true_shapes(features), scores
 
     @tf.autograph.experimental.do_not_convert
-    def split(seed, stacks, shapes):
+    def members(seeds, features, shapes, scores):
+        # Each element refers to the whole group (no copy); its parallel map cuts out the few
+        # examples it needs.
+        positions = tf.data.Dataset.from_tensor_slices(_picks(scores, count))
+        return positions.map(
+            tf.autograph.experimental.do_not_convert(lambda picks: (seeds, features, shapes, picks))
+        )
+
+    @tf.autograph.experimental.do_not_convert
+    def split(seeds, features, shapes, picks):
         examples = [
             {
-                n: _cut(stacks[n][index], shapes[n][index] if n in shapes else None, spec[n])
+                n: _member(features[n], shapes[n][p] if n in shapes else None, p, spec[n])
                 for n in spec
             }
-            for index in range(count + 1)
+            for p in tf.unstack(picks, num=count + 1)
         ]
-        return seed, examples[0], tuple(examples[1:])
+        return seeds[picks[0]], examples[0], tuple(examples[1:])
 
     groups = dataset.map(prepare).padded_batch(group_size)
-    drawn = groups.map(
-        tf.autograph.experimental.do_not_convert(functools.partial(_draw, count=count)),
-        num_parallel_calls=num_parallel_calls,
-        deterministic=deterministic,
-    )
-    return drawn.unbatch().map(
+    return groups.flat_map(members).map(
         split, num_parallel_calls=num_parallel_calls, deterministic=deterministic
     )
 
