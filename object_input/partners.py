@@ -1,12 +1,17 @@
 """Partners for combining steps (Mosaic, MixUp) drawn from the stream, reproducibly.
 
-A combining step needs other examples next to the one it runs on. The stream keeps the last
-:data:`BUFFER_SIZE` examples (after the steps before the combining step) in a ring buffer; each
-example draws its partners without replacement from the buffer with its own stateless seed,
-then joins it. With a pipeline seed the stream order is fixed, so the partners are too; the
-first examples of a stream draw from the few seen so far (the very first is its own partner).
-The buffer is filled by one sequential ``scan`` that only copies tensors; the combining step
-itself runs in the parallel map that follows.
+A combining step needs other examples next to the one it runs on. The stream (after the steps
+before the combining step) is cut into groups of :data:`GROUP_SIZE` consecutive examples, padded
+into one batch; each example draws its partners without replacement from the other examples of
+its group with its own stateless seed, so no example is its own partner and every group is full
+before anyone draws (the stream's first examples draw from as many as the later ones). In a
+parallel map, each example then cuts itself and its partners out of its group, back to their true
+shapes: every example is copied a fixed number of times, whatever the group size. With a pipeline
+seed the stream order is fixed, so the partners are too.
+
+The last group of a finite stream may be smaller: its examples draw from the examples it has,
+repeating partners when there are fewer than a step needs; an example alone in its group (a
+stream of one example, or one left over) is its own partner, as there is no other.
 """
 
 from __future__ import annotations
@@ -18,77 +23,91 @@ import tensorflow as tf
 
 from object_input.ops import Augmentation, core
 
-BUFFER_SIZE = 16
+GROUP_SIZE = 16
 SEED = "_example_seed"  # the example's stream seed, carried in its features up to here
 
 Features = dict[str, tf.Tensor]
 
 
-def _empty(spec: tf.TensorSpec, size: int) -> tf.Tensor:
-    dims = [size] + [d if d is not None else 0 for d in spec.shape.as_list()]
-    if spec.dtype == tf.string:
-        return tf.fill(dims, tf.constant("", tf.string))
-    return tf.zeros(dims, spec.dtype)
+def _true_shapes(features: Features) -> dict[str, tf.Tensor]:
+    """Each non-scalar field's shape, to cut it back after padding."""
+    return {n: tf.shape(v, out_type=tf.int32) for n, v in features.items() if v.shape.rank}
 
 
-def _store(stack: tf.Tensor, shapes: tf.Tensor, slot: tf.Tensor, value: tf.Tensor):
-    """``stack`` ``[B, ...]`` with ``value`` padded into ``slot`` (the stack grows if needed)."""
-    rank = value.shape.rank
-    # A select rather than a scatter: scatters refuse tensors with a zero-sized dimension.
-    here = tf.reshape(tf.equal(tf.range(tf.shape(stack)[0]), slot), [-1] + [1] * rank)
-    if rank == 0:
-        return tf.where(here, value, stack), shapes
-    shape = tf.shape(value, out_type=tf.int32)
-    target = tf.maximum(tf.shape(stack, out_type=tf.int32)[1:], shape)
-    grow = tf.stack([tf.zeros([rank], tf.int32), target - tf.shape(stack)[1:]], axis=1)
-    stack = tf.pad(stack, tf.concat([[[0, 0]], grow], axis=0))
-    padded = tf.pad(value, tf.stack([tf.zeros([rank], tf.int32), target - shape], axis=1))
-    shapes = tf.where(tf.reshape(here, [-1, 1]), shape, shapes)
-    return tf.where(here, padded[tf.newaxis], stack), shapes
+def _picks(scores: tf.Tensor, count: int) -> tf.Tensor:
+    """``[n, 1 + count]`` group positions: each example's own, then its partners'.
+
+    ``scores`` ``[n, group size]`` are each example's uniform draws; the ``count`` lowest among
+    the other examples of the group pick the partners (fewer others than ``count``: repeated;
+    none: the example itself)."""
+    size = tf.shape(scores)[0]
+    # An example's own score is above every draw, so it comes after all the others.
+    scores = tf.where(tf.eye(size, dtype=tf.bool), 2.0, scores[:, :size])
+    order = tf.argsort(scores, axis=1)
+    drawn = tf.gather(order, tf.range(count) % tf.maximum(size - 1, 1), axis=1)
+    return tf.concat([tf.range(size)[:, tf.newaxis], drawn], axis=1)
 
 
-def _load(stack: tf.Tensor, shapes: tf.Tensor, slot: tf.Tensor) -> tf.Tensor:
-    """The value stored in ``slot``, cut back to its true shape."""
-    value = stack[slot]
-    if value.shape.rank == 0:
-        return value
-    return tf.slice(value, tf.zeros_like(shapes[slot]), shapes[slot])
+def _member(
+    stack: tf.Tensor, shape: tf.Tensor | None, position: tf.Tensor, spec: tf.TensorSpec
+) -> tf.Tensor:
+    """The value at ``position`` of a padded group ``stack``, cut back to its true ``shape``
+    (None: a scalar), with ``spec``'s static shape."""
+    if shape is None:
+        return stack[position]
+    begin = tf.concat([[position], tf.zeros_like(shape)], axis=0)
+    value = tf.reshape(tf.slice(stack, begin, tf.concat([[1], shape], axis=0)), shape)
+    value.set_shape(spec.shape)
+    return value
 
 
-def with_partners(dataset: tf.data.Dataset, count: int, buffer_size: int = BUFFER_SIZE):
-    """``(seed, features)`` elements → ``(seed, features, partners)``, ``count`` partners each."""
+def with_partners(
+    dataset: tf.data.Dataset,
+    count: int,
+    *,
+    salt: int = 0,
+    group_size: int = GROUP_SIZE,
+    num_parallel_calls: int = tf.data.AUTOTUNE,
+    deterministic: bool | None = None,
+) -> tf.data.Dataset:
+    """``(seed, features)`` elements → ``(seed, features, partners)``, ``count`` partners each.
+
+    Partners come from the example's group of ``group_size`` consecutive examples, drawn with
+    the example's seed folded with ``salt`` (one salt per combining step, so two steps draw
+    apart)."""
+    if group_size < 2:
+        raise ValueError(f"group_size must be at least 2 for partners, got {group_size}")
     spec = dataset.element_spec[1]
-    names = sorted(spec)
-
-    def initial():
-        stacks = {n: _empty(spec[n], buffer_size) for n in names}
-        shapes = {n: tf.zeros([buffer_size, spec[n].shape.rank], tf.int32) for n in names}
-        return tf.constant(0, tf.int64), stacks, shapes
 
     @tf.autograph.experimental.do_not_convert
-    def step(state, element):
-        seen, stacks, shapes = state
-        seed, features = element
-        available = tf.cast(tf.minimum(seen, buffer_size), tf.int32)
-        scores = core.uniform(core.fold_seed(seed, -1), shape=[buffer_size])
-        scores = tf.where(tf.range(buffer_size) < available, scores, 2.0)
-        order = tf.argsort(scores)
-        partners = []
-        for index in range(count):
-            # With fewer examples seen than partners needed, the partners repeat.
-            slot = tf.gather(order, index % tf.maximum(available, 1))
+    def prepare(seed, features):
+        scores = core.uniform(core.fold_seed(seed, -1 - salt), shape=[group_size])
+        return seed, features, _true_shapes(features), scores
 
-            def stored(slot=slot):
-                return {n: _load(stacks[n], shapes[n], slot) for n in names}
+    @tf.autograph.experimental.do_not_convert
+    def members(seeds, features, shapes, scores):
+        # Each element refers to the whole group (no copy); its parallel map cuts out the few
+        # examples it needs.
+        positions = tf.data.Dataset.from_tensor_slices(_picks(scores, count))
+        return positions.map(
+            tf.autograph.experimental.do_not_convert(lambda picks: (seeds, features, shapes, picks))
+        )
 
-            partners.append(tf.cond(available > 0, stored, lambda: {n: features[n] for n in names}))
-        slot = tf.cast(seen % buffer_size, tf.int32)
-        new_stacks, new_shapes = {}, {}
-        for n in names:
-            new_stacks[n], new_shapes[n] = _store(stacks[n], shapes[n], slot, features[n])
-        return (seen + 1, new_stacks, new_shapes), (seed, features, tuple(partners))
+    @tf.autograph.experimental.do_not_convert
+    def split(seeds, features, shapes, picks):
+        examples = [
+            {
+                n: _member(features[n], shapes[n][p] if n in shapes else None, p, spec[n])
+                for n in spec
+            }
+            for p in tf.unstack(picks, num=count + 1)
+        ]
+        return seeds[picks[0]], examples[0], tuple(examples[1:])
 
-    return dataset.scan(initial(), step)
+    groups = dataset.map(prepare).padded_batch(group_size)
+    return groups.flat_map(members).map(
+        split, num_parallel_calls=num_parallel_calls, deterministic=deterministic
+    )
 
 
 def combine(
@@ -124,7 +143,14 @@ def combine(
                 return finish(step_seed, out, index + 1)
             return seed, augment(out, step_seed, start=index + 1, stop=stop)
 
-        dataset = with_partners(dataset, count).map(
+        paired = with_partners(
+            dataset,
+            count,
+            salt=number,
+            num_parallel_calls=num_parallel_calls,
+            deterministic=deterministic,
+        )
+        dataset = paired.map(
             run, num_parallel_calls=num_parallel_calls, deterministic=deterministic
         )
     return dataset

@@ -1,12 +1,13 @@
 """Combining steps inside make_dataset: partners drawn from the stream, reproducibly."""
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 import object_input as oi
 from object_input import fields, partners
 from object_input.synthetic import synthetic_examples
-from object_input.writers import write_tfrecords
+from object_input.writers import build_example, write_tfrecords
 
 
 def _stream(count):
@@ -18,22 +19,39 @@ def _stream(count):
     return tf.data.Dataset.zip((seeds, values))
 
 
-def test_partners_come_from_the_examples_seen_before():
-    out = list(partners.with_partners(_stream(20), count=3, buffer_size=4))
-    for index, (_, features, drawn) in enumerate(out):
-        assert int(features["x"][0]) == index
-        ids = [int(p["x"][0]) for p in drawn]
-        for p in drawn:  # stored values come back at their true shape, strings too
+def _drawn(count, group_size, size=20):
+    """Per example of ``_stream(size)``: its index and its partners' indices."""
+    out = []
+    for seed, features, drawn in partners.with_partners(
+        _stream(size), count=count, group_size=group_size
+    ):
+        for p in drawn:  # partners come back at their true shape, strings too
             assert p["x"].shape == (int(p["x"][0]) + 1,)
             assert p["name"].numpy() == str(int(p["x"][0])).encode()
-        if index == 0:
-            assert ids == [0, 0, 0]  # nothing seen yet: its own partner
-        else:
-            assert set(ids) <= set(range(max(0, index - 4), index))
-            assert len(set(ids)) == min(3, index)  # distinct while enough were seen
-    again = list(partners.with_partners(_stream(20), count=3, buffer_size=4))
-    for (_, _, a), (_, _, b) in zip(out, again, strict=True):
-        assert [int(p["x"][0]) for p in a] == [int(p["x"][0]) for p in b]
+        assert int(seed[0]) == int(features["x"][0])
+        assert features["x"].shape == (int(features["x"][0]) + 1,)
+        out.append((int(features["x"][0]), [int(p["x"][0]) for p in drawn]))
+    return out
+
+
+def test_partners_are_distinct_others_of_the_example_group():
+    out = _drawn(count=3, group_size=4, size=18)
+    assert [index for index, _ in out] == list(range(18))  # one element per example, in order
+    for index, ids in out[:16]:
+        group = set(range(index - index % 4, index - index % 4 + 4))
+        # Never itself, three distinct others from its (full) group, even at the stream's start.
+        assert set(ids) <= group - {index} and len(set(ids)) == 3
+    # The last group holds 2 examples: each has only the other to draw from.
+    assert out[16:] == [(16, [17, 17, 17]), (17, [16, 16, 16])]
+    assert _drawn(count=3, group_size=4, size=18) == out  # the same draw run after run
+    # Draws differ between examples: over the stream, many different partner sets.
+    assert len({tuple(sorted(ids)) for _, ids in _drawn(count=1, group_size=8, size=64)}) > 4
+
+
+def test_an_example_alone_in_its_group_is_its_own_partner():
+    assert _drawn(count=1, group_size=4, size=5)[4] == (4, [4])
+    with pytest.raises(ValueError, match="group_size"):
+        partners.with_partners(_stream(3), count=1, group_size=1)
 
 
 def _write(tmp_path):
@@ -41,13 +59,14 @@ def _write(tmp_path):
     return tmp_path
 
 
-def _batches(directory, seed):
+def _batches(directory, seed, num_parallel_calls=tf.data.AUTOTUNE):
     return [
         oi.unpad_batch(batch)
         for batch in oi.make_dataset(
             directory,
             batch_size=3,
             seed=seed,
+            num_parallel_calls=num_parallel_calls,
             masks="png",
             augment=[
                 ("random_horizontal_flip", {}),
@@ -60,7 +79,8 @@ def _batches(directory, seed):
 
 def test_mosaic_and_mixup_in_make_dataset_are_reproducible_and_aligned(tmp_path):
     directory = _write(tmp_path)
-    first, second = _batches(directory, 5), _batches(directory, 5)
+    # The same examples run after run, whatever the parallelism.
+    first, second = _batches(directory, 5), _batches(directory, 5, num_parallel_calls=1)
     examples = [e for batch in first for e in batch]
     assert len(examples) == 12  # one output per input example
     for a, b in zip(examples, [e for batch in second for e in batch], strict=True):
@@ -75,3 +95,39 @@ def test_mosaic_and_mixup_in_make_dataset_are_reproducible_and_aligned(tmp_path)
         assert ((weights > 0) & (weights <= 1)).all()
         boxes = example[fields.BOXES]
         assert ((boxes >= 0) & (boxes <= 1)).all()
+
+
+def _write_distinct(directory, count):
+    """``count`` examples, example i a 16x16 image with one whole-image box of class i + 1."""
+    examples = [
+        build_example(
+            np.full((16, 16, 3), 10 * i, np.uint8),
+            boxes=[[0.0, 0.0, 1.0, 1.0]],
+            classes=[i + 1],
+            source_id=str(i),
+        )
+        for i in range(count)
+    ]
+    write_tfrecords(examples, directory / "distinct")
+    return directory
+
+
+@pytest.mark.parametrize(
+    ("step", "inputs"),
+    [
+        (("mosaic", {"output_size": (16, 16), "center_range": (0.5, 0.5), "min_visible": 0.0}), 4),
+        (("mixup", {}), 2),
+    ],
+)
+def test_no_example_is_its_own_partner_even_at_the_stream_start(tmp_path, step, inputs):
+    directory = _write_distinct(tmp_path, 20)  # a full group of 16, then a group of 4
+    drawn = []
+    for example in oi.make_dataset(directory, batch_size=None, seed=3, augment=[step]):
+        own = int(example[fields.SOURCE_ID].numpy()) + 1
+        classes = example[fields.CLASSES].numpy().tolist()
+        # Every input shows one box: the example's first, then partners all different from it.
+        assert len(classes) == inputs and classes[0] == own
+        assert len(set(classes)) == inputs, classes
+        drawn.append(frozenset(classes[1:]))
+    assert len(drawn) == 20
+    assert len(set(drawn)) > 10  # partners drawn from many different examples

@@ -98,27 +98,19 @@ def mosaic(
     y_seed, x_seed = core.split_seed(seed, 2)
     cy = tf.cast(tf.round(core.uniform(y_seed, *center_range) * height), tf.int32)
     cx = tf.cast(tf.round(core.uniform(x_seed, *center_range) * width), tf.int32)
-    rows = tf.range(height)[:, tf.newaxis]
-    cols = tf.range(width)[tf.newaxis, :]
-    quarters = [
-        (rows < cy) & (cols < cx),
-        (rows < cy) & (cols >= cx),
-        (rows >= cy) & (cols < cx),
-        (rows >= cy) & (cols >= cx),
-    ]
-    placed = []
-    canvas = None
+    placed, quarters = [], []
     for index, example in enumerate(examples):
         h, w = core.image_size(example[fields.IMAGE])
         scale = tf.minimum(height / tf.cast(h, tf.float32), width / tf.cast(w, tf.float32))
         new_h = tf.maximum(tf.cast(tf.round(tf.cast(h, tf.float32) * scale), tf.int32), 1)
         new_w = tf.maximum(tf.cast(tf.round(tf.cast(w, tf.float32) * scale), tf.int32), 1)
-        resized = transform.apply(example, transform.Resize(new_h, new_w))
+        others = {n: v for n, v in example.items() if n != fields.IMAGE}
+        resized = transform.apply(others, transform.Resize(new_h, new_w))
         # Where the resized image's top-left corner lands on the canvas.
         top = cy - new_h if index < 2 else cy
         left = cx - new_w if index % 2 == 0 else cx
-        channels = tf.shape(resized[fields.IMAGE])[-1:]
-        fill = tf.broadcast_to(tf.constant(fill_value, tf.float32), channels)
+        quarter = (cy if index < 2 else height - cy, cx if index % 2 == 0 else width - cx)
+        quarters.append(_quarter(example[fields.IMAGE], (new_h, new_w), quarter, index, fill_value))
         window = transform.Window(
             (new_h, new_w),
             -top,
@@ -127,18 +119,44 @@ def mosaic(
             width,
             overlap_thresh=min_visible,
             clip_boxes=True,
-            fill=fill,
         )
-        moved = transform.apply(resized, window)
-        inside = quarters[index][..., tf.newaxis]
-        image = moved[fields.IMAGE]
-        canvas = image if canvas is None else tf.where(inside, image, canvas)
-        placed.append(moved)
+        placed.append(transform.apply(resized, window))
+    canvas = tf.concat([tf.concat(quarters[:2], axis=1), tf.concat(quarters[2:], axis=1)], axis=0)
+    canvas.set_shape([height, width, examples[0][fields.IMAGE].shape[-1]])
     out = _concat_all(placed)
     out[fields.IMAGE] = canvas
     out[fields.IMAGE_SHAPE] = tf.constant([height, width])
     # A box clipped to no area passes min_visible = 0; it is gone all the same.
     return box_ops.drop_degenerate(out)
+
+
+def _quarter(
+    image: tf.Tensor, size: tuple[Any, Any], quarter: tuple[Any, Any], index: int, fill: float
+) -> tf.Tensor:
+    """Mosaic quarter ``index`` (``quarter`` pixels high and wide): ``image`` resized to ``size``
+    with its corner at the canvas centre, float32, ``fill`` where it does not reach.
+
+    All of the placed image that lands on the canvas lies in its quarter, so only what shows is
+    cut out, never a whole canvas per example."""
+    new_h, new_w = size
+    shown_h, shown_w = tf.minimum(new_h, quarter[0]), tf.minimum(new_w, quarter[1])
+    # Above the centre the image's bottom rows show; left of it, its right columns.
+    top = new_h - shown_h if index < 2 else 0
+    left = new_w - shown_w if index % 2 == 0 else 0
+
+    def shown(resized: tf.Tensor) -> tf.Tensor:
+        return tf.slice(resized, tf.stack([top, left, 0]), tf.stack([shown_h, shown_w, -1]))
+
+    h, w = core.image_size(image)
+    # Bilinear sampling at an image's own size gives its values back: only cast what shows.
+    part = tf.cond(
+        (h == new_h) & (w == new_w),
+        lambda: tf.cast(shown(image), tf.float32),
+        lambda: shown(transform.Resize(new_h, new_w).raster(image, 0, None, nearest=False)),
+    )
+    rows = [quarter[0] - shown_h, 0] if index < 2 else [0, quarter[0] - shown_h]
+    cols = [quarter[1] - shown_w, 0] if index % 2 == 0 else [0, quarter[1] - shown_w]
+    return tf.pad(part, [rows, cols, [0, 0]], constant_values=fill)
 
 
 def beta(seed: Any, alpha: float) -> tf.Tensor:
