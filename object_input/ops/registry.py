@@ -203,7 +203,9 @@ def register_step(
             if bad:
                 raise TypeError(f"op {step_name!r}: {what} name unknown parameters {bad}")
         if output_size is not None and output_size not in params:
-            raise TypeError(f"op {step_name!r}: output_size names unknown parameter {output_size!r}")
+            raise TypeError(
+                f"op {step_name!r}: output_size names unknown parameter {output_size!r}"
+            )
         op = fn
         if validate is not None:
 
