@@ -79,13 +79,19 @@ class ExampleSteps:
 
     def finish(self, seed: tf.Tensor | None, features: dict, start: int) -> dict:
         """Steps ``start:`` (but the colour steps that go to the batch), resize or pad, the
-        colour parameters, the output dtype and the box limit."""
+        colour parameters, the output dtype and the box limit.
+
+        When the last of these steps declares an ``output_size`` parameter (left unset), the
+        resize is folded into it: the step gets ``image_size`` and no resize follows."""
         stop = len(self.augment)
         if self.colour is not None and self._is_rgb(features):
             stop = self.colour_start
-        if stop > start:
-            features = self.augment(features, seed, start=start, stop=stop)
-        if self.image_size is not None:
+        folded = self._folds_resize(start, stop)
+        if stop - folded > start:
+            features = self.augment(features, seed, start=start, stop=stop - folded)
+        if folded:
+            features = self._sized_step(features, seed, stop - 1)
+        elif self.image_size is not None:
             features = resize_features(features, *self.image_size)
         elif self.pad_image_size is not None:
             features = batching.check_fits(features, *self.pad_image_size)
@@ -105,6 +111,19 @@ class ExampleSteps:
         """:meth:`finish` for an example a combining step made, after the catch: its checks
         are settled by the policy here."""
         return self.policy.settle(self.finish(seed, features, start))
+
+    def _folds_resize(self, start: int, stop: int) -> bool:
+        """Whether step ``stop - 1`` runs here and takes the resize as its ``output_size``."""
+        if self.image_size is None or stop <= start:
+            return False
+        spec, params = self.augment.steps[stop - 1]
+        return spec.output_size is not None and params[spec.output_size] is None
+
+    def _sized_step(self, features: dict, seed: tf.Tensor | None, index: int) -> dict:
+        """Step ``index`` (with its usual seed) given ``image_size`` as its output size."""
+        spec, params = self.augment.steps[index]
+        sized = {**params, spec.output_size: tuple(self.image_size)}
+        return spec.fn(features, seed=self.augment.step_seed(seed, index), **sized)
 
     def _is_rgb(self, features: dict) -> bool:
         """Whether the image has 3 channels, as the colour stage needs (known when traced)."""

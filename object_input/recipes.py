@@ -38,3 +38,94 @@ def cifar10(train: bool = True) -> list[tuple[str, dict[str, Any]]]:
         ("random_adjust_contrast", {"min_delta": 0.2, "max_delta": 1.8}),
         ("per_image_standardization", {}),
     ]
+
+
+#: YOLOv5 / YOLOv8 default augmentation hyperparameters (``hyp.scratch-low.yaml``, v8's
+#: ``default.yaml``): hsv_h, hsv_s, hsv_v, degrees, translate, scale, shear, fliplr, mosaic, mixup.
+YOLO_DEFAULTS = {
+    "hsv_h": 0.015,
+    "hsv_s": 0.7,
+    "hsv_v": 0.4,
+    "degrees": 0.0,
+    "translate": 0.1,
+    "scale": 0.5,
+    "shear": 0.0,
+    "fliplr": 0.5,
+    "mixup": 0.0,
+}
+# YOLO's grey border and mosaic fill (114, 114, 114).
+_YOLO_FILL = 114.0
+# YOLO's MixUp ratio is Beta(32, 32).
+_YOLO_MIXUP_ALPHA = 32.0
+# YOLO scales the HSV value channel by a gain; no step does, so the gain's change at mid value
+# (half the gain's range) becomes a brightness shift.
+_MID_VALUE = 0.5
+
+
+def yolo(
+    image_size: int = 640,
+    *,
+    degrees: float = YOLO_DEFAULTS["degrees"],
+    translate: float = YOLO_DEFAULTS["translate"],
+    scale: float = YOLO_DEFAULTS["scale"],
+    shear: float = YOLO_DEFAULTS["shear"],
+    fliplr: float = YOLO_DEFAULTS["fliplr"],
+    hsv_h: float = YOLO_DEFAULTS["hsv_h"],
+    hsv_s: float = YOLO_DEFAULTS["hsv_s"],
+    hsv_v: float = YOLO_DEFAULTS["hsv_v"],
+    mixup: float = YOLO_DEFAULTS["mixup"],
+) -> list[tuple[str, dict[str, Any]]]:
+    """The YOLOv5 / YOLOv8 training augmentation, with their default hyperparameters.
+
+    Use with ``make_dataset(augment=recipes.yolo(640), image_size=(640, 640))``. The keywords
+    are YOLO's hyperparameter names (``hyp.scratch-low.yaml`` in YOLOv5, ``default.yaml`` in
+    YOLOv8) and default to their values (:data:`YOLO_DEFAULTS`):
+
+    - ``mosaic`` (1.0): ``mosaic`` of 4 examples on an ``image_size`` square, filled with
+      YOLO's grey 114, its centre anywhere in it (``center_range`` (0, 1), as YOLO's
+      ``mosaic_border`` of −image_size / 2 gives after its affine's crop);
+    - ``fliplr`` (0.5): ``random_horizontal_flip`` with that probability. YOLO flips last; the
+      affine's draws are mirror-symmetric, so flipping first gives the same distribution and
+      leaves the affine as the last per-example step, into which the pipeline's resize folds;
+    - ``degrees`` (0.0), ``translate`` (0.1), ``scale`` (0.5), ``shear`` (0.0):
+      ``random_affine`` with ``max_rotation``, ``max_translation`` (fractions of the side),
+      ``scale_range`` (1 − scale, 1 + scale) and ``max_shear``, grey 114 fill (YOLO's
+      ``random_perspective``; ``perspective`` is 0 by default and has no counterpart);
+    - ``mixup`` (0.0): with that probability ``mixup`` with a partner, ratio Beta(32, 32) as
+      YOLO draws it; the step is left out at 0;
+    - ``hsv_h`` (0.015), ``hsv_s`` (0.7), ``hsv_v`` (0.4): YOLO multiplies hue, saturation and
+      value by gains U(1 − g, 1 + g). Hue: ``random_adjust_hue`` shifts by up to ``hsv_h`` turns
+      (YOLO's largest shift); saturation: ``random_adjust_saturation`` with factors in
+      (1 − hsv_s, 1 + hsv_s), as YOLO; value: no step scales it, so ``random_adjust_brightness``
+      shifts by up to ``hsv_v`` × 0.5, the gain's change at mid value.
+
+    Other differences: YOLO's mosaic images have their long side at ``image_size`` on a canvas
+    twice that size; here each is resized to fit the ``image_size`` canvas, the same scale, but
+    areas a zoom-out (scale < 1) uncovers are grey rather than more of the canvas.
+    """
+    side = (image_size, image_size)
+    steps: list[tuple[str, dict[str, Any]]] = [
+        (
+            "mosaic",
+            {"output_size": side, "center_range": (0.0, 1.0), "fill_value": _YOLO_FILL},
+        ),
+        ("random_horizontal_flip", {"probability": fliplr}),
+        (
+            "random_affine",
+            {
+                "max_rotation": degrees,
+                "max_translation": translate,
+                "scale_range": (1.0 - scale, 1.0 + scale),
+                "max_shear": shear,
+                "fill_value": _YOLO_FILL,
+            },
+        ),
+    ]
+    if mixup > 0:
+        steps.append(("mixup", {"alpha": _YOLO_MIXUP_ALPHA, "probability": mixup}))
+    return [
+        *steps,
+        ("random_adjust_hue", {"max_delta": hsv_h}),
+        ("random_adjust_saturation", {"min_delta": 1.0 - hsv_s, "max_delta": 1.0 + hsv_s}),
+        ("random_adjust_brightness", {"max_delta": hsv_v * _MID_VALUE}),
+    ]

@@ -6,6 +6,7 @@ import pytest
 import object_input as oi
 from object_input import fields, recipes
 from object_input.sources import CIFAR10
+from object_input.synthetic import write_synthetic_dataset
 from object_input.writers import write_cifar10
 
 
@@ -62,3 +63,47 @@ def test_recipe_steps():
     ]
     brightness = dict(recipes.cifar10())["random_adjust_brightness"]["max_delta"]
     assert brightness * 255 == pytest.approx(63)
+
+
+def test_yolo_recipe_holds_the_yolo_defaults():
+    steps = recipes.yolo(320)
+    assert [name for name, _ in steps] == [
+        "mosaic",
+        "random_horizontal_flip",
+        "random_affine",
+        "random_adjust_hue",
+        "random_adjust_saturation",
+        "random_adjust_brightness",
+    ]
+    params = dict(steps)
+    assert params["mosaic"]["output_size"] == (320, 320)
+    assert params["random_horizontal_flip"] == {"probability": 0.5}
+    assert params["random_affine"]["scale_range"] == (0.5, 1.5)
+    assert params["random_affine"]["max_translation"] == 0.1
+    assert params["random_adjust_hue"] == {"max_delta": 0.015}
+    assert params["random_adjust_saturation"] == {"min_delta": pytest.approx(0.3), "max_delta": 1.7}
+    mixed = dict(recipes.yolo(320, mixup=0.1))
+    assert mixed["mixup"] == {"alpha": 32.0, "probability": 0.1}
+    oi.ops.Augmentation(recipes.yolo(320, mixup=0.1, degrees=10.0))  # resolves in the registry
+    with pytest.raises(oi.ops.ConfigError, match="scale_range"):
+        oi.ops.Augmentation(recipes.yolo(scale=1.5))
+
+
+@pytest.mark.parametrize("mixup", [0.0, 1.0])
+def test_yolo_recipe_runs_in_make_dataset(tmp_path, mixup):
+    files = write_synthetic_dataset(tmp_path, 6, 1, sizes=((40, 56), (48, 32)), min_objects=1)
+    dataset = oi.make_dataset(
+        files,
+        augment=recipes.yolo(32, degrees=10.0, mixup=mixup),
+        image_size=(32, 32),
+        batch_size=3,
+        seed=1,
+        shuffle=False,
+    )
+    count = 0
+    for batch in dataset:
+        images, boxes = batch[fields.IMAGE].numpy(), batch[fields.BOXES].numpy()
+        assert images.shape[1:] == (32, 32, 3) and images.dtype == np.float32
+        assert ((boxes >= 0) & (boxes <= 1)).all()
+        count += len(images)
+    assert count == 6

@@ -82,6 +82,8 @@ def test_bad_step_definitions_are_refused():
     for facts in ({"od_api_fields": {"nope": "x"}}, {"demo_params": {"nope": 1}}):
         with pytest.raises(TypeError, match=r"name unknown parameters \['nope'\]"):
             register_step(**facts)(user_add_constant)
+    with pytest.raises(TypeError, match="output_size names unknown parameter 'size'"):
+        register_step(output_size="size")(user_add_constant)
     assert "user_add_constant" in registered_steps()  # the refused ones replaced nothing
 
 

@@ -6,6 +6,11 @@ size out, ``fill_value`` where nothing maps), masks with nearest neighbour, move
 outside the image) and replaces each box by the clipped hull of its moved corners. With masks
 present and ``boxes_from_masks``, a box becomes instead the tight box of its moved mask, which
 hugs the object where the hull of a rotated box grows.
+
+With ``output_size`` a step warps straight to that size: the resize's scale joins the matrix, so
+one resampling at the composed coordinates replaces warp-then-resize (the image comes out float32
+as from a resize). Both steps declare it on their registration (``output_size``), so that a
+pipeline resizing right after them (``make_dataset(image_size=...)``) folds its resize into them.
 """
 
 from __future__ import annotations
@@ -21,12 +26,18 @@ from object_input.ops.registry import (
     MOVED,
     PER_BOX,
     in_range,
+    positive,
     range_pair,
     register_step,
     rule,
 )
 
 _AFFINE_FIELDS = (MOVED, PER_BOX)
+
+
+@rule("(height, width), both > 0")
+def _size_check(value: tuple[int, int]) -> str | None:
+    return None if all(positive(side) is None for side in value) else "must be > 0 on both sides"
 
 
 @rule("NEAREST or BILINEAR")
@@ -59,10 +70,18 @@ def warp_example(
     fill_value: float,
     interpolation: str,
     boxes_from_masks: bool,
+    output_size: tuple[int, int] | None = None,
 ) -> core.Features:
-    """Apply the forward pixel ``matrix`` to every field; see the module docstring."""
+    """Apply the forward pixel ``matrix`` to every field, then resize to ``output_size`` (when
+    given) in the same resampling; see the module docstring."""
     size = core.image_size(features[fields.IMAGE])
-    affine = transform.Affine(size, matrix, fill_value=fill_value, interpolation=interpolation)
+    if output_size is not None:
+        height, width = (tf.cast(side, tf.float32) for side in size)
+        resize = transform.scale_matrix(output_size[1] / width, output_size[0] / height)
+        matrix = resize @ matrix
+    affine = transform.Affine(
+        size, matrix, fill_value=fill_value, interpolation=interpolation, output_size=output_size
+    )
     out = transform.apply(features, affine)
     if boxes_from_masks and fields.MASKS in out and fields.BOXES in out:
         tight, has_pixels = mask_boxes(out[fields.MASKS])
@@ -103,8 +122,10 @@ def rotation(degrees: Any) -> list[list[tf.Tensor]]:
         "max_angle": in_range(0.0, 180.0),
         "probability": in_range(0.0, 1.0),
         "interpolation": _interpolation_check,
+        "output_size": _size_check,
     },
     demo_params={"max_angle": 60.0},
+    output_size="output_size",
 )
 def random_rotation(
     features: core.Features,
@@ -115,6 +136,7 @@ def random_rotation(
     fill_value: float = 0.0,
     interpolation: str = "BILINEAR",
     boxes_from_masks: bool = True,
+    output_size: tuple[int, int] | None = None,
 ) -> core.Features:
     """With ``probability``, rotate by an angle U(−max_angle, max_angle) degrees about the centre.
 
@@ -122,6 +144,8 @@ def random_rotation(
     and uncovered pixels are ``fill_value``. Boxes are the clipped hulls of their rotated corners,
     or, with masks and ``boxes_from_masks``, the tight boxes of the rotated masks; boxes rotated
     out of the image are dropped with every per-box field; keypoints leaving it are lost.
+    With ``output_size`` (height, width) the result is also resized to it, in the same
+    resampling (float32 image).
     """
     gate_seed, angle_seed = core.split_seed(seed, 2)
     angle = core.uniform(angle_seed, -max_angle, max_angle)
@@ -134,6 +158,7 @@ def random_rotation(
         fill_value=fill_value,
         interpolation=interpolation,
         boxes_from_masks=boxes_from_masks,
+        output_size=output_size,
     )
 
 
@@ -147,8 +172,10 @@ def random_rotation(
         "max_translation": in_range(0.0, 1.0),
         "scale_range": range_pair(0.01, 100.0),
         "interpolation": _interpolation_check,
+        "output_size": _size_check,
     },
     demo_params={"max_rotation": 30.0, "max_shear": 10.0, "max_translation": 0.3},
+    output_size="output_size",
 )
 def random_affine(
     features: core.Features,
@@ -161,13 +188,14 @@ def random_affine(
     fill_value: float = 0.0,
     interpolation: str = "BILINEAR",
     boxes_from_masks: bool = True,
+    output_size: tuple[int, int] | None = None,
 ) -> core.Features:
     """One random affine matrix about the centre: scale, shear, rotation, then translation.
 
     Per image: scale U(scale_range) (both axes), shear angles U(−max_shear, max_shear) degrees
     along x and along y, rotation U(−max_rotation, max_rotation) degrees, translation
     U(−max_translation, max_translation) × width (x) and × height (y). The defaults are the
-    identity. Fields move as in :func:`random_rotation`.
+    identity. Fields move, and ``output_size`` resizes, as in :func:`random_rotation`.
     """
     scale_seed, shear_seed, angle_seed, shift_seed = core.split_seed(seed, 4)
     scale = core.uniform(scale_seed, scale_range[0], scale_range[1])
@@ -187,4 +215,5 @@ def random_affine(
         fill_value=fill_value,
         interpolation=interpolation,
         boxes_from_masks=boxes_from_masks,
+        output_size=output_size,
     )

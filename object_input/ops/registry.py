@@ -40,7 +40,7 @@ class StepSpec:
     without moving or dropping boxes. A test runs every registered step and holds it to all three.
 
     The other facts are those other stages read (see :func:`register_step`): ``deferral``,
-    ``fused``, ``od_api_fields`` and ``demo_params``.
+    ``fused``, ``output_size``, ``od_api_fields`` and ``demo_params``.
     """
 
     name: str
@@ -56,6 +56,7 @@ class StepSpec:
     examples: int = 1
     deferral: str | None = None
     fused: str | None = None
+    output_size: str | None = None
     od_api_fields: Mapping[str, str | tuple[str, str]] = dataclasses.field(default_factory=dict)
     demo_params: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
@@ -137,6 +138,7 @@ def register_step(
     examples: int = 1,
     deferral: str | None = None,
     fused: str | None = None,
+    output_size: str | None = None,
     od_api_fields: Mapping[str, str | tuple[str, str]] | None = None,
     demo_params: Mapping[str, Any] | None = None,
 ) -> Callable[[Callable[..., dict]], Callable[..., dict]]:
@@ -158,6 +160,9 @@ def register_step(
       before decoding): ``"view"`` moves the window to decode, ``"crop"`` narrows it.
     - ``fused``: the fused colour stage (:mod:`object_input.ops.fused_color`, which holds the
       compiled form of each step it runs) takes the step, and this parameter of its draw.
+    - ``output_size``: the step's parameter that makes it output a ``(height, width)`` image
+      directly; a pipeline's resize right after the step passes its size there instead of
+      resizing (the step then resamples once, e.g. a warp with the resize's scale in its matrix).
     - ``od_api_fields``: parameter → its field in the step's Object Detection API message, where
       they differ: a name, or ``(low, high)`` fields for a pair.
     - ``demo_params``: parameters that make the step act on a small example (the required ones,
@@ -197,6 +202,10 @@ def register_step(
             bad = sorted(set(named or {}) - set(params))
             if bad:
                 raise TypeError(f"op {step_name!r}: {what} name unknown parameters {bad}")
+        if output_size is not None and output_size not in params:
+            raise TypeError(
+                f"op {step_name!r}: output_size names unknown parameter {output_size!r}"
+            )
         op = fn
         if validate is not None:
 
@@ -220,6 +229,7 @@ def register_step(
             examples=examples,
             deferral=deferral,
             fused=fused,
+            output_size=output_size,
             od_api_fields=dict(od_api_fields or {}),
             demo_params=dict(demo_params or {}),
         )

@@ -353,6 +353,11 @@ def translate_matrix(dx, dy) -> tf.Tensor:
     return affine_matrix([[1, 0, dx], [0, 1, dy], [0, 0, 1]])
 
 
+def scale_matrix(sx, sy) -> tf.Tensor:
+    """Scale content by ``sx`` along x and ``sy`` along y about the top-left corner."""
+    return affine_matrix([[sx, 0, 0], [0, sy, 0], [0, 0, 1]])
+
+
 def rotate_matrix(degrees, height, width) -> tf.Tensor:
     """Rotate content counter-clockwise (as seen on screen) by ``degrees`` about the centre."""
     radians = tf.cast(degrees, tf.float32) * (math.pi / 180.0)
@@ -382,10 +387,12 @@ def warp(
     fill_value: Any,
     y_axis: int = 0,
     interpolation: str = "NEAREST",
+    output_size: tuple[Any, Any] | None = None,
 ) -> tf.Tensor:
-    """Apply the forward pixel ``matrix`` to a raster, same size out, constant ``fill_value``.
+    """Apply the forward pixel ``matrix`` to a raster, constant ``fill_value`` where nothing maps.
 
-    Works for any dtype ImageProjectiveTransformV3 supports and any channel count.
+    The output has ``output_size`` (height, width), the input's size when None. Works for any
+    dtype ImageProjectiveTransformV3 supports and any channel count.
     """
     # The kernel wants the inverse map in pixel-index coordinates (centres at integers).
     to_index = translate_matrix(-0.5, -0.5)
@@ -393,25 +400,35 @@ def warp(
     inverse = inverse / inverse[2, 2]
     params = tf.reshape(inverse, [-1])[:8][tf.newaxis]
     batch, back = _as_nhwc(tensor, y_axis)
+    static = tensor.shape.as_list()
+    if output_size is None:
+        size = tf.shape(batch)[1:3]
+    else:
+        size = tf.cast(tf.stack(output_size), tf.int32)
+        static[y_axis : y_axis + 2] = [tf.get_static_value(side) for side in output_size]
     warped = tf.raw_ops.ImageProjectiveTransformV3(
         images=batch,
         transforms=params,
-        output_shape=tf.shape(batch)[1:3],
+        output_shape=size,
         fill_value=tf.cast(fill_value, tf.float32),
         interpolation=interpolation,
         fill_mode="CONSTANT",
     )
-    return tf.ensure_shape(back(warped), tensor.shape)
+    return tf.ensure_shape(back(warped), static)
 
 
 class Affine(Transform):
-    """A forward 3 × 3 ``matrix`` in the pixel coordinates of an image of ``size``.
+    """A forward 3 × 3 ``matrix`` from the pixel coordinates of an image of ``size`` to those of
+    the output, of ``output_size`` (the input's size when None).
 
     Pixel coordinates: x to the right, y down, origin at the top-left corner of the top-left
-    pixel (pixel ``i`` spans ``[i, i + 1)``). The output has the input's size; uncovered image
-    pixels are ``fill_value`` (all channels), other rasters 0. Each box becomes the clipped
-    axis-aligned hull of its moved corners; a box left with no area is dropped (one that had no
-    area to begin with is kept). Keypoints leaving the image are lost.
+    pixel (pixel ``i`` spans ``[i, i + 1)``). Uncovered image pixels are ``fill_value`` (all
+    channels), other rasters 0. Each box becomes the clipped axis-aligned hull of its moved
+    corners; a box left with no area is dropped (one that had no area to begin with is kept).
+    Keypoints leaving the image are lost.
+
+    With an ``output_size`` the transform stands for a resize too (the matrix holds its scale),
+    so the image comes out float32 as a resize's does; label rasters keep their dtype.
     """
 
     name = "affine"
@@ -424,6 +441,7 @@ class Affine(Transform):
         *,
         fill_value: float = 0.0,
         interpolation: str = "NEAREST",
+        output_size: tuple[Any, Any] | None = None,
     ):
         if interpolation not in INTERPOLATIONS:
             raise ValueError(
@@ -433,23 +451,34 @@ class Affine(Transform):
         self.matrix = matrix
         self.fill = fill_value
         self.interpolation = interpolation
+        self.output_size = output_size
+        self.changes_size = output_size is not None
 
     def raster(self, tensor, y_axis, fill, nearest):
         interpolation = "NEAREST" if nearest else self.interpolation
-        return warp(tensor, self.matrix, 0.0 if fill is None else fill, y_axis, interpolation)
+        if self.changes_size and not nearest:
+            # Float out as from the resize this replaces; the kernel also runs faster on float
+            # input than on uint8, by more than the cast costs.
+            tensor = core.to_float(tensor)
+        fill = 0.0 if fill is None else fill
+        return warp(tensor, self.matrix, fill, y_axis, interpolation, self.output_size)
 
-    def _scale(self) -> tf.Tensor:
-        return tf.cast(tf.stack(self.size), tf.float32)
+    def _scales(self) -> tuple[tf.Tensor, tf.Tensor]:
+        """(height, width) of the input and of the output, as float32 vectors."""
+        size = tf.cast(tf.stack(self.size), tf.float32)
+        if self.output_size is None:
+            return size, size
+        return size, tf.cast(tf.stack(self.output_size), tf.float32)
 
     def points(self, points):
-        size = self._scale()
-        pixels = points * size
+        before, after = self._scales()
+        pixels = points * before
         new_x, new_y = transform_points(pixels[..., 1], pixels[..., 0], self.matrix)
-        return tf.stack([new_y, new_x], axis=-1) / size
+        return tf.stack([new_y, new_x], axis=-1) / after
 
     def boxes(self, boxes):
-        scale = tf.tile(self._scale(), [2])
-        ymin, xmin, ymax, xmax = tf.unstack(boxes * scale, axis=1)
+        before, after = self._scales()
+        ymin, xmin, ymax, xmax = tf.unstack(boxes * tf.tile(before, [2]), axis=1)
         xs = tf.stack([xmin, xmax, xmin, xmax], axis=1)
         ys = tf.stack([ymin, ymin, ymax, ymax], axis=1)
         new_x, new_y = transform_points(xs, ys, self.matrix)
@@ -462,7 +491,7 @@ class Affine(Transform):
             ],
             axis=1,
         )
-        return tf.clip_by_value(hull / scale, 0.0, 1.0)
+        return tf.clip_by_value(hull / tf.tile(after, [2]), 0.0, 1.0)
 
     def keep_moved(self, before, after):
         return (box_ops.area(after) > 0.0) | ~(box_ops.area(before) > 0.0)

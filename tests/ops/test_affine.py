@@ -9,13 +9,16 @@ the moved box; the pixel under a moved keypoint must still carry its box's colou
 import numpy as np
 import pytest
 import tensorflow as tf
-from helpers import as_numpy, seeds
+from helpers import as_numpy, coord_examples, seeds
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import object_input as oi
 from object_input import fields
 from object_input.ops import ConfigError, get_step, random_affine, random_rotation, rotate90
 from object_input.ops.affine import about_centre, mask_boxes, rotation, warp_example
+from object_input.ops.resize import resize_features
+from object_input.synthetic import write_synthetic_dataset
 
 PAINT = (80, 160)
 EPS = 1e-4
@@ -168,6 +171,103 @@ def test_rotation_fills_uncovered_pixels_and_drops_boxes_rotated_out():
     assert 2 in out[fields.CLASSES]
 
 
+sizes = st.tuples(st.integers(6, 40), st.integers(6, 40))
+
+
+@settings(max_examples=25, deadline=None)
+@given(features=coord_examples(8, 30), params=affine_params, size=sizes, seed=seeds)
+def test_folded_warp_moves_boxes_and_masks_with_the_pixels(box_id, features, params, size, seed):
+    """Each output pixel of a coordinate image names the source pixel it shows (nearest
+    neighbour): a source pixel wholly inside a box must land inside the moved box, and every
+    mask must show the same source pixel as the image."""
+    out = as_numpy(
+        random_affine(
+            features,
+            seed=seed,
+            interpolation="NEAREST",
+            boxes_from_masks=False,
+            output_size=size,
+            **params,
+        )
+    )
+    source = as_numpy(features)
+    height, width = source[fields.IMAGE].shape[:2]
+    assert out[fields.IMAGE].shape == (*size, 3) and out[fields.IMAGE].dtype == np.float32
+    np.testing.assert_array_equal(out[fields.IMAGE_SHAPE], size)
+    content = out[fields.IMAGE][..., 2] == 1
+    rows = out[fields.IMAGE][..., 0].astype(int) - 1
+    cols = out[fields.IMAGE][..., 1].astype(int) - 1
+    kept = [list(source["box_id"]).index(i) for i in out["box_id"]]
+    assert kept == sorted(kept)
+    centres_y, centres_x = (np.indices(size) + 0.5) / np.reshape(size, [2, 1, 1])
+    for position, index in enumerate(kept):
+        ymin, xmin, ymax, xmax = source[fields.BOXES][index] * [height, width, height, width]
+        inside = content & (rows >= ymin) & (rows + 1 <= ymax) & (cols >= xmin) & (cols + 1 <= xmax)
+        ymin, xmin, ymax, xmax = out[fields.BOXES][position]
+        ys, xs = centres_y[inside], centres_x[inside]
+        assert (ys >= ymin - EPS).all() and (ys <= ymax + EPS).all()
+        assert (xs >= xmin - EPS).all() and (xs <= xmax + EPS).all()
+        shown = source[fields.MASKS][index][rows.clip(0, height - 1), cols.clip(0, width - 1)]
+        np.testing.assert_array_equal(out[fields.MASKS][position], np.where(content, shown, 0))
+
+
+def _smooth_example(height, width):
+    rows, cols = np.meshgrid(np.arange(height), np.arange(width), indexing="ij")
+    wave = 120 + 60 * np.sin(cols / 7.0) * np.cos(rows / 9.0)
+    image = np.stack([wave, 255 - wave, np.full_like(wave, 30.0)], -1).astype(np.float32)
+    features = _example(height, width, [[4, 4, 20, 28], [24, 34, 44, 60]])
+    features[fields.IMAGE] = tf.constant(image)
+    return features
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_folded_warp_equals_warp_then_resize(seed):
+    """Zoomed in enough that nothing is filled: one bilinear resampling at the composed
+    coordinates is close to two, and boxes (hulls here) and keypoints are the same."""
+    features = _smooth_example(48, 64)
+    params = {"max_rotation": 10.0, "scale_range": (1.3, 1.3), "boxes_from_masks": False}
+    folded = as_numpy(random_affine(features, seed=seed, output_size=(40, 36), **params))
+    unfolded = as_numpy(resize_features(random_affine(features, seed=seed, **params), 40, 36))
+    assert folded[fields.IMAGE].shape == unfolded[fields.IMAGE].shape == (40, 36, 3)
+    np.testing.assert_allclose(folded[fields.IMAGE], unfolded[fields.IMAGE], atol=6.0)
+    assert np.abs(folded[fields.IMAGE] - unfolded[fields.IMAGE]).mean() < 1.0
+    np.testing.assert_array_equal(folded[fields.CLASSES], unfolded[fields.CLASSES])
+    for name in (fields.BOXES, fields.KEYPOINTS):
+        np.testing.assert_allclose(folded[name], unfolded[name], atol=1e-5, err_msg=name)
+
+
+def test_identity_warp_to_the_same_size_is_the_input_as_float():
+    features = _example(6, 8, [[0, 0, 2, 3], [3, 3, 6, 8]])
+    out = as_numpy(random_rotation(features, max_angle=0.0, output_size=(6, 8)))
+    expected = as_numpy(features)
+    np.testing.assert_array_equal(out[fields.IMAGE], expected[fields.IMAGE].astype(np.float32))
+    for name in (fields.MASKS, fields.BOXES, fields.KEYPOINTS):
+        np.testing.assert_allclose(out[name], expected[name], atol=1e-6, err_msg=name)
+
+
+def test_pipeline_folds_its_resize_into_a_trailing_rotation(tmp_path):
+    files = write_synthetic_dataset(tmp_path, 4, 1, sizes=((48, 80),), min_objects=2)
+
+    def run(augment, image_size):
+        dataset = oi.make_dataset(
+            files, augment=augment, image_size=image_size, batch_size=None, seed=5, shuffle=False
+        )
+        return [as_numpy(example) for example in dataset]
+
+    rotation_step = ("random_rotation", {"max_angle": 30.0})
+    folded = run([rotation_step], (64, 64))
+    native = run([rotation_step], None)
+    for sized, full in zip(folded, native, strict=True):
+        assert sized[fields.IMAGE].shape == (64, 64, 3)
+        assert sized[fields.IMAGE].dtype == np.float32
+        np.testing.assert_array_equal(sized[fields.CLASSES], full[fields.CLASSES])
+        np.testing.assert_allclose(sized[fields.BOXES], full[fields.BOXES], atol=1e-5)
+        assert ((sized[fields.BOXES] >= 0) & (sized[fields.BOXES] <= 1)).all()
+    # A step after the rotation leaves the resize where it was.
+    flipped = run([rotation_step, "random_horizontal_flip"], (64, 64))
+    assert all(example[fields.IMAGE].shape == (64, 64, 3) for example in flipped)
+
+
 @pytest.mark.parametrize(
     ("step", "params", "name"),
     [
@@ -175,6 +275,7 @@ def test_rotation_fills_uncovered_pixels_and_drops_boxes_rotated_out():
         ("random_rotation", {"interpolation": "CUBIC"}, "interpolation"),
         ("random_affine", {"scale_range": (1.2, 0.8)}, "scale_range"),
         ("random_affine", {"max_translation": 1.5}, "max_translation"),
+        ("random_affine", {"output_size": (0, 4)}, "output_size"),
     ],
 )
 def test_validation(step, params, name):
