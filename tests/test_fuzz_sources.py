@@ -48,6 +48,7 @@ TF_OWN = (
     "Data types don't match",
     "Could not parse",
     "Invalid protocol message input",
+    "Error in sequence feature",
 )
 
 
@@ -145,13 +146,41 @@ def csv_reference(line: bytes) -> list | None:
         return None
     if len(row) != 3:
         return None
+    if _quote_in_unquoted_field(text):
+        return None
     values = []
     for field, default, kind in zip(row, CSV_DEFAULTS, (int, float, str), strict=True):
         if field in ("", "NA"):
             values.append(default)
-        else:
+            continue
+        try:
             values.append(kind(field) if kind is not str else field)
+        except ValueError:  # not a number: the row is flagged
+            return None
     return values
+
+
+def _quote_in_unquoted_field(text: str) -> bool:
+    """Whether a field not opened by a quote holds one: TensorFlow's CSV parser refuses that
+    row, Python's reads it."""
+    quoted = in_quotes = False
+    start = True
+    for char in text:
+        if start:
+            quoted = in_quotes = char == '"'
+            start = False
+            if quoted:
+                continue
+        if quoted:
+            if char == '"':
+                in_quotes = not in_quotes
+            elif char == "," and not in_quotes:
+                start = True
+        elif char == ",":
+            start = True
+        elif char == '"':
+            return True
+    return False
 
 
 @pytest.fixture(scope="module")
