@@ -209,9 +209,14 @@ def draw_grayscale(seed: Any, *, probability: float) -> dict[str, tf.Tensor]:
 def apply_grayscale(image: tf.Tensor, to_gray: Any) -> tf.Tensor:
     """Where ``to_gray``, replace RGB by its luma repeated in all 3 channels."""
 
+    def gray(rgb: tf.Tensor) -> tf.Tensor:
+        return tf.broadcast_to(luma(rgb), tf.shape(rgb))
+
     def adjust(rgb: tf.Tensor) -> tf.Tensor:
-        gray = tf.broadcast_to(luma(rgb), tf.shape(rgb))
-        return tf.where(per_image(to_gray, tf.bool), gray, rgb)
+        if _single(rgb, to_gray):
+            # A branch computes only the side taken; a whole-image select computes both.
+            return tf.cond(tf.cast(to_gray, tf.bool), lambda: gray(rgb), lambda: rgb)
+        return tf.where(per_image(to_gray, tf.bool), gray(rgb), rgb)
 
     return _on_rgb(image, "random_rgb_to_gray", adjust)
 
@@ -222,11 +227,32 @@ def draw_gamma(seed: Any, *, gamma: float, gain: float) -> dict[str, tf.Tensor]:
     return {"gamma": tf.constant(gamma, tf.float32), "gain": tf.constant(gain, tf.float32)}
 
 
+def _gamma_curve(values: tf.Tensor, gamma: Any, gain: Any) -> tf.Tensor:
+    return _clip(per_image(gain) * tf.pow(values / 255.0, per_image(gamma)) * 255.0)
+
+
 def apply_gamma(image: tf.Tensor, gamma: Any, gain: Any) -> tf.Tensor:
-    """``gain * (image / 255) ** gamma * 255`` on the colour channels, clipped to [0, 255]."""
+    """``gain * (image / 255) ** gamma * 255`` on the colour channels, clipped to [0, 255].
+
+    tf.pow is slow on the CPU. One uint8 image goes through a 256-entry table of the curve (the
+    same float32 arithmetic per value, so the same result); a float one skips the power when
+    ``gamma`` is 1, where it is the identity.
+    """
+    table_fits = image.dtype == tf.uint8 and image.shape[-1] is not None
+    if table_fits and _single(image, gamma) and _single(image, gain):
+        split = 3 if image.shape[-1] >= 3 else 1
+        table = _gamma_curve(tf.range(256, dtype=tf.float32), gamma, gain)
+        colour = tf.gather(table[0, 0], tf.cast(image[..., :split], tf.int32))
+        return merge_channels(colour, core.to_float(image[..., split:]))
 
     def adjust(colour: tf.Tensor) -> tf.Tensor:
-        return _clip(per_image(gain) * tf.pow(colour / 255.0, per_image(gamma)) * 255.0)
+        if _single(colour, gamma):
+            return tf.cond(
+                tf.equal(gamma, 1.0),
+                lambda: _clip(per_image(gain) * (colour / 255.0) * 255.0),
+                lambda: _gamma_curve(colour, gamma, gain),
+            )
+        return _gamma_curve(colour, gamma, gain)
 
     return _on_colour(image, "adjust_gamma", adjust)
 
