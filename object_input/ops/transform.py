@@ -151,32 +151,50 @@ class Rotate90(Transform):
         return tf.stack([1.0 - xmax, ymin, 1.0 - xmin, ymax], axis=1)
 
 
+def _span(size, start, length) -> tuple[tf.Tensor, ...]:
+    """(first, kept, before, after): the part of ``[start, start + length)`` inside ``[0, size)``
+    and the fill before and after it."""
+    start = tf.cast(start, tf.int32)
+    length = tf.cast(length, tf.int32)
+    first = tf.clip_by_value(start, 0, size)
+    last = tf.maximum(tf.clip_by_value(start + length, 0, size), first)
+    before = tf.clip_by_value(first - start, 0, length)
+    return first, last - first, before, length - before - (last - first)
+
+
 def cut(tensor: tf.Tensor, y_axis: int, top, left, height, width, fill) -> tf.Tensor:
     """The pixel window of ``tensor`` (spatial axes ``y_axis``, ``y_axis + 1``); outside → fill.
 
     ``fill`` is None (zeros) or a vector broadcast along the last axis.
     """
     shape = tf.shape(tensor)
-    rank = tensor.shape.rank
-    bounds = []
-    for axis, start, length in ((y_axis, top, height), (y_axis + 1, left, width)):
-        size = shape[axis]
-        start = tf.cast(start, tf.int32)
-        length = tf.cast(length, tf.int32)
-        first = tf.clip_by_value(start, 0, size)
-        last = tf.maximum(tf.clip_by_value(start + length, 0, size), first)
-        before = tf.clip_by_value(first - start, 0, length)
-        bounds.append((first, last - first, before, length - before - (last - first)))
-    begin = [tf.constant(0)] * rank
-    sizes = [tf.constant(-1)] * rank
-    paddings = [[tf.constant(0), tf.constant(0)] for _ in range(rank)]
-    for axis, (first, kept, before, after) in zip((y_axis, y_axis + 1), bounds, strict=True):
-        begin[axis], sizes[axis], paddings[axis] = first, kept, [before, after]
-    part = tf.slice(tensor, tf.stack(begin), tf.stack(sizes))
-    paddings = tf.stack([tf.stack(p) for p in paddings])
-    padded = tf.pad(part, paddings)
-    if fill is not None:
-        padded = tf.where(tf.pad(tf.ones_like(part, dtype=tf.bool), paddings), padded, fill)
+    lead, trailing = shape[:y_axis], shape[y_axis + 2 :]
+    first_row, rows, top_fill, bottom_fill = _span(shape[y_axis], top, height)
+    first_col, cols, left_fill, right_fill = _span(shape[y_axis + 1], left, width)
+    # Rows of pixels flattened into one axis: slicing and padding an innermost axis of a few
+    # channels run several times slower in TensorFlow than on the flat rows.
+    depth = tf.reduce_prod(trailing)
+    flat = tf.reshape(tensor, tf.concat([lead, shape[y_axis : y_axis + 1], [-1]], 0))
+    begin = tf.concat([tf.zeros_like(lead), [first_row, first_col * depth]], 0)
+    part = tf.slice(flat, begin, tf.concat([lead, [rows, cols * depth]], 0))
+    if fill is None:
+        no_pad = tf.zeros_like(tf.stack([lead, lead], axis=1))
+        paddings = [[top_fill, bottom_fill], [left_fill * depth, right_fill * depth]]
+        padded = tf.pad(part, tf.concat([no_pad, paddings], 0))
+    else:
+        # A per-channel fill is no tf.pad constant; fill blocks around the part cost about
+        # one copy, where tf.where over a padded mask costs several.
+        pixel = tf.reshape(tf.broadcast_to(fill, trailing), [-1])
+
+        def block(block_rows, block_cols):
+            row = tf.tile(pixel, block_cols[tf.newaxis])
+            return tf.broadcast_to(row, tf.concat([lead, [block_rows, block_cols * depth]], 0))
+
+        middle = tf.concat([block(rows, left_fill), part, block(rows, right_fill)], y_axis + 1)
+        full = left_fill + cols + right_fill
+        padded = tf.concat([block(top_fill, full), middle, block(bottom_fill, full)], y_axis)
+    out_shape = tf.concat([lead, tf.cast(tf.stack([height, width]), tf.int32), trailing], 0)
+    padded = tf.reshape(padded, out_shape)
     static = tensor.shape.as_list()
     static[y_axis] = tf.get_static_value(height)
     static[y_axis + 1] = tf.get_static_value(width)
