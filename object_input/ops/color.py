@@ -234,22 +234,31 @@ def _gamma_curve(values: tf.Tensor, gamma: Any, gain: Any) -> tf.Tensor:
 def apply_gamma(image: tf.Tensor, gamma: Any, gain: Any) -> tf.Tensor:
     """``gain * (image / 255) ** gamma * 255`` on the colour channels, clipped to [0, 255].
 
-    tf.pow is slow on the CPU. One uint8 image goes through a 256-entry table of the curve (the
-    same float32 arithmetic per value, so the same result); a float one skips the power when
-    ``gamma`` is 1, where it is the identity.
+    tf.pow is slow on the CPU. With ``gamma`` 1 the power is the identity and is skipped (a
+    scale, cheaper than any lookup); otherwise one uint8 image goes through a 256-entry table of
+    the curve (the same float32 arithmetic per value, so the same result).
     """
+
+    def scaled(colour: tf.Tensor) -> tf.Tensor:
+        return _clip(per_image(gain) * (core.to_float(colour) / 255.0) * 255.0)
+
     table_fits = image.dtype == tf.uint8 and image.shape[-1] is not None
     if table_fits and _single(image, gamma) and _single(image, gain):
         split = 3 if image.shape[-1] >= 3 else 1
-        table = _gamma_curve(tf.range(256, dtype=tf.float32), gamma, gain)
-        colour = tf.gather(table[0, 0], tf.cast(image[..., :split], tf.int32))
-        return merge_channels(colour, core.to_float(image[..., split:]))
+        colour = image[..., :split]
+
+        def looked_up() -> tf.Tensor:
+            table = _gamma_curve(tf.range(256, dtype=tf.float32), gamma, gain)
+            return tf.gather(table[0, 0], tf.cast(colour, tf.int32))
+
+        adjusted = tf.cond(tf.equal(gamma, 1.0), lambda: scaled(colour), looked_up)
+        return merge_channels(adjusted, core.to_float(image[..., split:]))
 
     def adjust(colour: tf.Tensor) -> tf.Tensor:
         if _single(colour, gamma):
             return tf.cond(
                 tf.equal(gamma, 1.0),
-                lambda: _clip(per_image(gain) * (colour / 255.0) * 255.0),
+                lambda: scaled(colour),
                 lambda: _gamma_curve(colour, gamma, gain),
             )
         return _gamma_curve(colour, gamma, gain)

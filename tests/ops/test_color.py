@@ -336,3 +336,14 @@ def test_parameter_validation(name, params, bad):
 def test_reversed_range_is_a_config_error(name):
     with pytest.raises(ConfigError, match=f"{name}.*max_delta"):
         run_step(name, make_image(0), min_delta=1.5, max_delta=1.0)
+
+
+@pytest.mark.parametrize("gamma, gain", [(1.0, 1.3), (0.7, 1.1), (2.2, 0.9)])
+def test_gamma_of_a_uint8_image_is_the_curve_of_its_values(gamma, gain):
+    # Every uint8 value once per channel: the table (or the gamma-1 scale) against the closed form.
+    values = np.arange(256, dtype=np.float32)
+    image = np.stack([values, values[::-1], values], axis=-1).reshape(16, 16, 3).astype(np.uint8)
+    out = get_step("adjust_gamma").fn({fields.IMAGE: tf.constant(image)}, gamma=gamma, gain=gain)
+    expected = np.clip(gain * (image / 255.0) ** gamma * 255.0, 0, 255)
+    assert out[fields.IMAGE].dtype == tf.float32
+    np.testing.assert_allclose(out[fields.IMAGE].numpy(), expected, rtol=1e-5, atol=1e-4)
