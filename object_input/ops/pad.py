@@ -233,4 +233,5 @@ def random_pad_to_aspect_ratio(
     scale = core.uniform(seed, min_scale, max_scale)
     target_height = tf.cast(tf.round(scale * base_height), tf.int32)
     target_width = tf.cast(tf.round(scale * base_width), tf.int32)
-    return pad_to_window(features, 0, 0, target_height, target_width, pad_color=(0.0,))
+    # A zero canvas is the plain pad's own (fill None), with no per-channel fill blocks.
+    return crop_to_window(features, 0, 0, target_height, target_width, clip_boxes=False, fill=None)
