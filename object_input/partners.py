@@ -143,6 +143,15 @@ def combine(
                 return finish(step_seed, out, index + 1)
             return seed, augment(out, step_seed, start=index + 1, stop=stop)
 
+        if augment.steps[index][0].prepare is not None:
+            dataset = dataset.map(
+                lambda seed, features, index=index: (
+                    seed,
+                    augment.prepare_step(features, index),
+                ),
+                num_parallel_calls=num_parallel_calls,
+                deterministic=deterministic,
+            )
         paired = with_partners(
             dataset,
             count,

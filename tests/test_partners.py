@@ -6,6 +6,7 @@ import tensorflow as tf
 
 import object_input as oi
 from object_input import fields, partners
+from object_input.ops import register_step, unregister_step
 from object_input.synthetic import synthetic_examples
 from object_input.writers import build_example, write_tfrecords
 
@@ -131,3 +132,47 @@ def test_no_example_is_its_own_partner_even_at_the_stream_start(tmp_path, step, 
         drawn.append(frozenset(classes[1:]))
     assert len(drawn) == 20
     assert len(set(drawn)) > 10  # partners drawn from many different examples
+
+
+def _tenfold(features, **params):
+    """A prepare that a second run would show: every class times ten."""
+    del params
+    return {**features, fields.CLASSES: features[fields.CLASSES] * 10}
+
+
+def user_pair(examples, *, seed=None, tag: int = 0):
+    """The first example with its partner's boxes and classes after its own."""
+    del seed, tag
+    first, partner = examples
+    return {
+        **first,
+        fields.BOXES: tf.concat([first[fields.BOXES], partner[fields.BOXES]], 0),
+        fields.CLASSES: tf.concat([first[fields.CLASSES], partner[fields.CLASSES]], 0),
+    }
+
+
+@pytest.fixture
+def prepared_pair():
+    register_step(
+        reads=(fields.BOXES, fields.CLASSES),
+        writes=(fields.BOXES, fields.CLASSES),
+        kind="label",
+        examples=2,
+        prepare=_tenfold,
+    )(user_pair)
+    yield
+    unregister_step("user_pair")
+
+
+def test_a_combining_step_prepares_each_example_once_before_partners(tmp_path, prepared_pair):
+    directory = _write_distinct(tmp_path, 6)
+    seen = []
+    for example in oi.make_dataset(directory, batch_size=None, seed=1, augment=["user_pair"]):
+        own = int(example[fields.SOURCE_ID].numpy()) + 1
+        classes = example[fields.CLASSES].numpy().tolist()
+        # Both the example and its partner were prepared, once each (x10, never x100).
+        assert classes[0] == 10 * own and classes[1] % 10 == 0 and classes[1] <= 60, classes
+        seen.append(own)
+    assert sorted(seen) == list(range(1, 7))
+    with pytest.raises(ValueError, match="prepare applies to combining steps"):
+        register_step(prepare=_tenfold)

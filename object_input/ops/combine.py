@@ -61,11 +61,35 @@ def _concat_all(parts: Sequence[core.Features]) -> core.Features:
     return out
 
 
+def _fitted(image: tf.Tensor, output_size: tuple[int, int]) -> tuple[tf.Tensor, tf.Tensor]:
+    """The height and width of ``image`` resized to fit ``output_size``, aspect ratio kept."""
+    height, width = output_size
+    h, w = core.image_size(image)
+    scale = tf.minimum(height / tf.cast(h, tf.float32), width / tf.cast(w, tf.float32))
+    new_h = tf.maximum(tf.cast(tf.round(tf.cast(h, tf.float32) * scale), tf.int32), 1)
+    new_w = tf.maximum(tf.cast(tf.round(tf.cast(w, tf.float32) * scale), tf.int32), 1)
+    return new_h, new_w
+
+
+def _fit_to_canvas(
+    features: core.Features, *, output_size: tuple[int, int], **_: Any
+) -> core.Features:
+    """One Mosaic example resized to fit the canvas as Mosaic resizes it, an integer image
+    rounded back to its dtype: done once per example, not once per copy of it, and a uint8
+    image stays a quarter the bytes of a float one while the partners are grouped."""
+    image = features[fields.IMAGE]
+    out = transform.apply(features, transform.Resize(*_fitted(image, output_size)))
+    if image.dtype.is_integer:
+        out[fields.IMAGE] = tf.saturate_cast(tf.round(out[fields.IMAGE]), image.dtype)
+    return out
+
+
 @register_step(
     reads=_COMBINE_FIELDS,
     writes=_COMBINE_FIELDS,
     kind="geometry",
     examples=4,
+    prepare=_fit_to_canvas,
     checks={
         "output_size": _size_check,
         "center_range": range_pair(0.0, 1.0),
@@ -84,8 +108,9 @@ def mosaic(
 ) -> core.Features:
     """YOLOv4 Mosaic: four examples around a random centre on one ``output_size`` canvas.
 
-    The centre (cy, cx) is U(center_range) × (height, width). Each example is resized (bilinear;
-    masks nearest; aspect ratio kept) to fit ``output_size``, then placed with a corner at the
+    The centre (cy, cx) is U(center_range) × (height, width). Each example is resized (bilinear,
+    rounded for an integer image as OpenCV's resize rounds; masks nearest; aspect ratio kept) to
+    fit ``output_size``, then placed with a corner at the
     centre — the first example's bottom-right, the second's bottom-left, the third's top-right,
     the fourth's top-left — and cut to its quarter. Boxes are clipped to what stays visible; a box
     with less than ``min_visible`` of its area visible is dropped with every per-box field.
@@ -100,10 +125,7 @@ def mosaic(
     cx = tf.cast(tf.round(core.uniform(x_seed, *center_range) * width), tf.int32)
     placed, quarters = [], []
     for index, example in enumerate(examples):
-        h, w = core.image_size(example[fields.IMAGE])
-        scale = tf.minimum(height / tf.cast(h, tf.float32), width / tf.cast(w, tf.float32))
-        new_h = tf.maximum(tf.cast(tf.round(tf.cast(h, tf.float32) * scale), tf.int32), 1)
-        new_w = tf.maximum(tf.cast(tf.round(tf.cast(w, tf.float32) * scale), tf.int32), 1)
+        new_h, new_w = _fitted(example[fields.IMAGE], output_size)
         others = {n: v for n, v in example.items() if n != fields.IMAGE}
         resized = transform.apply(others, transform.Resize(new_h, new_w))
         # Where the resized image's top-left corner lands on the canvas.
@@ -147,13 +169,14 @@ def _quarter(
     def shown(resized: tf.Tensor) -> tf.Tensor:
         return tf.slice(resized, tf.stack([top, left, 0]), tf.stack([shown_h, shown_w, -1]))
 
+    def resized() -> tf.Tensor:
+        part = shown(transform.Resize(new_h, new_w).raster(image, 0, None, nearest=False))
+        return tf.round(part) if image.dtype.is_integer else part
+
     h, w = core.image_size(image)
-    # Bilinear sampling at an image's own size gives its values back: only cast what shows.
-    part = tf.cond(
-        (h == new_h) & (w == new_w),
-        lambda: tf.cast(shown(image), tf.float32),
-        lambda: shown(transform.Resize(new_h, new_w).raster(image, 0, None, nearest=False)),
-    )
+    # Bilinear sampling at an image's own size gives its values back (a prepared example's):
+    # only cast what shows.
+    part = tf.cond((h == new_h) & (w == new_w), lambda: tf.cast(shown(image), tf.float32), resized)
     rows = [quarter[0] - shown_h, 0] if index < 2 else [0, quarter[0] - shown_h]
     cols = [quarter[1] - shown_w, 0] if index % 2 == 0 else [0, quarter[1] - shown_w]
     return tf.pad(part, [rows, cols, [0, 0]], constant_values=fill)

@@ -82,6 +82,12 @@ class Augmentation:
         spec, params = self.steps[index]
         return spec.fn(list(examples), seed=self.step_seed(seed, index), **params)
 
+    def prepare_step(self, features: core.Features, index: int) -> core.Features:
+        """One example as the combining step ``index`` prepares each of its examples before
+        partners are drawn (unchanged if the step prepares nothing; see ``register_step``)."""
+        spec, params = self.steps[index]
+        return features if spec.prepare is None else spec.prepare(features, **params)
+
     @staticmethod
     def step_seed(seed: Any, index: int) -> Any:
         """Step ``index``'s seed: ``fold_in(seed, index)`` (None stays None)."""

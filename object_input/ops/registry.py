@@ -40,7 +40,7 @@ class StepSpec:
     without moving or dropping boxes. A test runs every registered step and holds it to all three.
 
     The other facts are those other stages read (see :func:`register_step`): ``deferral``,
-    ``fused``, ``output_size``, ``od_api_fields`` and ``demo_params``.
+    ``fused``, ``output_size``, ``prepare``, ``od_api_fields`` and ``demo_params``.
     """
 
     name: str
@@ -57,6 +57,7 @@ class StepSpec:
     deferral: str | None = None
     fused: str | None = None
     output_size: str | None = None
+    prepare: Callable[..., dict] | None = None
     od_api_fields: Mapping[str, str | tuple[str, str]] = dataclasses.field(default_factory=dict)
     demo_params: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
@@ -139,6 +140,7 @@ def register_step(
     deferral: str | None = None,
     fused: str | None = None,
     output_size: str | None = None,
+    prepare: Callable[..., dict] | None = None,
     od_api_fields: Mapping[str, str | tuple[str, str]] | None = None,
     demo_params: Mapping[str, Any] | None = None,
 ) -> Callable[[Callable[..., dict]], Callable[..., dict]]:
@@ -163,6 +165,10 @@ def register_step(
     - ``output_size``: the step's parameter that makes it output a ``(height, width)`` image
       directly; a pipeline's resize right after the step passes its size there instead of
       resizing (the step then resamples once, e.g. a warp with the resize's scale in its matrix).
+    - ``prepare``: for a combining step, ``prepare(features, **params)`` does to each example
+      alone, once, before partners are drawn, work the step would otherwise repeat on every
+      copy of it (Mosaic's resize to fit the canvas: each example is a partner of several).
+      The step must give the same result on prepared and unprepared examples.
     - ``od_api_fields``: parameter → its field in the step's Object Detection API message, where
       they differ: a name, or ``(low, high)`` fields for a pair.
     - ``demo_params``: parameters that make the step act on a small example (the required ones,
@@ -174,6 +180,8 @@ def register_step(
         raise ValueError(f"examples must be an integer >= 1, got {examples!r}")
     if deferral not in (None, *DEFERRALS):
         raise ValueError(f"deferral must be None or one of {DEFERRALS}, got {deferral!r}")
+    if prepare is not None and examples < 2:
+        raise ValueError("prepare applies to combining steps (examples > 1) only")
     if fused is not None and kind != "color":
         raise ValueError(f"only colour steps can be fused, got kind {kind!r}")
 
@@ -230,6 +238,7 @@ def register_step(
             deferral=deferral,
             fused=fused,
             output_size=output_size,
+            prepare=prepare,
             od_api_fields=dict(od_api_fields or {}),
             demo_params=dict(demo_params or {}),
         )

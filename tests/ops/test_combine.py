@@ -95,6 +95,29 @@ def test_mosaic_boxes_stay_in_their_quarter_and_fields_aligned(box_id, examples,
         assert (np.abs(inner - colour) < 1e-3).mean() > 0.5
 
 
+@settings(max_examples=10, deadline=None)
+@given(examples=four_examples(), seed=seeds, noise=st.integers(0, 2**16))
+def test_mosaic_gives_the_same_on_examples_it_prepared(box_id, examples, seed, noise):
+    # make_dataset prepares (resizes) each example once before drawing partners; Mosaic must
+    # give exactly what it gives on the originals, on images that are not flat colours.
+    rng = np.random.default_rng(noise)
+    for example in examples:
+        shape = example[fields.IMAGE].shape
+        example[fields.IMAGE] = tf.constant(rng.integers(0, 256, shape, np.uint8))
+    spec, params = Augmentation([("mosaic", {"output_size": (24, 32)})]).steps[0]
+    prepared = [spec.prepare(example, **params) for example in examples]
+    for example in prepared:
+        assert example[fields.IMAGE].dtype == tf.uint8  # rounded back, as Mosaic rounds
+        assert max(np.array(example[fields.IMAGE].shape[:2]) / (24, 32)) == pytest.approx(1, 0.1)
+    direct = as_numpy(mosaic(examples, seed=seed, output_size=(24, 32)))
+    # Resized uint8 images are rounded (as OpenCV's resize rounds): whole values throughout.
+    np.testing.assert_array_equal(direct[fields.IMAGE], np.round(direct[fields.IMAGE]))
+    again = as_numpy(mosaic(prepared, seed=seed, output_size=(24, 32)))
+    assert direct.keys() == again.keys()
+    for name in direct:
+        np.testing.assert_array_equal(direct[name], again[name], err_msg=name)
+
+
 def test_mixup_blends_and_scales_the_weights(box_id):
     first = _solid(2, 3, 100, 100)
     second = _solid(3, 2, 200, 200, boxes=((0.0, 0.0, 1.0, 0.5), (0.5, 0.5, 1.0, 1.0)))
