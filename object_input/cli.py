@@ -278,6 +278,10 @@ def _verify(args: argparse.Namespace) -> int:
 
 # convert ---------------------------------------------------------------------------------------
 
+#: Exit status of ``convert`` when it wrote the records but left images out (without
+#: ``--on-error``): not 0, the data is not what was asked for; not 1, the records are written.
+LEFT_OUT_STATUS = 3
+
 
 def _add_write_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags of every ``WriteOptions`` field, each setting the field of its name."""
@@ -285,14 +289,18 @@ def _add_write_arguments(parser: argparse.ArgumentParser) -> None:
 
     for field in dataclasses.fields(WriteOptions):
         flag = field.metadata["flag"]
-        parser.add_argument(flag.name, dest=field.name, default=field.default, **flag.options)
+        parser.add_argument(
+            flag.name, dest=field.name, **{"default": field.default, **flag.options}
+        )
 
 
 def _write_options(args: argparse.Namespace) -> Any:
-    """The ``WriteOptions`` the parsed flags give."""
+    """The ``WriteOptions`` the parsed flags give (a flag left out whose value is None: the
+    field's default)."""
     from object_input.converters.write_options import FIELDS, WriteOptions
 
-    return WriteOptions(**{name: getattr(args, name) for name in FIELDS})
+    given = {name: getattr(args, name) for name in FIELDS}
+    return WriteOptions(**{name: value for name, value in given.items() if value is not None})
 
 
 def _convert(args: argparse.Namespace) -> int:
@@ -331,7 +339,17 @@ def _convert(args: argparse.Namespace) -> int:
     print(result.summary())
     for message in result.skipped:
         print(f"  skipped: {message}")
+    for message in result.left_out:
+        print(f"  left out: {message}")
     print(f"next: object-input inspect {shlex.quote(result.pattern)}")
+    if result.left_out and args.on_error is None:
+        print(
+            f"object-input convert {args.format}: {len(result.left_out)} images failed their "
+            "check and were left out (listed above); exit status 3 (--on-error skip accepts "
+            "that, --on-error raise stops at the first)",
+            file=sys.stderr,
+        )
+        return LEFT_OUT_STATUS
     return 0
 
 
