@@ -162,7 +162,7 @@ def _detect(source: Any, options: dict[str, Any]) -> None:
     from object_input.inspection import inspect_records
 
     try:
-        report = inspect_records(source, limit=16)
+        report = inspect_records(source, limit=16, decode_images=False)
     except (OSError, ValueError):
         return  # not TFRecord files: make_dataset reads them, or reports what is wrong
     if options.get("masks") is None:
@@ -245,7 +245,12 @@ def _inspect(args: argparse.Namespace) -> int:
     if args.verify:
         return _verify(args)
     try:
-        report = inspect_records(args.files, limit=args.limit, label_map=args.label_map)
+        report = inspect_records(
+            args.files,
+            limit=args.limit,
+            label_map=args.label_map,
+            decode_images=not args.no_decode,
+        )
     except _user_errors() as err:
         return _fail("inspect", err)
     print(json.dumps(report.to_dict(), indent=2) if args.json else report.format())
@@ -499,11 +504,17 @@ def _add_inspect(commands: Any, common: argparse.ArgumentParser) -> None:
         description="Read TFRecord files record by record and print the record count, the "
         "feature keys with their types and value counts (the schema, inferred), image size "
         "statistics, boxes per image, class counts, and every corrupt record with its file "
-        "and index. Exits with status 1 when a record is corrupt.",
+        "and index: unreadable, not a tf.train.Example, or with an image that does not decode "
+        "in full (a truncated JPEG among them). Exits with status 1 when a record is corrupt.",
     )
     inspect.add_argument("files", nargs="+", help="TFRecord glob, folder or files")
     inspect.add_argument("--json", action="store_true", help="print the report as JSON")
     inspect.add_argument("--limit", type=int, help="read at most this many records")
+    inspect.add_argument(
+        "--no-decode",
+        action="store_true",
+        help="do not decode the images (faster; a broken image is then not found)",
+    )
     inspect.add_argument(
         "--label-map",
         help="text label map naming the class ids (default: names in the records); with "
@@ -537,7 +548,10 @@ def _add_convert(commands: Any, common: argparse.ArgumentParser) -> None:
         "convert",
         help="convert COCO, Pascal VOC, CSV or class-folder datasets to TFRecords",
         description="Convert a dataset to sharded detection TFRecords and a label map "
-        "(label_map.pbtxt beside the shards), building records on parallel threads. Needs "
+        "(label_map.pbtxt beside the shards), building records on parallel threads. Every "
+        "image is decoded in full: one that does not decode, is truncated or whose size "
+        "disagrees with its annotation is left out and named (exit status 3), or with "
+        "--on-error raise stops the conversion. Needs "
         "pycocotools for COCO masks and tqdm for the progress bar "
         "(pip install object-input[convert]).",
     )
