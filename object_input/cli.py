@@ -350,8 +350,8 @@ def _convert(args: argparse.Namespace) -> int:
     if result.left_out and args.on_error is None:
         print(
             f"object-input convert {args.format}: {len(result.left_out)} images failed their "
-            "check and were left out (listed above); exit status 3 (--on-error skip accepts "
-            "that, --on-error raise stops at the first)",
+            f"check and were left out (listed above); exit status {LEFT_OUT_STATUS} "
+            "(--on-error skip accepts that, --on-error raise stops at the first)",
             file=sys.stderr,
         )
         return LEFT_OUT_STATUS
