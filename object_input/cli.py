@@ -162,7 +162,7 @@ def _detect(source: Any, options: dict[str, Any]) -> None:
     from object_input.inspection import inspect_records
 
     try:
-        report = inspect_records(source, limit=16)
+        report = inspect_records(source, limit=16, decode_images=False)
     except (OSError, ValueError):
         return  # not TFRecord files: make_dataset reads them, or reports what is wrong
     if options.get("masks") is None:
@@ -245,7 +245,12 @@ def _inspect(args: argparse.Namespace) -> int:
     if args.verify:
         return _verify(args)
     try:
-        report = inspect_records(args.files, limit=args.limit, label_map=args.label_map)
+        report = inspect_records(
+            args.files,
+            limit=args.limit,
+            label_map=args.label_map,
+            decode_images=not args.no_decode,
+        )
     except _user_errors() as err:
         return _fail("inspect", err)
     print(json.dumps(report.to_dict(), indent=2) if args.json else report.format())
@@ -278,6 +283,10 @@ def _verify(args: argparse.Namespace) -> int:
 
 # convert ---------------------------------------------------------------------------------------
 
+#: Exit status of ``convert`` when it wrote the records but left images out (without
+#: ``--on-error``): not 0, the data is not what was asked for; not 1, the records are written.
+LEFT_OUT_STATUS = 3
+
 
 def _add_write_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags of every ``WriteOptions`` field, each setting the field of its name."""
@@ -285,14 +294,18 @@ def _add_write_arguments(parser: argparse.ArgumentParser) -> None:
 
     for field in dataclasses.fields(WriteOptions):
         flag = field.metadata["flag"]
-        parser.add_argument(flag.name, dest=field.name, default=field.default, **flag.options)
+        parser.add_argument(
+            flag.name, dest=field.name, **{"default": field.default, **flag.options}
+        )
 
 
 def _write_options(args: argparse.Namespace) -> Any:
-    """The ``WriteOptions`` the parsed flags give."""
+    """The ``WriteOptions`` the parsed flags give (a flag left out whose value is None: the
+    field's default)."""
     from object_input.converters.write_options import FIELDS, WriteOptions
 
-    return WriteOptions(**{name: getattr(args, name) for name in FIELDS})
+    given = {name: getattr(args, name) for name in FIELDS}
+    return WriteOptions(**{name: value for name, value in given.items() if value is not None})
 
 
 def _convert(args: argparse.Namespace) -> int:
@@ -331,7 +344,17 @@ def _convert(args: argparse.Namespace) -> int:
     print(result.summary())
     for message in result.skipped:
         print(f"  skipped: {message}")
+    for message in result.left_out:
+        print(f"  left out: {message}")
     print(f"next: object-input inspect {shlex.quote(result.pattern)}")
+    if result.left_out and args.on_error is None:
+        print(
+            f"object-input convert {args.format}: {len(result.left_out)} images failed their "
+            f"check and were left out (listed above); exit status {LEFT_OUT_STATUS} "
+            "(--on-error skip accepts that, --on-error raise stops at the first)",
+            file=sys.stderr,
+        )
+        return LEFT_OUT_STATUS
     return 0
 
 
@@ -481,11 +504,17 @@ def _add_inspect(commands: Any, common: argparse.ArgumentParser) -> None:
         description="Read TFRecord files record by record and print the record count, the "
         "feature keys with their types and value counts (the schema, inferred), image size "
         "statistics, boxes per image, class counts, and every corrupt record with its file "
-        "and index. Exits with status 1 when a record is corrupt.",
+        "and index: unreadable, not a tf.train.Example, or with an image that does not decode "
+        "in full (a truncated JPEG among them). Exits with status 1 when a record is corrupt.",
     )
     inspect.add_argument("files", nargs="+", help="TFRecord glob, folder or files")
     inspect.add_argument("--json", action="store_true", help="print the report as JSON")
     inspect.add_argument("--limit", type=int, help="read at most this many records")
+    inspect.add_argument(
+        "--no-decode",
+        action="store_true",
+        help="do not decode the images (faster; a broken image is then not found)",
+    )
     inspect.add_argument(
         "--label-map",
         help="text label map naming the class ids (default: names in the records); with "
@@ -519,7 +548,10 @@ def _add_convert(commands: Any, common: argparse.ArgumentParser) -> None:
         "convert",
         help="convert COCO, Pascal VOC, CSV or class-folder datasets to TFRecords",
         description="Convert a dataset to sharded detection TFRecords and a label map "
-        "(label_map.pbtxt beside the shards), building records on parallel threads. Needs "
+        "(label_map.pbtxt beside the shards), building records on parallel threads. Every "
+        "image is decoded in full: one that does not decode, is truncated or whose size "
+        "disagrees with its annotation is left out and named (exit status 3), or with "
+        "--on-error raise stops the conversion. Needs "
         "pycocotools for COCO masks and tqdm for the progress bar "
         "(pip install object-input[convert]).",
     )

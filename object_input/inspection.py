@@ -3,7 +3,9 @@
 Records are read one by one, outside any pipeline, so that a damaged file is reported with its
 path and record index instead of stopping the reading: a truncated file or a CRC mismatch ends
 that file's reading (the rest of it cannot be framed) and is listed, a record that is not a
-``tf.train.Example`` is listed and skipped. Each feature key is reported with the field it
+``tf.train.Example``, or whose image does not decode in full (a JPEG cut before its end marker
+among them: :mod:`object_input.image_files`, the converters' check), is listed and skipped.
+Each feature key is reported with the field it
 decodes into and, where its values are not of the kind the decoder parses, that kind (from
 :data:`object_input.schema.EXAMPLE`).
 
@@ -16,7 +18,6 @@ from __future__ import annotations
 import collections
 import dataclasses
 import os
-import re
 import struct
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -25,6 +26,7 @@ import tensorflow as tf
 from google.protobuf.message import DecodeError
 
 from object_input import fields, manifest, schema, skips
+from object_input.image_files import ImageError, decode_image_file, op_message
 from object_input.label_map import LabelMapSource, label_map_to_names
 from object_input.options import DecodeOptions, build
 from object_input.pipeline import make_dataset
@@ -96,7 +98,7 @@ def iterate_records(files: Sequence[str]) -> Iterator[tuple[str, int, bytes | Co
             except StopIteration:
                 break
             except tf.errors.OpError as err:
-                yield path, index, CorruptRecord(path, index, _op_message(err))
+                yield path, index, CorruptRecord(path, index, op_message(err))
                 framed = -1
                 break
             data = record.numpy()
@@ -118,12 +120,6 @@ def iterate_records(files: Sequence[str]) -> Iterator[tuple[str, int, bytes | Co
             )
 
 
-def _op_message(err: tf.errors.OpError) -> str:
-    """The reason in a TensorFlow error, without the op and function names around it."""
-    message = re.sub(r"\{\{function_node [^}]*\}\}\s*", "", err.message)
-    return re.sub(r"\s*\[Op:\w+\].*$", "", message, flags=re.S).strip()
-
-
 def _image_size(example: Mapping[str, Any]) -> tuple[int, int] | None:
     """(height, width) from image/height and image/width, else from the PNG or JPEG header."""
     height = _values(example, schema.HEIGHT)
@@ -143,6 +139,20 @@ def _image_size(example: Mapping[str, Any]) -> tuple[int, int] | None:
         except tf.errors.OpError:
             return None
         return int(shape[0]), int(shape[1])
+    return None
+
+
+def image_problem(example: Mapping[str, Any]) -> str | None:
+    """Why the image of a record's features does not decode in full, or None when it does, or
+    when there is no image or it is raw pixels (``image/format`` ``raw``)."""
+    encoded = _values(example, schema.ENCODED)
+    formats = _values(example, schema.FORMAT)
+    if not encoded or not encoded[0] or (formats and formats[0].lower() == b"raw"):
+        return None
+    try:
+        decode_image_file(encoded[0])
+    except ImageError as err:
+        return f"{schema.ENCODED}: {err}"
     return None
 
 
@@ -343,11 +353,14 @@ def inspect_records(
     source: str | os.PathLike | Sequence[str | os.PathLike],
     limit: int | None = None,
     label_map: LabelMapSource | None = None,
+    decode_images: bool = True,
 ) -> Report:
     """Read the TFRecords of ``source`` (glob, folder, files) and summarize them.
 
     ``limit`` stops after that many records (corrupt ones included). ``label_map`` (a text label
     map path or ``{name: id}``) names the class ids; otherwise names come from ``class/text``.
+    ``decode_images`` decodes every record's image in full and lists those that fail among the
+    corrupt records (False: only the headers are read, for the sizes).
     """
     files = list_files(source, SUFFIXES)
     report = Report(files=files)
@@ -363,6 +376,10 @@ def inspect_records(
             example = tf.train.Example.FromString(record)
         except DecodeError as err:
             report.corrupt.append(CorruptRecord(path, index, f"not a tf.train.Example: {err}"))
+            continue
+        problem = image_problem(example.features.feature) if decode_images else None
+        if problem:
+            report.corrupt.append(CorruptRecord(path, index, problem))
             continue
         report.add(example.features.feature)
         report.records_per_file[path] += 1

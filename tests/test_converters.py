@@ -345,7 +345,7 @@ def test_voc_errors(voc, tmp_path):
         _voc_xml("000002.png", 17, 20, [("person", (1, 2, 15, 19), 0, 0, "Left")])
     )
     with pytest.raises(ConversionError, match=r"000002.xml: image size 17x20 .* is 16x20"):
-        convert_voc(voc, tmp_path / "out" / "voc", **QUIET)
+        convert_voc(voc, tmp_path / "out" / "voc", on_error="raise", **QUIET)
     (voc / "Annotations" / "000002.xml").write_text("<annotation><filename>x</filename>")
     with pytest.raises(ConversionError, match=r"000002\.xml: not valid XML"):
         convert_voc(voc, tmp_path / "out" / "voc", **QUIET)
@@ -597,6 +597,7 @@ def test_write_options_as_an_object_a_dict_or_keywords_write_the_same_records(tm
         ({"num_workers": 1.5}, ValueError, r"num_workers must be an integer >= 1 or None"),
         ({"compression": "ZLIB"}, ValueError, r"compression must be None or 'GZIP', got 'ZLIB'"),
         ({"seed": None}, ValueError, r"seed must be an integer, got None"),
+        ({"on_error": "ignore"}, ValueError, r"on_error must be 'skip' or 'raise', got 'ignore'"),
         ("GZIP", TypeError, r"write must be a WriteOptions or a dict of its fields, got 'GZIP'"),
     ],
 )
@@ -606,3 +607,137 @@ def test_bad_write_options_are_refused_before_anything_is_written(tmp_path, writ
     with pytest.raises(TypeError, match="unexpected keyword argument 'shards'"):
         convert_folders(tmp_path / "missing", tmp_path / "out" / "t", shards=2)
     assert not (tmp_path / "out").exists()
+
+
+# Broken images ---------------------------------------------------------------------------------
+
+TRUNCATED_AT = 8192
+
+
+@pytest.fixture
+def broken_voc(voc, rng):
+    """The VOC folder with three more images, each broken: a JPEG cut at 8 KB (no end marker),
+    a file that is not an image, and a PNG 41 pixels wide whose ``<size>`` says 40."""
+    jpeg = tf.io.encode_jpeg(_image(rng, 120, 160), quality=95).numpy()
+    assert len(jpeg) > 2 * TRUNCATED_AT
+    (voc / "JPEGImages" / "000004.jpg").write_bytes(jpeg[:TRUNCATED_AT])
+    (voc / "JPEGImages" / "000005.jpg").write_text("<html>404 Not Found</html>")
+    _save(voc / "JPEGImages" / "000006.png", _image(rng, 30, 41))
+    for stem, filename, width, height in (
+        ("000004", "000004.jpg", 160, 120),
+        ("000005", "000005.jpg", 8, 8),
+        ("000006", "000006.png", 40, 30),
+    ):
+        box = [("dog", (1, 1, 5, 5), 0, 0, "Left")]
+        (voc / "Annotations" / f"{stem}.xml").write_text(_voc_xml(filename, width, height, box))
+    images, annotations = voc / "JPEGImages", voc / "Annotations"
+    return voc, [
+        f"{annotations / '000006.xml'}: image size 40x30 (width x height) in the annotation, "
+        f"but '{images / '000006.png'}' is 41x30",
+        f"{images / '000004.jpg'}: truncated JPEG: the data ends before its end-of-image marker",
+        f"{images / '000005.jpg'}: not a JPEG, PNG, GIF or BMP image",
+    ]
+
+
+def test_broken_images_are_left_out_and_named_with_their_reason(broken_voc, tmp_path):
+    voc, reasons = broken_voc
+    result = convert_voc(voc, tmp_path / "out" / "voc", num_shards=2, **QUIET)
+    assert result.left_out == reasons
+    assert (result.num_examples, result.num_boxes) == (3, 3)
+    assert sorted(_read(result.paths)) == ["000001", "000002", "000003"]
+    assert result.summary().endswith(
+        f"; left out 3 images that failed their check (first: {reasons[0]})"
+    )
+
+
+def test_on_error_raise_stops_at_the_first_broken_image(broken_voc, tmp_path):
+    voc, _ = broken_voc
+    with pytest.raises(ConversionError, match=r"000004\.jpg: truncated JPEG: the data ends"):
+        convert_voc(voc, tmp_path / "out" / "voc", on_error="raise", shuffle=False, **QUIET)
+
+
+def test_cli_exit_status_says_images_were_left_out(broken_voc, tmp_path, capsys):
+    from object_input import cli
+
+    voc, reasons = broken_voc
+    argv = ["convert", "voc", str(voc), "--no-progress", "--num-shards", "1", "-o"]
+    assert cli.main([*argv, str(tmp_path / "a" / "voc")]) == cli.LEFT_OUT_STATUS == 3
+    out, err = capsys.readouterr()
+    assert out.startswith("wrote 3 examples with 3 boxes to 1 shards ")
+    assert [line for line in out.splitlines() if line.startswith("  left out: ")] == [
+        f"  left out: {reason}" for reason in reasons
+    ]
+    assert err == (
+        "object-input convert voc: 3 images failed their check and were left out (listed "
+        "above); exit status 3 (--on-error skip accepts that, --on-error raise stops at the "
+        "first)\n"
+    )
+    assert cli.main([*argv, str(tmp_path / "b" / "voc"), "--on-error", "skip"]) == 0
+    assert "left out 3 images" in capsys.readouterr().out
+    assert cli.main([*argv, str(tmp_path / "c" / "voc"), "--on-error", "raise"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("object-input convert voc: error: ") and err.count("\n") == 1
+    assert any(reason in err for reason in reasons)
+
+
+def test_coco_size_mismatch_and_truncated_image_are_left_out(coco, tmp_path):
+    path, images_dir, data = coco
+    jpeg = images_dir / "sub" / "b.jpg"
+    jpeg.write_bytes(jpeg.read_bytes()[:300])
+    data["images"][2]["width"] = 13
+    path.write_text(json.dumps(data))
+    result = convert_coco(path, images_dir, tmp_path / "out" / "train", **QUIET)
+    assert result.left_out == [
+        f"{jpeg}: truncated JPEG: the data ends before its end-of-image marker",
+        f"image id 3: image size 13x12 (width x height) in the annotation, but "
+        f"'{images_dir / 'c.png'}' is 12x12",
+    ]
+    assert (result.num_examples, result.num_boxes) == (1, 3)
+    assert sorted(_read(result.paths)) == ["1"]
+    with pytest.raises(ConversionError, match=r"b\.jpg: truncated JPEG"):
+        convert_coco(
+            path, images_dir, tmp_path / "o2" / "t", on_error="raise", shuffle=False, **QUIET
+        )
+
+
+def test_gray_and_cmyk_jpegs_still_convert(tmp_path, rng):
+    image = pytest.importorskip("PIL.Image")
+    import io
+
+    root = tmp_path / "root"
+    _save(root / "gray" / "g.jpg", _image(rng, 9, 7)[..., :1])
+    cmyk = io.BytesIO()
+    image.fromarray(_image(rng, 6, 5)).convert("CMYK").save(cmyk, "JPEG")
+    (root / "cmyk").mkdir()
+    (root / "cmyk" / "c.jpg").write_bytes(cmyk.getvalue())
+    result = convert_folders(root, tmp_path / "out" / "t", **QUIET)
+    assert (result.num_examples, result.left_out) == (2, [])
+    records = _read(result.paths)
+    for name in ("gray/g.jpg", "cmyk/c.jpg"):
+        np.testing.assert_array_equal(records[name][0][fields.IMAGE], _pixels(root / name))
+
+
+def _jpeg_with_thumbnail(rng):
+    """A JPEG whose APP1 segment holds a whole other JPEG (as an EXIF thumbnail does)."""
+    thumbnail = tf.io.encode_jpeg(_image(rng, 4, 4)).numpy()
+    main = tf.io.encode_jpeg(_image(rng, 20, 30)).numpy()
+    payload = b"Exif\0\0" + thumbnail
+    return main[:2] + b"\xff\xe1" + (len(payload) + 2).to_bytes(2, "big") + payload + main[2:]
+
+
+def test_every_cut_of_a_jpeg_is_found_short(rng):
+    from object_input.image_files import decode_image_file, jpeg_cut_short
+
+    pixels = _image(rng, 37, 53)
+    jpegs = [
+        tf.io.encode_jpeg(pixels).numpy(),
+        tf.io.encode_jpeg(pixels, progressive=True).numpy(),
+        tf.io.encode_jpeg(pixels[..., :1]).numpy(),
+        _jpeg_with_thumbnail(rng),
+    ]
+    for jpeg in jpegs:
+        assert jpeg.endswith(b"\xff\xd9")
+        assert not jpeg_cut_short(jpeg)
+        assert not jpeg_cut_short(jpeg + b"\0" * 9 + b"trailing bytes")
+        assert all(jpeg_cut_short(jpeg[:n]) for n in range(3, len(jpeg)))
+        decode_image_file(jpeg + b"\0" * 9)

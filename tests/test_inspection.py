@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from object_input import cli
-from object_input.inspection import inspect_records
+from object_input.inspection import inspect_records, verify_files
 from object_input.synthetic import make_example
 from object_input.writers import build_example, write_tfrecords
 
@@ -173,3 +173,47 @@ def test_mask_storage_is_detected(tmp_path):
     )
     assert inspect_records(png).masks() == "png"
     assert inspect_records(numerical).masks() == "numerical"
+
+
+def test_records_whose_image_does_not_decode_are_corrupt_with_file_and_index(tmp_path, capsys):
+    """A record holding a JPEG cut at a fixed byte count (no end marker) parses as an Example;
+    decoding its image finds it, as it finds bytes that are no image and a damaged PNG."""
+    import tensorflow as tf
+
+    rng = np.random.default_rng(0)
+    jpeg = tf.io.encode_jpeg(rng.integers(0, 255, (64, 80, 3), dtype=np.uint8)).numpy()
+    png = build_example(np.zeros((4, 4, 3), np.uint8))
+    encoded = png.features.feature["image/encoded"].bytes_list.value
+    encoded[0] = encoded[0][:-20] + bytes(8) + encoded[0][-12:]  # its pixel data zeroed
+    examples = [
+        build_example(np.zeros((5, 5, 3), np.uint8)),
+        build_example(jpeg[:4000], image_format="jpeg", height=64, width=80),
+        build_example(b"GIF8 but then nothing", image_format="gif", height=1, width=1),
+        png,
+        build_example(jpeg, image_format="jpeg", height=64, width=80),
+    ]
+    (path,) = write_tfrecords(examples, tmp_path / "x")
+    report = inspect_records(path)
+    assert report.num_records == 2 and report.records_per_file == {path: 2}
+    found = {c.index: c.error for c in report.corrupt}
+    assert sorted(found) == [1, 2, 3]
+    assert found[1] == (
+        "image/encoded: truncated JPEG: the data ends before its end-of-image marker"
+    )
+    assert found[2].startswith("image/encoded: GIF does not decode: ")
+    assert found[3].startswith("image/encoded: PNG does not decode: ")
+    assert report.to_dict()["corrupt_records"][0] == {"file": path, "index": 1, "error": found[1]}
+    assert [c.index for c in inspect_records(path, decode_images=False).corrupt] == []
+    # --verify, decoding through the pipeline, finds the same records bad.
+    (verdict,) = verify_files(path, write=False).files
+    assert (verdict.records, verdict.num_bad) == (2, 3)
+    assert [line.split(": ")[0] for line in verdict.bad] == [f"{path}:{i}" for i in (1, 2, 3)]
+
+    assert cli.main(["inspect", path]) == 1
+    text = capsys.readouterr().out
+    assert text.startswith("1 files, 2 records, 3 corrupt\n")
+    assert f"  {path}: record 1: {found[1]}\n" in text
+    assert cli.main(["inspect", path, "--json"]) == 1
+    listed = json.loads(capsys.readouterr().out)["corrupt_records"]
+    assert [(c["file"], c["index"]) for c in listed] == [(path, 1), (path, 2), (path, 3)]
+    assert cli.main(["inspect", path, "--no-decode"]) == 0

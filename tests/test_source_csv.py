@@ -177,3 +177,37 @@ def test_rows_that_are_not_utf8_are_named_or_skipped(tmp_path):
     dataset = oi.make_dataset(source, batch_size=None, shuffle=False, on_error="skip")
     assert [r["name"].numpy() for r in dataset] == [b"pear"]
     assert oi.stats(dataset).skipped == {"undecodable": 1}
+
+
+def test_record_defaults_in_the_tf1_form_mean_the_same(tmp_path):
+    """``[[1], [1.0], [""]]``, what tf.io.decode_csv takes, reads as ``[1, 1.0, ""]``."""
+    path = _write(tmp_path / "t.csv", "n,x,s\n4,2.5,a\n,,\n")
+    plain = _rows(CSV(path, record_defaults=[1, 1.0, "z"]))
+    wrapped = _rows(CSV(path, record_defaults=[[1], [1.0], ["z"]]))
+    for rows in (plain, wrapped):
+        assert [int(r["n"]) for r in rows] == [4, 1]
+        assert [float(r["x"]) for r in rows] == [2.5, 1.0]
+        assert [r["s"].numpy() for r in rows] == [b"a", b"z"]
+        assert [rows[0][c].dtype for c in "nxs"] == [tf.int32, tf.float32, tf.string]
+    source = CSV(path, record_defaults={"n": np.array([7], np.int64), "x": tf.constant([0.5])})
+    assert [(c.dtype, c.default) for c in source.columns[:2]] == [(tf.int64, 7), (tf.float32, 0.5)]
+
+
+def test_empty_tf1_defaults_make_required_columns_of_their_type(tmp_path):
+    path = _write(tmp_path / "r.csv", "a,b\n3,1.5\n4,\n")
+    source = CSV(path, record_defaults=[tf.constant([], tf.int64), []])
+    assert [(c.dtype, c.default) for c in source.columns] == [(tf.int64, None), (tf.float32, None)]
+    with pytest.raises(
+        tf.errors.InvalidArgumentError, match=r"r\.csv:line 3: column `b` \(field 2\) is empty"
+    ):
+        _rows(source)
+    dataset = oi.make_dataset(source, batch_size=None, shuffle=False, on_error="skip")
+    assert [(int(r["a"]), float(r["b"])) for r in dataset] == [(3, 1.5)]
+
+
+def test_a_default_of_two_values_is_an_error_naming_its_column(tmp_path):
+    path = _write(tmp_path / "t.csv", "n,x\n1,2\n")
+    with pytest.raises(ValueError, match=r"record_defaults for column 'x' must be a scalar, a one"):
+        CSV(path, record_defaults=[[1], [1.0, 2.0]])
+    with pytest.raises(ValueError, match=r"record_defaults for column 'n' must be a scalar"):
+        CSV(path, record_defaults={"n": [[1]]})

@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import glob
 import os
-import struct
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -14,6 +13,7 @@ import tensorflow as tf
 
 from object_input.boxes import convert
 from object_input.converters.write_options import WriteOptions
+from object_input.image_files import ImageError, decode_image_file, image_format
 from object_input.label_map import LabelMapSource, format_label_map, load_label_map
 from object_input.writers import shard_paths, write_parallel
 
@@ -23,6 +23,11 @@ IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif")
 
 class ConversionError(ValueError):
     """An annotation or image cannot be converted; the message names the file and field."""
+
+
+class BadImage(ConversionError):
+    """An image that fails its check: it does not decode, is truncated, or its size disagrees
+    with its annotation. Left out of the conversion, or under ``on_error="raise"`` raised."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,6 +50,8 @@ class ConversionResult:
     num_examples: int
     num_boxes: int
     skipped: list[str] = dataclasses.field(default_factory=list)
+    #: the images left out (``"file: reason"``), sorted.
+    left_out: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def pattern(self) -> str:
@@ -63,37 +70,43 @@ class ConversionResult:
         )
         if self.skipped:
             text += f"; skipped {len(self.skipped)} annotations (first: {self.skipped[0]})"
+        if self.left_out:
+            text += (
+                f"; left out {len(self.left_out)} images that failed their check "
+                f"(first: {self.left_out[0]})"
+            )
         return text
 
 
 def read_image(path: str | os.PathLike) -> ImageFile:
-    """Read an image file; JPEG and PNG bytes are kept as they are, BMP and GIF become PNG."""
+    """Read an image file and decode it in full (:func:`decode_image_file`); JPEG and PNG bytes
+    are kept as they are, BMP and GIF become PNG.
+
+    A file that cannot be read is a ConversionError; one that does not decode, or is truncated,
+    a :class:`BadImage` naming it and why.
+    """
     path = os.fspath(path)
     try:
         with open(path, "rb") as file:
             data = file.read()
     except OSError as err:
         raise ConversionError(f"cannot read image {path!r}: {err.strerror}") from err
-    if data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) >= 24:
-        width, height = struct.unpack(">II", data[16:24])
-        return ImageFile(data, "png", height, width)
+    kind = image_format(data)
+    kept = kind in ("jpeg", "png")
     try:
-        if data.startswith(b"\xff\xd8\xff"):
-            height, width = tf.io.extract_jpeg_shape(data).numpy()[:2]
-            return ImageFile(data, "jpeg", int(height), int(width))
-        if data.startswith((b"GIF8", b"BM")):
-            pixels = tf.io.decode_image(data, channels=3, expand_animations=False)
-            height, width = pixels.shape[:2]
-            return ImageFile(tf.io.encode_png(pixels).numpy(), "png", height, width)
-    except tf.errors.OpError as err:
-        raise ConversionError(f"image {path!r} is corrupt: {err.message}") from err
-    raise ConversionError(f"{path!r} is not a JPEG, PNG, BMP or GIF image")
+        pixels = decode_image_file(data, channels=0 if kept else 3)
+    except ImageError as err:
+        raise BadImage(f"{path}: {err}") from None
+    height, width = pixels.shape[:2]
+    if kept:
+        return ImageFile(data, kind, height, width)
+    return ImageFile(tf.io.encode_png(pixels).numpy(), "png", height, width)
 
 
 def check_size(image: ImageFile, height: int, width: int, where: str, path: str) -> None:
-    """Fail when an annotation's image size disagrees with the image file's own."""
+    """A :class:`BadImage` when an annotation's image size disagrees with the image's own."""
     if (height, width) != (image.height, image.width):
-        raise ConversionError(
+        raise BadImage(
             f"{where}: image size {width}x{height} (width x height) in the annotation, but "
             f"{path!r} is {image.width}x{image.height}"
         )
@@ -208,15 +221,28 @@ def run(
     skipped: list[str] | None = None,
 ) -> ConversionResult:
     """Write the label map, then ``build(item)`` for every item in ``write``'s order, to shards
-    of ``output``."""
+    of ``output``. An item whose ``build`` raises :class:`BadImage` is left out and listed, or
+    under ``write.on_error == "raise"`` stops the writing."""
     items = order(items, write.shuffle, write.seed)
     num_shards = write.num_shards or auto_shards(len(items))
     _check_stale_shards(os.fspath(output), num_shards, write.compression)
     label_map_path = os.fspath(write.label_map_output or default_label_map_path(output))
     save_label_map(label_map_path, label_map, write.label_map)
+    left_out: dict[int, str] = {}
+
+    def build_or_leave_out(entry: tuple[int, Any]) -> bytes | None:
+        index, item = entry
+        try:
+            return build(item)
+        except BadImage as err:
+            if write.on_error == "raise":
+                raise
+            left_out[index] = str(err)
+            return None
+
     paths, count = write_parallel(
-        items,
-        build,
+        list(enumerate(items)),
+        build_or_leave_out,
         output,
         num_shards,
         write.compression,
@@ -229,6 +255,7 @@ def run(
         label_map_path=label_map_path,
         label_map=dict(label_map),
         num_examples=count,
-        num_boxes=sum(count_boxes(item) for item in items),
+        num_boxes=sum(count_boxes(item) for i, item in enumerate(items) if i not in left_out),
         skipped=list(skipped or ()),
+        left_out=sorted(left_out.values()),
     )

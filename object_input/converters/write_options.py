@@ -17,6 +17,8 @@ from object_input.label_map import LabelMapSource
 from object_input.suggest import did_you_mean
 
 COMPRESSIONS = (None, "GZIP")
+#: What a converter does with an image that fails its check: leave it out, or stop.
+ON_ERROR = ("skip", "raise")
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -30,7 +32,8 @@ class Flag:
 
 def _flag(name: str, **options: Any) -> dict[str, Flag]:
     """A field's metadata: set on the command line by flag ``name`` (``add_argument`` keywords
-    ``options``; the destination and default are the field's)."""
+    ``options``; the destination is the field's, and so is the default unless ``options`` give
+    one: a flag left out then reads as that default, and the field keeps its own)."""
     return {"flag": Flag(name, options)}
 
 
@@ -49,6 +52,9 @@ class WriteOptions:
       shuffle, seed: write the images in a seeded random order (else in input order).
       compression: None or ``"GZIP"``.
       progress: show a progress bar on stderr.
+      on_error: an image that does not decode, is truncated, or whose size disagrees with its
+        annotation: ``"skip"`` leaves it out, and the result names it with the reason
+        (``left_out``); ``"raise"`` stops the conversion at the first, naming it.
     """
 
     num_shards: int | None = dataclasses.field(
@@ -103,6 +109,18 @@ class WriteOptions:
     progress: bool = dataclasses.field(
         default=True, metadata=_flag("--no-progress", action="store_false", help="no progress bar")
     )
+    on_error: str = dataclasses.field(
+        default="skip",
+        metadata=_flag(
+            "--on-error",
+            choices=ON_ERROR,
+            default=None,
+            help="images that do not decode, are truncated or whose size disagrees with the "
+            "annotation: skip (leave them out, each named; the default) or raise (stop at the "
+            "first). Without this flag the exit status is 3 when any image was left out; "
+            "--on-error skip accepts that (status 0)",
+        ),
+    )
 
     def __post_init__(self) -> None:
         for name in ("num_shards", "num_workers"):
@@ -113,6 +131,8 @@ class WriteOptions:
             raise ValueError(f"seed must be an integer, got {self.seed!r}")
         if self.compression not in COMPRESSIONS:
             raise ValueError(f"compression must be None or 'GZIP', got {self.compression!r}")
+        if self.on_error not in ON_ERROR:
+            raise ValueError(f"on_error must be 'skip' or 'raise', got {self.on_error!r}")
 
 
 def _is_int(value: Any) -> bool:

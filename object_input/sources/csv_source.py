@@ -60,7 +60,10 @@ class CSV(Source):
       files: glob pattern, directory, file, or list of those; all with the same columns.
       record_defaults: per column (all, or the selected ones) a default value (its type is the
         column's: int → int32, float → float32, str → string; numpy scalars keep theirs), a
-        dtype (required column), or None (inferred); or ``{column name: default}``.
+        dtype (required column), or None (inferred); or ``{column name: default}``. The forms
+        ``tf.io.decode_csv`` takes mean the same: ``[[1], [1.0], [""]]`` is ``[1, 1.0, ""]``,
+        and an empty list or tensor (``[]`` is float32, ``tf.constant([], tf.int64)``) makes
+        its column required, of its type.
       column_names: names of the columns; with ``header`` they replace the header's.
       header: the first line of every file names the columns (and is not data).
       field_delim: the one-character field separator.
@@ -317,15 +320,26 @@ def _declared(name: str, index: int, value: Any) -> Column:
         default = None
     else:
         tensor = tf.convert_to_tensor(value)
-        if tensor.shape.rank != 0:
-            raise ValueError(f"record_defaults for column {name!r} must be a scalar, got {value!r}")
-        dtype, default = tensor.dtype, tensor.numpy()
+        dtype, default = tensor.dtype, _unwrapped(name, value, tensor)
     if dtype not in DTYPES:
         raise ValueError(
             f"record_defaults for column {name!r}: type {dtype.name} is not one of "
             f"{[d.name for d in DTYPES]}"
         )
     return Column(name, index, dtype, default)
+
+
+def _unwrapped(name: str, value: Any, tensor: tf.Tensor) -> Any:
+    """The default a scalar, or ``tf.io.decode_csv``'s forms of one, gives: a one-element list
+    (``[1]``) its element, an empty one (``[]``, ``tf.constant([], tf.int32)``) None (required)."""
+    if tensor.shape.rank == 0:
+        return tensor.numpy()
+    if tensor.shape.rank == 1 and tensor.shape[0] <= 1:
+        return tensor.numpy()[0] if tensor.shape[0] else None
+    raise ValueError(
+        f"record_defaults for column {name!r} must be a scalar, a one-element list ([1], as "
+        f"tf.io.decode_csv takes) or an empty one (required), got {value!r}"
+    )
 
 
 def _infer(values: list[str], na_value: str) -> tf.DType:
