@@ -335,7 +335,7 @@ class Report:
             lines.append(f"keypoints per box: {data['num_keypoints']}")
         if self.corrupt:
             lines.append("corrupt records:")
-            lines.extend(f"  {c.file}: record {c.index}: {c.error}" for c in self.corrupt)
+            lines.extend(f"  {c.file}:{c.index}: {c.error}" for c in self.corrupt)
         return "\n".join(lines)
 
 

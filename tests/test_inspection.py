@@ -159,7 +159,7 @@ def test_cli_text_json_and_exit_status(records, tmp_path, capsys):
     Path(records[1]).write_bytes(Path(records[1]).read_bytes() + b"\x01\x02")
     assert cli.main(["inspect", *records]) == 1
     out = capsys.readouterr().out
-    assert f"  {records[1]}: record 1: " in out
+    assert f"  {records[1]}:1: " in out
     assert cli.main(["inspect", str(tmp_path / "none-*.tfrecord")]) == 1
     assert "object-input inspect: error: no input files match" in capsys.readouterr().err
 
@@ -212,7 +212,7 @@ def test_records_whose_image_does_not_decode_are_corrupt_with_file_and_index(tmp
     assert cli.main(["inspect", path]) == 1
     text = capsys.readouterr().out
     assert text.startswith("1 files, 2 records, 3 corrupt\n")
-    assert f"  {path}: record 1: {found[1]}\n" in text
+    assert f"  {path}:1: {found[1]}\n" in text
     assert cli.main(["inspect", path, "--json"]) == 1
     listed = json.loads(capsys.readouterr().out)["corrupt_records"]
     assert [(c["file"], c["index"]) for c in listed] == [(path, 1), (path, 2), (path, 3)]
