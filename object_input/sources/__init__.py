@@ -15,12 +15,14 @@ from object_input.sources.files import list_files, read_files
 from object_input.sources.fixed_length import CIFAR10, CIFAR100, Field, FixedLength
 from object_input.sources.generator import Generator
 from object_input.sources.resolve import as_source, formats, register_format
+from object_input.sources.tfds import TFDS
 from object_input.sources.tfrecord import TFRecord
 
 __all__ = [
     "CIFAR10",
     "CIFAR100",
     "CSV",
+    "TFDS",
     "Arrays",
     "CaffeLMDB",
     "Dataset",

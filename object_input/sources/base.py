@@ -7,7 +7,9 @@ nothing of any format. A new format is one module here with a :class:`Source` su
 from __future__ import annotations
 
 import abc
+import contextlib
 import dataclasses
+from collections.abc import Iterator
 from typing import Any
 
 import tensorflow as tf
@@ -51,14 +53,22 @@ class ReadContext:
     def shuffled(self, dataset: tf.data.Dataset, buffer_size: int) -> tf.data.Dataset:
         """``dataset`` shuffled with a buffer of ``buffer_size`` elements, seeded by
         :attr:`seed`, and drawn anew each time it is repeated within the iteration."""
-        if not isinstance(self.seed, tf.Tensor):
+        with self.seed_alone():
             return dataset.shuffle(buffer_size, seed=self.seed, reshuffle_each_iteration=True)
-        # The iteration's seed alone keys the order: TensorFlow would combine it with the global
-        # seed (tf.random.set_seed), and with a global seed of 0 test the tensor as a bool.
+
+    @contextlib.contextmanager
+    def seed_alone(self) -> Iterator[None]:
+        """A scope in which ops seeded with :attr:`seed`, when it is a tensor, take their order
+        from it alone (for a shuffle made by a library, as TFDS's file shuffle)."""
+        if not isinstance(self.seed, tf.Tensor):
+            yield
+            return
+        # TensorFlow would combine the iteration's seed with the global seed
+        # (tf.random.set_seed), and with a global seed of 0 test the tensor as a bool.
         graph = tf.compat.v1.get_default_graph()
         global_seed, graph.seed = graph.seed, None
         try:
-            return dataset.shuffle(buffer_size, seed=self.seed, reshuffle_each_iteration=True)
+            yield
         finally:
             graph.seed = global_seed
 
