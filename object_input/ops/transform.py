@@ -424,15 +424,56 @@ def warp(
     else:
         size = tf.cast(tf.stack(output_size), tf.int32)
         static[y_axis : y_axis + 2] = [tf.get_static_value(side) for side in output_size]
-    warped = tf.raw_ops.ImageProjectiveTransformV3(
-        images=batch,
-        transforms=params,
-        output_shape=size,
-        fill_value=tf.cast(fill_value, tf.float32),
-        interpolation=interpolation,
-        fill_mode="CONSTANT",
-    )
+    fill = tf.cast(fill_value, tf.float32)
+
+    def projective() -> tf.Tensor:
+        return tf.raw_ops.ImageProjectiveTransformV3(
+            images=batch,
+            transforms=params,
+            output_shape=size,
+            fill_value=fill,
+            interpolation=interpolation,
+            fill_mode="CONSTANT",
+        )
+
+    constant_fill = tf.get_static_value(fill)  # crop_and_resize takes its fill as an attribute
+    if interpolation == "BILINEAR" and tensor.dtype.is_floating and constant_fill is not None:
+        # A map without rotation or shear (a scale and a shift, as YOLO's default affine draws
+        # and every rotation a probability leaves out) samples the same points 2-3x faster.
+        axis_aligned = tf.reduce_all(tf.gather(tf.reshape(inverse, [-1]), [1, 3, 6, 7]) == 0.0)
+        warped = tf.cond(
+            axis_aligned,
+            lambda: _scale_and_shift(batch, inverse, size, float(constant_fill)),
+            projective,
+        )
+    else:
+        warped = projective()
     return tf.ensure_shape(back(warped), static)
+
+
+def _scale_and_shift(
+    batch: tf.Tensor, inverse: tf.Tensor, size: tf.Tensor, fill: float
+) -> tf.Tensor:
+    """``ImageProjectiveTransformV3``'s bilinear constant-fill warp of float ``[n, h, w, c]``
+    ``batch`` by an ``inverse`` map (in pixel-index coordinates) without rotation or shear.
+
+    A one-pixel frame of ``fill`` gives the kernel's blend with the fill at the image's edge;
+    ``crop_and_resize`` samples the framed image on the output grid and fills outside it."""
+    framed = tf.pad(batch, [[0, 0], [1, 1], [1, 1], [0, 0]], constant_values=fill)
+    spans = tf.cast(tf.shape(batch)[1:3] + 1, tf.float32)  # framed height and width, minus 1
+    last = tf.cast(size - 1, tf.float32)
+    # Output index i samples the input at scale * i + offset, the framed image one further on.
+    scale = tf.stack([inverse[1, 1], inverse[0, 0]])
+    start = tf.stack([inverse[1, 2], inverse[0, 2]]) + 1.0
+    box = tf.concat([start / spans, (start + scale * last) / spans], axis=0)
+    count = tf.shape(batch)[0]
+    return tf.image.crop_and_resize(
+        framed,
+        tf.tile(box[tf.newaxis], [count, 1]),
+        tf.range(count),
+        size,
+        extrapolation_value=fill,
+    )
 
 
 class Affine(Transform):

@@ -122,3 +122,48 @@ def test_identity_affine_is_the_identity(height, width):
     out = as_numpy(transform.apply(features, identity))
     for name, value in as_numpy(features).items():
         np.testing.assert_allclose(out[name], value, atol=1e-6, err_msg=name)
+
+
+def _projective(image, matrix, fill, size):
+    """The warp by TensorFlow's projective kernel alone, as in ``transform.warp``."""
+    to_index = transform.translate_matrix(-0.5, -0.5)
+    inverse = to_index @ tf.linalg.inv(matrix) @ tf.linalg.inv(to_index)
+    params = tf.reshape(inverse / inverse[2, 2], [-1])[:8][tf.newaxis]
+    return tf.raw_ops.ImageProjectiveTransformV3(
+        images=image[tf.newaxis],
+        transforms=params,
+        output_shape=size,
+        fill_value=fill,
+        interpolation="BILINEAR",
+        fill_mode="CONSTANT",
+    )[0]
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    height=st.integers(1, 12),
+    width=st.integers(1, 12),
+    out=st.tuples(st.integers(1, 14), st.integers(1, 14)),
+    scale=st.tuples(st.floats(0.3, 3.0), st.floats(0.3, 3.0)),
+    shift=st.tuples(st.floats(-8.0, 8.0), st.floats(-8.0, 8.0)),
+    channels=st.sampled_from([1, 3, 4]),
+)
+def test_a_warp_without_rotation_or_shear_samples_as_the_projective_kernel(
+    height, width, out, scale, shift, channels
+):
+    # The scale-and-shift path (crop_and_resize of a framed image) must give the kernel's
+    # values, the blend with the fill at the image's edges included.
+    image = tf.constant(
+        np.random.default_rng(height * 100 + width).uniform(0, 255, (height, width, channels)),
+        tf.float32,
+    )
+    matrix = transform.translate_matrix(*shift) @ transform.scale_matrix(*scale)
+    got = transform.warp(image, matrix, 114.0, interpolation="BILINEAR", output_size=out)
+    want = _projective(image, matrix, 114.0, out)
+    np.testing.assert_allclose(got.numpy(), want.numpy(), atol=2e-3)
+    # With a rotation the projective kernel runs: the same values exactly.
+    turned = matrix @ transform.affine_matrix([[0.8, 0.6, 0.0], [-0.6, 0.8, 0.0], [0, 0, 1]])
+    np.testing.assert_array_equal(
+        transform.warp(image, turned, 114.0, interpolation="BILINEAR", output_size=out).numpy(),
+        _projective(image, turned, 114.0, out).numpy(),
+    )
