@@ -326,7 +326,7 @@ class HuggingFace(Source):
             ~present | looks_like_image(encoded),
             "not_an_image",
             f"column {column}",
-            path,
+            lambda: tf.strings.join(["(", tf.where(has_path, path, "bytes"), ")"]),
             "is not a JPEG, PNG, GIF or BMP image",
         )
         encoded = tf.cond(present & is_image, lambda: encoded, lambda: tf.constant(PLACEHOLDER_PNG))
@@ -536,7 +536,10 @@ def _layout(
         given.setdefault(fields.IMAGE, image_column)
     if objects_column is not None and objects_column not in features:
         raise _layout_error(features, f"objects_column {objects_column!r} is not a column", {})
-    found = _found(features, paths, objects_column)
+    group = _group(features, paths, objects_column, given.get(fields.BOXES))
+    found = _found(features, paths, group)
+    if fields.BOXES not in found and given.get(fields.BOXES) is None:
+        found = {k: v for k, v in found.items() if k not in OBJECT_KEYS}
     layout = {k: v for k, v in {**found, **given}.items() if v is not None}
     for key, path in layout.items():
         if path not in paths:
@@ -556,61 +559,89 @@ def _layout(
             else "no Image column was found"
         )
         raise _layout_error(features, problem, layout)
-    if fields.BOXES not in layout:
-        groups = [
-            column
-            for column in features
-            if isinstance(paths[column][0], dict)
-            and any(depth for path, (_, depth) in paths.items() if path.startswith(f"{column}."))
-        ]
-        if groups and fields.BOXES not in given:
+    if fields.BOXES in layout:
+        labels = _class_labels(paths, group)
+        if fields.CLASSES not in layout and fields.CLASSES not in given and labels:
             raise _layout_error(
                 features,
-                f"column {groups[0]!r} looks like objects, but none of its keys is a box "
-                f"({', '.join(_NAMES[fields.BOXES])}: 4 numbers per object)",
+                f"it is not clear which of {labels} holds the boxes' classes (None: every box "
+                "is class 1)",
                 layout,
             )
-        objects = [k for k in layout if k in OBJECT_KEYS]
-        if objects:
-            raise _layout_error(features, f"{objects} are mapped but no boxes", layout)
+        return layout
+    objects = [k for k in layout if k in OBJECT_KEYS]
+    if objects:
+        raise _layout_error(features, f"{objects} are mapped but no boxes", layout)
+    groups = [
+        column
+        for column in features
+        if isinstance(paths[column][0], dict)
+        and any(depth for path, (_, depth) in paths.items() if path.startswith(f"{column}."))
+    ]
+    if groups and fields.BOXES not in given:
+        raise _layout_error(
+            features,
+            f"column {groups[0]!r} looks like objects, but none of its keys is a box "
+            f"({', '.join(_NAMES[fields.BOXES])}: 4 numbers per object)",
+            layout,
+        )
     return layout
 
 
+def _group(
+    features: Mapping[str, Any],
+    paths: dict[str, tuple[Any, int]],
+    objects_column: str | None,
+    boxes: str | None,
+) -> str | None:
+    """The column of dicts that holds the objects (None: lists at the top level): the one
+    named, the one of the boxes given, or the first with a box key."""
+    if objects_column is not None:
+        return objects_column
+    if boxes is not None:
+        column, _, key = boxes.partition(".")
+        return column if key else None
+    for column in features:
+        if isinstance(paths[column][0], dict) and any(
+            f"{column}.{name}" in paths for name in _NAMES[fields.BOXES]
+        ):
+            return column
+    return None
+
+
+def _class_labels(paths: dict[str, tuple[Any, int]], group: str | None) -> list[str]:
+    """The per-object ``ClassLabel`` keys of the objects' column (or of the top level)."""
+    datasets = _import_datasets()
+    return [
+        path
+        for path, (feature, depth) in paths.items()
+        if isinstance(feature, datasets.ClassLabel)
+        and depth == 1
+        and (path.startswith(f"{group}.") if group else "." not in path)
+    ]
+
+
 def _found(
-    features: Mapping[str, Any], paths: dict[str, tuple[Any, int]], objects_column: str | None
+    features: Mapping[str, Any], paths: dict[str, tuple[Any, int]], group: str | None
 ) -> dict[str, str]:
-    """What the columns' names and types say, where they say it unambiguously."""
+    """What the columns' names and types say, where they say it unambiguously; the objects'
+    keys in ``group`` (or at the top level), the classes the only ``ClassLabel`` there when no
+    key is named as classes."""
     found = {}
     datasets = _import_datasets()
     images = [c for c in features if isinstance(paths[c][0], datasets.Image) and not paths[c][1]]
     named = [c for name in _NAMES[fields.IMAGE] for c in images if c == name]
     if len(images) == 1 or named:
         found[fields.IMAGE] = (named or images)[0]
-    for key in IMAGE_KEYS[1:]:
-        for name in _NAMES[key]:
-            if name in paths and _fits(key, *paths[name]):
-                found[key] = name
-                break
-    group = objects_column
-    if group is None:
-        group = next(
-            (
-                column
-                for column in features
-                if isinstance(paths[column][0], dict)
-                and any(f"{column}.{name}" in paths for name in _NAMES[fields.BOXES])
-            ),
-            None,
-        )
     prefix = f"{group}." if group else ""
-    for key in OBJECT_KEYS:
-        for name in _NAMES[key]:
-            path = prefix + name
-            if path in paths and _fits(key, *paths[path]):
-                found[key] = path
-                break
-    if fields.BOXES not in found:
-        found = {k: v for k, v in found.items() if k not in OBJECT_KEYS}
+    for key in (*IMAGE_KEYS[1:], *OBJECT_KEYS):
+        names = [prefix + name if key in OBJECT_KEYS else name for name in _NAMES[key]]
+        matches = [path for path in names if path in paths and _fits(key, *paths[path])]
+        if matches:
+            found[key] = matches[0]
+    labels = _class_labels(paths, group)
+    if fields.CLASSES not in found and len(labels) == 1:
+        found[fields.CLASSES] = labels[0]
     return found
 
 
