@@ -112,8 +112,16 @@ class HuggingFace(Source):
     one class per box in ``[1, 2**31)``; one area and flag per box; the decoded size equal to
     the ``height`` and ``width`` columns. A failure is flagged naming the record, for the
     pipeline to raise or skip; an image that does not decode is named by the pipeline's catch.
-    Missing values (Arrow nulls) read as nothing: no image, no objects, a NaN coordinate, a
-    class of -1 as stored, no flag, a label of -1.
+    Missing values (Arrow nulls) read as nothing: no image (flagged), no objects, a NaN
+    coordinate (flagged), a class id of -1 as stored, no flag, the box's area, a label of -1.
+
+    Attributes:
+      layout: ``{key: column path}``, what is read from where (the keys of ``fields``).
+      label_map: ``{class name: id}`` of a ``ClassLabel`` class column (its ids +
+        ``class_offset``), else None.
+      label_names: the names of a ``ClassLabel`` label column, by the label as stored, else None.
+      streaming: whether the dataset streams (an ``IterableDataset``): read in stream order.
+      num_rows: the dataset's rows (None when it streams).
 
     Args:
       dataset: a ``datasets.Dataset``, ``IterableDataset``, ``DatasetDict`` or
@@ -181,21 +189,18 @@ class HuggingFace(Source):
         self.channels = channels
         self.chunk_size = chunk_size
         dataset, loaded_as = _load(datasets, dataset, split, dict(load_options or {}))
-        #: whether the dataset streams (an ``IterableDataset``): read in stream order.
         self.streaming = isinstance(dataset, datasets.IterableDataset)
         if dataset.features is None:
             raise ValueError(
                 "HuggingFace needs a dataset whose features are known; this IterableDataset's "
                 "are not: give them with dataset.cast(features)"
             )
-        #: ``{key: column path}``: what is read from where (see ``fields`` above).
         self.layout = _layout(dataset.features, image_column, objects_column, fields)
         self.label_map, self.label_names, self.class_offset = _names(
             datasets, dataset.features, self.layout, class_offset
         )
         tops = list(dict.fromkeys(path.split(".")[0] for path in self.layout.values()))
         self.dataset = dataset.select_columns(tops).with_format("arrow")
-        #: rows of the dataset (None when it streams).
         self.num_rows = None if self.streaming else len(dataset)
         self.name = name or loaded_as or _dataset_name(dataset)
         split_name = getattr(dataset, "split", None)
