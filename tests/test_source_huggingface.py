@@ -317,6 +317,61 @@ def test_images_stored_as_paths_are_read_from_their_files(tmp_path):
         assert example[fields.FILENAME].decode() == paths[row]
 
 
+@pytest.mark.parametrize(
+    ("dtype", "values"), [("binary", [png(row) for row in range(3)]), ("string", None)]
+)
+def test_an_image_column_of_bytes_or_paths_is_read_when_named(tmp_path, dtype, values):
+    if values is None:
+        values = []
+        for row in range(3):
+            (tmp_path / f"{row}.png").write_bytes(png(row))
+            values.append(str(tmp_path / f"{row}.png"))
+    features = datasets.Features({"file": datasets.Value(dtype), "label": datasets.Value("int8")})
+    dataset = datasets.Dataset.from_dict({"file": values, "label": [0, 1, 0]}, features=features)
+    with pytest.raises(ValueError, match="no Image column was found"):
+        HuggingFace(dataset)
+    for row, example in enumerate(decoded(HuggingFace(dataset, image_column="file"))):
+        np.testing.assert_array_equal(example[fields.IMAGE], image(row))
+        assert example[fields.LABEL] == [0, 1, 0][row]
+
+
+def test_the_named_image_and_objects_columns_are_read():
+    box = datasets.List(datasets.List(datasets.Value("float32"), length=4))
+    features = datasets.Features(
+        {
+            "photo": datasets.Image(),
+            "depth": datasets.Image(),
+            "people": {"bbox": box},
+            "objects": {"bbox": box},
+        }
+    )
+    dataset = datasets.Dataset.from_dict(
+        {
+            "photo": [png(0)],
+            "depth": [png(2)],
+            "people": [{"bbox": [[0, 0, 2, 2]]}],
+            "objects": [{"bbox": [[0, 0, 4, 4]] * 2}],
+        },
+        features=features,
+    )
+    with pytest.raises(ValueError, match=r"several image columns \['photo', 'depth'\]"):
+        HuggingFace(dataset)
+    source = HuggingFace(dataset, image_column="depth", objects_column="objects")
+    assert source.layout == {"image": "depth", "boxes": "objects.bbox"}
+    (example,) = decoded(source)
+    np.testing.assert_array_equal(example[fields.IMAGE], image(2))
+    np.testing.assert_array_equal(example[fields.BOXES], [[0, 0, 0.25, 0.5]] * 2)
+
+
+def test_a_view_of_the_rows_reads_in_its_own_order():
+    source = HuggingFace(detection_dataset().select([5, 2, 0]), name="toy")
+    examples = decoded(source, reading=ReadOptions(num_shards=2, shard_index=0))
+    assert ids(examples) == ["toy/train:0", "toy/train:2"]
+    np.testing.assert_array_equal(examples[0][fields.IMAGE], image(5))
+    np.testing.assert_array_equal(examples[1][fields.IMAGE], image(0))
+    np.testing.assert_array_equal(examples[1][fields.BOXES], expected_boxes(0))
+
+
 def test_a_jpeg_decodes_as_tensorflow_decodes_it():
     data = encode_image(image(0), "jpeg")
     (example,) = decoded(HuggingFace(detection_dataset(rows=[0], images={0: data})))
