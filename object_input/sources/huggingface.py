@@ -104,8 +104,10 @@ class HuggingFace(Source):
     ``[ymin, xmin, ymax, xmax]`` by the decoded image's size, classes 1-based (a ``ClassLabel``
     id + 1; its names are :attr:`label_map`), areas and crowd and difficult flags as given
     (defaults otherwise), ``SOURCE_ID`` the image id, ``FILENAME`` the image's path as stored;
-    ``LABEL`` (and ``COARSE_LABEL``) as stored, 0-based. Boxes without a class column are class
-    1. Record ids are ``"<name>/<split>:<row>"``.
+    ``LABEL`` (and ``COARSE_LABEL``) as stored, 0-based. The classes are the key named so
+    (``category``, ``label``, ...), else the objects' only ``ClassLabel``; objects without one
+    are class 1 (with several, which one holds the classes is an error to settle with
+    ``fields=``, None for class 1). Record ids are ``"<name>/<split>:<row>"``.
 
     Each record gets the TFRecord decoder's checks: the image present and a JPEG, PNG, GIF or
     BMP; four values per box, finite, ordered and inside the image (``boxes_out_of_range``);
