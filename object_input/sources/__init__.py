@@ -14,6 +14,7 @@ from object_input.sources.earthengine import EarthEngine, EarthEngineTable
 from object_input.sources.files import list_files, read_files
 from object_input.sources.fixed_length import CIFAR10, CIFAR100, Field, FixedLength
 from object_input.sources.generator import Generator
+from object_input.sources.huggingface import HuggingFace
 from object_input.sources.resolve import as_source, formats, register_format
 from object_input.sources.tfds import TFDS
 from object_input.sources.tfrecord import TFRecord
@@ -32,6 +33,7 @@ __all__ = [
     "Field",
     "FixedLength",
     "Generator",
+    "HuggingFace",
     "ReadContext",
     "Source",
     "TFRecord",

@@ -1,0 +1,783 @@
+"""Hugging Face ``datasets``: an Arrow-backed ``Dataset`` or a streaming ``IterableDataset``.
+
+Reading. A ``Dataset`` is a table of Arrow columns, memory-mapped from the cache; TensorFlow has
+no Arrow reader, so Python must hand the columns over. It does so a chunk of rows at a time
+(``chunk_size``, 256 by default): a ``tf.data.Dataset.from_generator`` per chunk takes the rows
+with Arrow's own (vectorized) compute and yields the chunk's columns as flat arrays: the encoded
+image bytes (or paths) and the per-object values with their row lengths. No Python runs per
+example: the rows are split apart, the images decoded (``tf.io.decode_image``, after
+``tf.io.read_file`` for images stored as paths), the boxes converted and checked in graph mode.
+A reader holds one chunk at a time, however large the dataset; no column is loaded whole
+(``tf.data.Dataset.from_tensor_slices`` over the columns would hold every image in memory, and
+past 2 GB could not be built at all). The chunks are this source's files: sharded by row (every
+``num_shards``-th row from ``shard_index``), their order shuffled by the iteration's seed and
+interleaved like files when the pipeline shuffles, read in the dataset's order when it does not.
+A streaming ``IterableDataset`` goes through one generator over its Arrow batches, in stream
+order, sharded by row as well.
+
+Either way the records come from this Python process, so the source cannot be read on tf.data
+service workers (``serializable`` is False). ``datasets`` is an extra: ``pip install
+object-input[hf]``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from object_input import boxes as box_formats
+from object_input import errors, fields
+from object_input.annotation_checks import check_boxes, check_class_count, check_class_ids
+from object_input.decoders.tf_example import (
+    BOX_RANGE_POLICIES,
+    PLACEHOLDER_PNG,
+    default_per_box_fields,
+    looks_like_image,
+)
+from object_input.ops import core
+from object_input.sources.base import ReadContext, Source
+
+#: The keys of ``fields=`` besides feature fields: the annotated image size, checked.
+HEIGHT, WIDTH = "height", "width"
+#: What ``fields=`` maps: one value per image, and one per object.
+IMAGE_KEYS = (fields.IMAGE, fields.LABEL, fields.COARSE_LABEL, fields.SOURCE_ID, HEIGHT, WIDTH)
+OBJECT_KEYS = (fields.BOXES, fields.CLASSES, fields.AREA, fields.IS_CROWD, fields.DIFFICULT)
+# The names each key is found under when ``fields=`` does not say, in order of preference.
+_NAMES = {
+    fields.IMAGE: ("image", "img"),
+    fields.LABEL: ("label", "labels", "fine_label"),
+    fields.COARSE_LABEL: ("coarse_label",),
+    fields.SOURCE_ID: ("image_id",),
+    HEIGHT: ("height",),
+    WIDTH: ("width",),
+    fields.BOXES: ("bbox", "bboxes", "box", "boxes"),
+    fields.CLASSES: ("category", "category_id", "categories", "label", "labels", "class"),
+    fields.AREA: ("area",),
+    fields.IS_CROWD: ("iscrowd", "is_crowd"),
+    fields.DIFFICULT: ("difficult", "is_difficult"),
+}
+# What a key's column holds: its list depth (0 per image, 1 per object, 2 per box coordinate)
+# and the kind of its values, as they reach the pipeline.
+_IMAGE, _FLOAT, _INT, _FLAG, _ID = "image", "float", "int", "flag", "id"
+_KINDS = {
+    fields.IMAGE: (0, _IMAGE),
+    fields.LABEL: (0, _INT),
+    fields.COARSE_LABEL: (0, _INT),
+    fields.SOURCE_ID: (0, _ID),
+    HEIGHT: (0, _INT),
+    WIDTH: (0, _INT),
+    fields.BOXES: (2, _FLOAT),
+    fields.CLASSES: (1, _INT),
+    fields.AREA: (1, _FLOAT),
+    fields.IS_CROWD: (1, _FLAG),
+    fields.DIFFICULT: (1, _FLAG),
+}
+_DTYPES = {_FLOAT: tf.float32, _INT: tf.int64, _FLAG: tf.bool, _ID: tf.string}
+# What each kind takes from a datasets ``Value`` dtype (besides a ClassLabel for _INT).
+_VALUE_DTYPES = {
+    _FLOAT: ("float", "int", "uint"),
+    _INT: ("int", "uint"),
+    _FLAG: ("bool", "int", "uint"),
+    _ID: ("int", "uint", "string", "large_string"),
+    _IMAGE: ("binary", "large_binary", "string", "large_string"),
+}
+_INSTALL = "pip install object-input[hf]"
+
+
+class HuggingFace(Source):
+    """Examples from a Hugging Face ``datasets`` dataset: detection or classification.
+
+    The common detection layout (``cppe-5``, ``detection-datasets/coco``) is found by itself: an
+    ``Image`` column; an objects column (a dict of lists or a list of dicts) whose ``bbox`` holds
+    a box per object in COCO ``[x, y, width, height]`` pixels and ``category`` a ``ClassLabel``,
+    with ``area`` and ``iscrowd`` (``is_crowd``) when present; ``image_id``, ``width`` and
+    ``height`` columns. A classification layout is an ``Image`` column and a ``label``
+    (``ClassLabel`` or integer) column. ``fields=`` names the columns of any other layout; a
+    layout that cannot be found raises an error that lists the dataset's features and the
+    ``fields=`` mapping to pass.
+
+    Examples are what the TFRecord decoder yields: the decoded image, boxes normalized
+    ``[ymin, xmin, ymax, xmax]`` by the decoded image's size, classes 1-based (a ``ClassLabel``
+    id + 1; its names are :attr:`label_map`), areas and crowd and difficult flags as given
+    (defaults otherwise), ``SOURCE_ID`` the image id, ``FILENAME`` the image's path as stored;
+    ``LABEL`` (and ``COARSE_LABEL``) as stored, 0-based. The classes are the key named so
+    (``category``, ``label``, ...), else the objects' only ``ClassLabel``; objects without one
+    are class 1 (with several, which one holds the classes is an error to settle with
+    ``fields=``, None for class 1). Record ids are ``"<name>/<split>:<row>"``.
+
+    Each record gets the TFRecord decoder's checks: the image present and a JPEG, PNG, GIF or
+    BMP; four values per box, finite, ordered and inside the image (``boxes_out_of_range``);
+    one class per box in ``[1, 2**31)``; one area and flag per box; the decoded size equal to
+    the ``height`` and ``width`` columns. A failure is flagged naming the record, for the
+    pipeline to raise or skip; an image that does not decode is named by the pipeline's catch.
+    Missing values (Arrow nulls) read as nothing: no image (flagged), no objects, a NaN
+    coordinate (flagged), a class id of -1 as stored, no flag, the box's area, a label of -1.
+
+    Attributes:
+      layout: ``{key: column path}``, what is read from where (the keys of ``fields``).
+      label_map: ``{class name: id}`` of a ``ClassLabel`` class column (its ids +
+        ``class_offset``), else None.
+      label_names: the names of a ``ClassLabel`` label column, by the label as stored, else None.
+      streaming: whether the dataset streams (an ``IterableDataset``): read in stream order.
+      num_rows: the dataset's rows (None when it streams).
+
+    Args:
+      dataset: a ``datasets.Dataset``, ``IterableDataset``, ``DatasetDict`` or
+        ``IterableDatasetDict`` (with ``split``), a folder written by ``save_to_disk``, or a
+        name for ``datasets.load_dataset`` (found in the local cache when offline).
+      split: the split to read from a dict of splits, a folder or a name.
+      image_column: the image column (default: the only ``Image`` column, or the one named
+        ``image`` or ``img``); short for ``fields={"image": ...}``.
+      objects_column: the column holding the objects (default: the first column of dicts with
+        a box key, ``bbox``, ``bboxes``, ``box`` or ``boxes``; else columns of per-object lists
+        at the top level).
+      fields: ``{key: column}`` for what is not found by name, a key inside a column written
+        ``"column.key"``; a key mapped to None is not read. Keys: ``image`` (an ``Image``,
+        bytes or path column), ``label``, ``coarse_label``, ``source_id``, ``height``,
+        ``width`` (one per image); ``boxes`` (4 numbers), ``classes``, ``area``, ``is_crowd``,
+        ``difficult`` (one per object).
+      bounding_box_format: the boxes' format, by the names of :mod:`object_input.boxes`
+        (``"xywh"``, COCO pixels; ``"xyxy"``; ``"rel_yxyx"``; ``"yolo"``; ...). Pixel boxes are
+        normalized by the decoded image's size.
+      class_offset: added to the class column's ids (default: 1 for a ``ClassLabel``, which is
+        0-based; 0 for an integer column, taken as 1-based ids).
+      boxes_out_of_range: ``"error"`` (a check) or ``"clip"``: boxes are clipped to the image
+        and those left without area dropped and counted in ``NUM_DROPPED_BOXES``. Either way
+        coordinates within float noise of the image (1e-5 of its size) are clipped.
+      channels: image channels to decode to (1, 3 or 4).
+      chunk_size: rows handed from Arrow to TensorFlow at a time (see the module docstring).
+      name: the record ids' name (default: the dataset's name, else ``"huggingface"``).
+      load_options: keyword arguments for ``datasets.load_dataset`` when ``dataset`` is a name
+        (``data_files``, ``revision``, ``streaming``, ``cache_dir``, ...).
+    """
+
+    # Records are rows of a table; their values are checked and decoded in graph mode, inside
+    # the map whose op errors are caught: reading cannot fail.
+    marks_read_errors = True
+    serializable = False
+
+    def __init__(
+        self,
+        dataset: Any,
+        *,
+        split: str | None = None,
+        image_column: str | None = None,
+        objects_column: str | None = None,
+        fields: Mapping[str, str | None] | None = None,
+        bounding_box_format: str = "xywh",
+        class_offset: int | None = None,
+        boxes_out_of_range: str = "error",
+        channels: int = 3,
+        chunk_size: int = 256,
+        name: str | None = None,
+        load_options: Mapping[str, Any] | None = None,
+    ):
+        datasets = _import_datasets()
+        if boxes_out_of_range not in BOX_RANGE_POLICIES:
+            raise ValueError(
+                f"boxes_out_of_range must be one of {BOX_RANGE_POLICIES}, "
+                f"got {boxes_out_of_range!r}"
+            )
+        if channels not in (1, 3, 4):
+            raise ValueError(f"channels must be 1, 3 or 4, got {channels!r}")
+        if not isinstance(chunk_size, int) or chunk_size < 1:
+            raise ValueError(f"chunk_size must be an integer >= 1, got {chunk_size!r}")
+        self.box_format = box_formats.canonical_format(bounding_box_format)
+        self.boxes_out_of_range = boxes_out_of_range
+        self.channels = channels
+        self.chunk_size = chunk_size
+        dataset, loaded_as = _load(datasets, dataset, split, dict(load_options or {}))
+        self.streaming = isinstance(dataset, datasets.IterableDataset)
+        if dataset.features is None:
+            raise ValueError(
+                "HuggingFace needs a dataset whose features are known; this IterableDataset's "
+                "are not: give them with dataset.cast(features)"
+            )
+        self.layout = _layout(dataset.features, image_column, objects_column, fields)
+        self.label_map, self.label_names, self.class_offset = _names(
+            datasets, dataset.features, self.layout, class_offset
+        )
+        tops = list(dict.fromkeys(path.split(".")[0] for path in self.layout.values()))
+        self.dataset = dataset.select_columns(tops).with_format("arrow")
+        self.num_rows = None if self.streaming else len(dataset)
+        self.name = name or loaded_as or _dataset_name(dataset)
+        split_name = getattr(dataset, "split", None)
+        self._prefix = f"{self.name}/{split_name}:" if split_name else f"{self.name}:"
+        self._signature = _signature(self.layout)
+
+    def records(self, context: ReadContext) -> tf.data.Dataset:
+        chunks = self._stream(context) if self.streaming else self._chunks(context)
+        return chunks.flat_map(self._rows).map(
+            lambda row: (
+                tf.strings.join([self._prefix, tf.strings.as_string(row["row"])]),
+                row,
+                *context.unmarked(),
+            )
+        )
+
+    def _chunks(self, context: ReadContext) -> tf.data.Dataset:
+        """The shard's chunks of rows, each as flat column arrays, in their read order."""
+        reading = context.reading
+        rows = range(reading.shard_index, self.num_rows, reading.num_shards)
+        count = -(-len(rows) // self.chunk_size)
+
+        def chunk(index: np.int64) -> Iterator[dict[str, np.ndarray]]:
+            taken = rows[int(index) * self.chunk_size : (int(index) + 1) * self.chunk_size]
+            yield _arrays(self.dataset[taken], np.asarray(taken, np.int64), self.layout)
+
+        def read(index: tf.Tensor) -> tf.data.Dataset:
+            return tf.data.Dataset.from_generator(
+                chunk, output_signature=self._signature, args=(index,)
+            )
+
+        indices = tf.data.Dataset.range(count)
+        if not (context.shuffle and reading.file_shuffle and count > 1):
+            return indices.flat_map(read)
+        return context.shuffled(indices, count).interleave(
+            read,
+            cycle_length=max(1, min(reading.num_readers, count)),
+            block_length=reading.block_length,
+            num_parallel_calls=tf.data.AUTOTUNE,
+            deterministic=context.deterministic,
+        )
+
+    def _stream(self, context: ReadContext) -> tf.data.Dataset:
+        """The shard's rows of a streaming dataset in chunks, in stream order."""
+        import pyarrow as pa
+
+        reading = context.reading
+
+        def chunks() -> Iterator[dict[str, np.ndarray]]:
+            start = 0
+            for table in self.dataset.iter(batch_size=self.chunk_size):
+                rows = np.arange(start, start + table.num_rows, dtype=np.int64)
+                start += table.num_rows
+                mine = rows % reading.num_shards == reading.shard_index
+                if mine.any():
+                    yield _arrays(table.filter(pa.array(mine)), rows[mine], self.layout)
+
+        return tf.data.Dataset.from_generator(chunks, output_signature=self._signature)
+
+    def _rows(self, chunk: dict[str, tf.Tensor]) -> tf.data.Dataset:
+        """A chunk's rows: its per-object values split by their row lengths."""
+        rows = {key: value for key, value in chunk.items() if "/" not in key}
+        for key in self.layout:
+            if key not in OBJECT_KEYS:
+                continue
+            values = chunk[f"{key}/values"]
+            if key == fields.BOXES:
+                values = tf.RaggedTensor.from_row_lengths(values, chunk["boxes/sizes"])
+            rows[key] = tf.RaggedTensor.from_row_lengths(values, chunk[f"{key}/lengths"])
+        return tf.data.Dataset.from_tensor_slices(rows)
+
+    def decode(
+        self, record_id: tf.Tensor, payload: Any, *, defer_image: bool = False
+    ) -> dict[str, tf.Tensor]:
+        layout = self.layout
+        source_id = payload.get(fields.SOURCE_ID, tf.constant(""))
+        checks = errors.RecordChecks(record_id, source_id)
+        image = self._image(payload, checks)
+        size = tf.shape(image)[:2]
+        if HEIGHT in layout and WIDTH in layout:
+            given = tf.cast(tf.stack([payload[HEIGHT], payload[WIDTH]]), tf.int32)
+            checks.add(
+                tf.reduce_any(given < 0) | tf.reduce_all(tf.equal(given, size)),
+                "image_size",
+                "image has height, width",
+                size,
+                f"but columns {layout[HEIGHT]}, {layout[WIDTH]} give",
+                given,
+            )
+        features = {
+            fields.IMAGE: image,
+            fields.IMAGE_SHAPE: size,
+            fields.SOURCE_ID: source_id,
+            fields.FILENAME: payload["image_path"],
+            fields.KEY: tf.constant(""),
+            fields.RECORD_ID: record_id,
+        }
+        for key in (fields.LABEL, fields.COARSE_LABEL):
+            if key in layout:
+                features[key] = tf.cast(payload[key], tf.int32)
+        if fields.BOXES not in layout:
+            return checks.flag(features)
+        objects = self._objects(payload, size, checks)
+        stand_in = {
+            key: tf.zeros([0, *value.shape[1:]], value.dtype) for key, value in objects.items()
+        }
+        return errors.guarded(
+            checks, errors.FLAG, lambda chosen: self._build(features, chosen), objects, stand_in
+        )
+
+    def _image(self, payload: dict[str, tf.Tensor], checks: errors.RecordChecks) -> tf.Tensor:
+        """The decoded image, its bytes read from the path when the row holds none; a 1x1
+        stand-in (and a flag) for a row without an image or with bytes that are none."""
+        data, path = payload["image_bytes"], payload["image_path"]
+        has_data, has_path = tf.strings.length(data) > 0, tf.strings.length(path) > 0
+        column = self.layout[fields.IMAGE]
+        present = checks.add(
+            has_data | has_path,
+            "no_image",
+            f"has no image: column {column} holds neither bytes nor a path",
+        )
+        encoded = tf.cond(
+            has_data,
+            lambda: data,
+            lambda: tf.cond(has_path, lambda: tf.io.read_file(path), lambda: tf.constant("")),
+        )
+        is_image = checks.add(
+            ~present | looks_like_image(encoded),
+            "not_an_image",
+            f"column {column}",
+            lambda: tf.strings.join(["(", tf.where(has_path, path, "bytes"), ")"]),
+            "is not a JPEG, PNG, GIF or BMP image",
+        )
+        encoded = tf.cond(present & is_image, lambda: encoded, lambda: tf.constant(PLACEHOLDER_PNG))
+        return tf.io.decode_image(encoded, channels=self.channels, expand_animations=False)
+
+    def _objects(
+        self, payload: dict[str, tf.Tensor], size: tf.Tensor, checks: errors.RecordChecks
+    ) -> dict[str, tf.Tensor]:
+        """The per-object values, boxes normalized, each checked (unclipped, unselected)."""
+        layout = self.layout
+        coordinates = payload[fields.BOXES]
+        num = tf.cast(coordinates.nrows(), tf.int32)
+        counts = tf.cast(coordinates.row_lengths(), tf.int32)
+        checks.add(
+            tf.reduce_all(tf.equal(counts, 4)),
+            "box_lists",
+            f"column {layout[fields.BOXES]} has boxes of",
+            lambda: tf.boolean_mask(counts, tf.not_equal(counts, 4)),
+            "values, not 4",
+        )
+        raw = coordinates.to_tensor(shape=[None, 4])
+        normalized = box_formats.convert(raw, self.box_format, "rel_yxyx", size)
+        check_boxes(
+            checks,
+            normalized,
+            f"{layout[fields.BOXES]} (as normalized ymin, xmin, ymax, xmax)",
+            in_range=self.boxes_out_of_range == "error",
+            range_hint=("(pass boxes_out_of_range='clip' to clip them)",),
+        )
+        out = {fields.BOXES: normalized}
+        if fields.CLASSES in layout:
+            ids = payload[fields.CLASSES]
+            check_class_count(
+                checks, tf.size(ids), num, f"column {layout[fields.CLASSES]} has", "values"
+            )
+            classes = ids + self.class_offset
+            check_class_ids(
+                checks, classes, f"classes ({layout[fields.CLASSES]} + {self.class_offset})"
+            )
+            out[fields.CLASSES] = tf.cast(classes, tf.int32)
+        else:
+            out[fields.CLASSES] = tf.ones([num], tf.int32)
+        for key in (fields.AREA, fields.IS_CROWD, fields.DIFFICULT):
+            if key in layout:
+                checks.add(
+                    tf.equal(tf.size(payload[key]), num),
+                    "per_box_count",
+                    f"column {layout[key]} has",
+                    tf.size(payload[key]),
+                    "values for",
+                    num,
+                    "boxes",
+                )
+                out[key] = payload[key]
+        return out
+
+    def _build(
+        self, features: dict[str, tf.Tensor], objects: dict[str, tf.Tensor]
+    ) -> dict[str, tf.Tensor]:
+        """The example of a record whose objects passed their checks (or of their stand-ins)."""
+        unclipped = objects[fields.BOXES]
+        boxes = tf.clip_by_value(unclipped, 0.0, 1.0)
+        size = features[fields.IMAGE_SHAPE]
+        out = {
+            **features,
+            fields.BOXES: boxes,
+            fields.CLASSES: objects[fields.CLASSES],
+            # Of unknown length, as the decoder's, so that batches get the same side fields.
+            fields.IMAGE_CLASSES: tf.raw_ops.PlaceholderWithDefault(
+                input=tf.zeros([0], tf.int32), shape=[None]
+            ),
+            fields.NUM_DROPPED_BOXES: tf.constant(0, tf.int32),
+            **default_per_box_fields(boxes, size[0], size[1]),
+        }
+        if fields.AREA in objects:
+            given = objects[fields.AREA]
+            out[fields.AREA] = tf.where(tf.math.is_nan(given), out[fields.AREA], given)
+        for key in (fields.IS_CROWD, fields.DIFFICULT):
+            if key in objects:
+                out[key] = objects[key]
+        if self.boxes_out_of_range == "clip":
+            # A box the clip left without area lay outside the image; a degenerate one stays.
+            keep = (_area(boxes) > 0) | (_area(unclipped) <= 0)
+            out = core.mask_boxes(out, keep)
+        return out
+
+    def __repr__(self) -> str:
+        rows = "streaming" if self.streaming else f"{self.num_rows} rows"
+        return f"HuggingFace({self._prefix[:-1]!r}, {rows}, fields {self.layout})"
+
+
+def _import_datasets() -> Any:
+    try:
+        import datasets
+    except ImportError as error:
+        raise ImportError(
+            f"HuggingFace needs the Hugging Face datasets package: {_INSTALL}"
+        ) from error
+    return datasets
+
+
+def _load(datasets: Any, dataset: Any, split: str | None, options: dict) -> tuple[Any, str | None]:
+    """The one split to read, and the name it was loaded by (None for a dataset object)."""
+    loaded_as = None
+    if isinstance(dataset, (str, os.PathLike)):
+        loaded_as = os.fspath(dataset)
+        if os.path.isdir(loaded_as) and any(
+            os.path.exists(os.path.join(loaded_as, marker))
+            for marker in ("dataset_dict.json", "state.json")
+        ):
+            dataset = datasets.load_from_disk(loaded_as)
+        else:
+            dataset = datasets.load_dataset(loaded_as, split=split, **options)
+    elif options:
+        raise ValueError("load_options apply to a dataset given by name or folder")
+    if isinstance(dataset, (datasets.DatasetDict, datasets.IterableDatasetDict)):
+        if split not in dataset:
+            raise ValueError(
+                f"HuggingFace needs split= one of {sorted(dataset)} for a dict of splits, "
+                f"got {split!r}"
+            )
+        return dataset[split], loaded_as
+    if not isinstance(dataset, (datasets.Dataset, datasets.IterableDataset)):
+        raise TypeError(
+            "HuggingFace needs a datasets.Dataset, IterableDataset, DatasetDict or a name, got "
+            f"{type(dataset).__name__}"
+        )
+    if split is not None and loaded_as is None and str(dataset.split) != split:
+        raise ValueError(
+            f"split={split!r} selects from a dict of splits; this dataset is split "
+            f"{dataset.split!r} already"
+        )
+    return dataset, loaded_as
+
+
+def _dataset_name(dataset: Any) -> str:
+    info = dataset.info
+    return info.dataset_name or info.builder_name or "huggingface"
+
+
+def _names(
+    datasets: Any, features: Any, layout: dict[str, str], class_offset: int | None
+) -> tuple[dict[str, int] | None, list[str] | None, int]:
+    """The label map of the classes, the names of the labels, and the class offset."""
+    paths = _paths(features)
+    classes = paths[layout[fields.CLASSES]][0] if fields.CLASSES in layout else None
+    named = isinstance(classes, datasets.ClassLabel)
+    offset = int(named) if class_offset is None else class_offset
+    label_map = {n: i + offset for i, n in enumerate(classes.names)} if named else None
+    labels = paths[layout[fields.LABEL]][0] if fields.LABEL in layout else None
+    label_names = list(labels.names) if isinstance(labels, datasets.ClassLabel) else None
+    return label_map, label_names, offset
+
+
+def _unlisted(feature: Any) -> tuple[Any, int]:
+    """A feature without its list levels, and how many there were."""
+    datasets = _import_datasets()
+    depth = 0
+    while isinstance(feature, (datasets.List, datasets.LargeList)):
+        feature, depth = feature.feature, depth + 1
+    return feature, depth
+
+
+def _paths(features: Mapping[str, Any]) -> dict[str, tuple[Any, int]]:
+    """Every column and every key of a column of dicts: ``path -> (innermost feature, list
+    depth)``; a list of dicts counts its level for each key."""
+    out = {}
+    for column, feature in features.items():
+        inner, depth = _unlisted(feature)
+        out[column] = (inner, depth)
+        if isinstance(inner, dict):
+            for key, sub in inner.items():
+                leaf, sub_depth = _unlisted(sub)
+                out[f"{column}.{key}"] = (leaf, depth + sub_depth)
+    return out
+
+
+def _fits(key: str, feature: Any, depth: int) -> bool:
+    """Whether a column of ``feature`` at list ``depth`` can hold ``key``."""
+    datasets = _import_datasets()
+    want_depth, kind = _KINDS[key]
+    if depth != want_depth:
+        return False
+    if isinstance(feature, datasets.Image):
+        return kind == _IMAGE
+    if isinstance(feature, datasets.ClassLabel):
+        return kind in (_INT, _ID)
+    return isinstance(feature, datasets.Value) and feature.dtype.startswith(_VALUE_DTYPES[kind])
+
+
+def _layout(
+    features: Mapping[str, Any],
+    image_column: str | None,
+    objects_column: str | None,
+    mapping: Mapping[str, str | None] | None,
+) -> dict[str, str]:
+    """``{key: path}`` of what to read: found by name and type, then as the caller says."""
+    paths = _paths(features)
+    given = dict(mapping or {})
+    unknown = sorted(set(given) - set(_KINDS))
+    if unknown:
+        raise ValueError(
+            f"fields= maps unknown keys {unknown}; the keys are {list(_KINDS)} "
+            "(one per image, then one per object)"
+        )
+    if image_column is not None:
+        given.setdefault(fields.IMAGE, image_column)
+    if objects_column is not None and objects_column not in features:
+        raise _layout_error(features, f"objects_column {objects_column!r} is not a column", {})
+    group = _group(features, paths, objects_column, given.get(fields.BOXES))
+    found = _found(features, paths, group)
+    if fields.BOXES not in found and given.get(fields.BOXES) is None:
+        found = {k: v for k, v in found.items() if k not in OBJECT_KEYS}
+    layout = {k: v for k, v in {**found, **given}.items() if v is not None}
+    for key, path in layout.items():
+        if path not in paths:
+            raise _layout_error(features, f"{key!r} maps to {path!r}, which is no column", layout)
+        feature, depth = paths[path]
+        if not _fits(key, feature, depth):
+            raise _layout_error(
+                features,
+                f"column {path!r} ({feature}, {depth} list levels) cannot hold {key!r}",
+                layout,
+            )
+    if fields.IMAGE not in layout:
+        images = [p for p, (f, d) in paths.items() if _fits(fields.IMAGE, f, d)]
+        problem = (
+            f"there are several image columns {images}: pass image_column="
+            if len(images) > 1
+            else "no Image column was found"
+        )
+        raise _layout_error(features, problem, layout)
+    if fields.BOXES in layout:
+        labels = _class_labels(paths, group)
+        if fields.CLASSES not in layout and fields.CLASSES not in given and labels:
+            raise _layout_error(
+                features,
+                f"it is not clear which of {labels} holds the boxes' classes (None: every box "
+                "is class 1)",
+                layout,
+            )
+        return layout
+    objects = [k for k in layout if k in OBJECT_KEYS]
+    if objects:
+        raise _layout_error(features, f"{objects} are mapped but no boxes", layout)
+    groups = [
+        column
+        for column in features
+        if isinstance(paths[column][0], dict)
+        and any(depth for path, (_, depth) in paths.items() if path.startswith(f"{column}."))
+    ]
+    if groups and fields.BOXES not in given:
+        raise _layout_error(
+            features,
+            f"column {groups[0]!r} looks like objects, but none of its keys is a box "
+            f"({', '.join(_NAMES[fields.BOXES])}: 4 numbers per object)",
+            layout,
+        )
+    return layout
+
+
+def _group(
+    features: Mapping[str, Any],
+    paths: dict[str, tuple[Any, int]],
+    objects_column: str | None,
+    boxes: str | None,
+) -> str | None:
+    """The column of dicts that holds the objects (None: lists at the top level): the one
+    named, the one of the boxes given, or the first with a box key."""
+    if objects_column is not None:
+        return objects_column
+    if boxes is not None:
+        column, _, key = boxes.partition(".")
+        return column if key else None
+    for column in features:
+        if isinstance(paths[column][0], dict) and any(
+            f"{column}.{name}" in paths for name in _NAMES[fields.BOXES]
+        ):
+            return column
+    return None
+
+
+def _class_labels(paths: dict[str, tuple[Any, int]], group: str | None) -> list[str]:
+    """The per-object ``ClassLabel`` keys of the objects' column (or of the top level)."""
+    datasets = _import_datasets()
+    return [
+        path
+        for path, (feature, depth) in paths.items()
+        if isinstance(feature, datasets.ClassLabel)
+        and depth == 1
+        and (path.startswith(f"{group}.") if group else "." not in path)
+    ]
+
+
+def _found(
+    features: Mapping[str, Any], paths: dict[str, tuple[Any, int]], group: str | None
+) -> dict[str, str]:
+    """What the columns' names and types say, where they say it unambiguously; the objects'
+    keys in ``group`` (or at the top level), the classes the only ``ClassLabel`` there when no
+    key is named as classes."""
+    found = {}
+    datasets = _import_datasets()
+    images = [c for c in features if isinstance(paths[c][0], datasets.Image) and not paths[c][1]]
+    named = [c for name in _NAMES[fields.IMAGE] for c in images if c == name]
+    if len(images) == 1 or named:
+        found[fields.IMAGE] = (named or images)[0]
+    prefix = f"{group}." if group else ""
+    for key in (*IMAGE_KEYS[1:], *OBJECT_KEYS):
+        names = [prefix + name if key in OBJECT_KEYS else name for name in _NAMES[key]]
+        matches = [path for path in names if path in paths and _fits(key, *paths[path])]
+        if matches:
+            found[key] = matches[0]
+    labels = _class_labels(paths, group)
+    if fields.CLASSES not in found and len(labels) == 1:
+        found[fields.CLASSES] = labels[0]
+    return found
+
+
+def _layout_error(
+    features: Mapping[str, Any], problem: str, layout: Mapping[str, str]
+) -> ValueError:
+    """The error of a layout that cannot be read: what is wrong, the dataset's features and a
+    ``fields=`` mapping to start from."""
+    paths = _paths(features)
+    suggestion = dict(layout)
+    for key in (fields.IMAGE, fields.BOXES, fields.CLASSES):
+        if key not in suggestion:
+            candidates = [p for p, (f, d) in paths.items() if _fits(key, f, d)]
+            suggestion[key] = candidates[0] if candidates else "<column>.<key>"
+    listing = "\n".join(f"  {column}: {feature}" for column, feature in features.items())
+    return ValueError(
+        f"HuggingFace cannot read this dataset's layout: {problem}. Its features:\n{listing}\n"
+        "Pass fields={key: column} (a key inside a column as 'column.key'; None: not read), "
+        f"for example\n  HuggingFace(dataset, fields={suggestion!r})\n"
+        f"Keys per image: {', '.join(IMAGE_KEYS)}; per object: {', '.join(OBJECT_KEYS)}."
+    )
+
+
+def _signature(layout: Mapping[str, str]) -> dict[str, tf.TensorSpec]:
+    """The chunk generator's output: flat per-chunk arrays of every mapped key."""
+    vector = lambda dtype: tf.TensorSpec([None], dtype)  # noqa: E731
+    signature = {
+        "row": vector(tf.int64),
+        "image_bytes": vector(tf.string),
+        "image_path": vector(tf.string),
+    }
+    for key in layout:
+        if key == fields.IMAGE:
+            continue
+        dtype = _DTYPES[_KINDS[key][1]]
+        if key in OBJECT_KEYS:
+            signature[f"{key}/lengths"] = vector(tf.int64)
+            signature[f"{key}/values"] = vector(dtype)
+        else:
+            signature[key] = vector(dtype)
+    if fields.BOXES in layout:
+        signature["boxes/sizes"] = vector(tf.int64)
+    return signature
+
+
+def _arrays(table: Any, rows: np.ndarray, layout: Mapping[str, str]) -> dict[str, np.ndarray]:
+    """A chunk's columns (a ``pyarrow.Table`` of the rows ``rows``) as :func:`_signature`'s
+    flat arrays: per-object values flattened, with the number in each row."""
+    import pyarrow.compute as pc
+
+    out = {"row": rows}
+    for key, path in layout.items():
+        column = _column(table, path)
+        kind = _KINDS[key][1]
+        if key == fields.IMAGE:
+            out["image_bytes"], out["image_path"] = _image_arrays(column)
+        elif key in OBJECT_KEYS:
+            out[f"{key}/lengths"] = _lengths(column)
+            values = pc.list_flatten(column)
+            if key == fields.BOXES:
+                out["boxes/sizes"] = _lengths(values)
+                values = pc.list_flatten(values)
+            out[f"{key}/values"] = _values(values, kind)
+        else:
+            out[key] = _values(column, kind)
+    return out
+
+
+def _column(table: Any, path: str) -> Any:
+    """The Arrow array at ``path``: a column, or a key of a column of dicts (of a list of
+    dicts: a list of that key's values per row)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    column, *keys = path.split(".")
+    array = table.column(column).combine_chunks()
+    for key in keys:
+        if pa.types.is_struct(array.type):
+            array = pc.struct_field(array, [key])
+        else:
+            offsets = np.concatenate([[0], np.cumsum(_lengths(array))])
+            array = pa.LargeListArray.from_arrays(
+                offsets, pc.struct_field(pc.list_flatten(array), [key])
+            )
+    return array
+
+
+def _lengths(array: Any) -> np.ndarray:
+    """The length of each list of ``array``, 0 for a missing one."""
+    import pyarrow.compute as pc
+
+    return pc.fill_null(pc.list_value_length(array), 0).to_numpy().astype(np.int64)
+
+
+def _values(array: Any, kind: str) -> np.ndarray:
+    """Arrow values as the numpy array of ``kind``, nulls replaced (see :class:`HuggingFace`)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if pa.types.is_dictionary(array.type):
+        array = array.dictionary_decode()
+    if kind == _ID:
+        array = pc.fill_null(pc.cast(array, pa.string()), "")
+        return array.to_numpy(zero_copy_only=False).astype(object)
+    if kind == _FLOAT:
+        # Unchecked: an integer area beyond float32's 2**24 is rounded, not refused.
+        floats = pc.cast(array, pa.float32(), safe=False)
+        return pc.fill_null(floats, float("nan")).to_numpy()
+    values = pc.fill_null(pc.cast(array, pa.int64()), 0 if kind == _FLAG else -1).to_numpy()
+    return values != 0 if kind == _FLAG else values
+
+
+def _image_arrays(column: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The encoded bytes and paths of an image column (an ``Image`` feature's ``{bytes, path}``,
+    bytes or paths), empty where absent."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if pa.types.is_struct(column.type):
+        data, path = pc.struct_field(column, ["bytes"]), pc.struct_field(column, ["path"])
+    elif pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type):
+        data, path = column, pa.nulls(len(column), pa.string())
+    else:
+        data, path = pa.nulls(len(column), pa.binary()), column
+    as_array = lambda a, empty: pc.fill_null(a, empty).to_numpy(zero_copy_only=False)  # noqa: E731
+    return as_array(data, b"").astype(object), as_array(pc.cast(path, pa.string()), "").astype(
+        object
+    )
+
+
+def _area(boxes: tf.Tensor) -> tf.Tensor:
+    return (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
