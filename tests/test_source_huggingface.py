@@ -21,7 +21,7 @@ from hf_datasets import (
 import object_input as oi
 from object_input import errors, fields
 from object_input.options import ReadOptions
-from object_input.sources import HuggingFace, ReadContext
+from object_input.sources import HuggingFace, ReadContext, as_source
 from object_input.writers import encode_image
 
 datasets = pytest.importorskip("datasets", reason="pip install '.[hf]' brings datasets")
@@ -390,6 +390,35 @@ def test_a_dict_of_splits_needs_a_split_and_gives_its_name():
     assert example[fields.RECORD_ID] == b"toy/test:0"
     with pytest.raises(ValueError, match="is split 'train' already"):
         HuggingFace(splits["train"], split="test")
+
+
+def test_make_dataset_takes_a_dataset_or_a_stream_as_it_is():
+    dataset = detection_dataset()
+    assert isinstance(as_source(dataset), HuggingFace)
+    examples = read(dataset)
+    assert len(examples) == ROWS
+    for row, example in enumerate(examples):
+        assert_row(example, row)
+    streamed = read(dataset.to_iterable_dataset(num_shards=2))
+    assert len(streamed) == ROWS
+    for row, example in enumerate(streamed):
+        assert_row(example, row, prefix="huggingface:")
+
+
+def test_make_dataset_on_a_dict_of_splits_says_to_pick_one():
+    splits = datasets.DatasetDict(
+        {"test": detection_dataset("test", rows=[2]), "train": detection_dataset(rows=[0, 1])}
+    )
+    pick = r"pick one, sources\.HuggingFace\(dataset, split='{0}'\) or dataset\['{0}'\]"
+    with pytest.raises(
+        TypeError, match=r"DatasetDict of splits \['test', 'train'\]: " + pick.format("train")
+    ):
+        oi.make_dataset(splits)
+    streams = datasets.IterableDatasetDict({"test": splits["test"].to_iterable_dataset()})
+    with pytest.raises(
+        TypeError, match=r"IterableDatasetDict of splits \['test'\]: " + pick.format("test")
+    ):
+        oi.make_dataset(streams)
 
 
 def test_a_saved_folder_and_a_name_load(tmp_path):

@@ -367,6 +367,15 @@ def test_read_config_keeps_sharding_and_seeds_to_the_pipeline(prepared):
         TFDS(3, split="train")
 
 
+def test_make_dataset_on_a_builder_says_to_read_a_split(prepared):
+    with pytest.raises(
+        TypeError,
+        match=r"TFDS builder of tiny_detection/png/1\.0\.0: read a split with "
+        r"sources\.TFDS\(builder, split='train'\)",
+    ):
+        oi.make_dataset(prepared["png"])
+
+
 def test_without_tensorflow_datasets_the_error_says_how_to_install(monkeypatch):
     monkeypatch.setitem(__import__("sys").modules, "tensorflow_datasets", None)
     with pytest.raises(ImportError, match=r"pip install object-input\[tfds\]"):
