@@ -45,6 +45,7 @@ TF_OWN = (
     "JPEG",
     "PNG",
     "Unknown image file format",
+    "Input is empty",
     "Data types don't match",
     "Could not parse",
     "Invalid protocol message input",
@@ -748,3 +749,300 @@ def test_generator_yielding_a_fuzzed_element_through_make_dataset(element, on_er
             np.testing.assert_array_equal(examples[1][name], np.asarray(element[name]))
     else:
         assert ids == [b"generator:0", b"generator:2"]
+
+
+# --- TFDS --------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tfds_data():
+    """tests/tfds_builders.py (which skips without tensorflow-datasets)."""
+    import tfds_builders
+
+    return tfds_builders
+
+
+@pytest.fixture(scope="module")
+def tfds_decode(tfds_data, tmp_path_factory):
+    """TinyDetection's (coco's layout) decode of a record: no data needs preparing for it."""
+    builder = tfds_data.TinyDetection(config="png", data_dir=tmp_path_factory.mktemp("tfds"))
+    source = oi.sources.TFDS(builder, split="train")
+
+    def decode(image, boxes, labels):
+        payload = {
+            fields.IMAGE: image,
+            fields.BOXES: boxes,
+            fields.CLASSES: labels,
+            fields.IS_CROWD: tf.zeros(tf.shape(labels), tf.bool),
+            fields.SOURCE_ID: tf.constant(7, tf.int64),
+        }
+        return source.decode(tf.constant("tiny:7"), payload)
+
+    signature = [
+        tf.TensorSpec([], tf.string),
+        tf.TensorSpec([None, 4], tf.float32),
+        tf.TensorSpec([None], tf.int64),
+    ]
+    return tf.function(decode, input_signature=signature)
+
+
+def decoded_image(data: bytes) -> np.ndarray | None:
+    """The RGB pixels TensorFlow decodes ``data`` to; None when it cannot."""
+    try:
+        return tf.io.decode_image(data, channels=3, expand_animations=False).numpy()
+    except tf.errors.InvalidArgumentError:
+        return None
+
+
+tfds_coordinate = st.one_of(
+    st.floats(-0.5, 1.5, width=32), st.sampled_from([np.nan, np.inf, 0.0, 1.0, 1 + 1e-6])
+)
+
+
+@FUZZ
+@given(
+    boxes=st.lists(st.lists(tfds_coordinate, min_size=4, max_size=4), max_size=3),
+    labels=st.lists(st.integers(-2, 3), max_size=4),
+)
+def test_tfds_boxes_and_class_labels_decode_exactly_or_are_flagged(
+    tfds_data, tfds_decode, boxes, labels
+):
+    array = np.array(boxes, np.float32).reshape(-1, 4)
+    image = tf.io.encode_png(tfds_data.pixels(0, 4, 6))
+    out = flagged_or_decoded(tfds_decode, "tiny:7", image, array, tf.constant(labels, tf.int64))
+    # ClassLabel ids are 0-based: the pipeline's classes are id + 1.
+    reason = boxes_reference(boxes, [label + 1 for label in labels])
+    assert out is not None
+    if reason is None:
+        assert is_ok(out), out[fields.ERROR_DETAIL]
+        np.testing.assert_array_equal(out[fields.BOXES], np.clip(array, 0, 1))
+        np.testing.assert_array_equal(out[fields.CLASSES], np.array(labels) + 1)
+        np.testing.assert_array_equal(out[fields.IMAGE], tfds_data.pixels(0, 4, 6))
+    else:
+        assert errors.reason_of(int(out[fields.ERROR])) == reason
+        assert "objects/" in out[fields.ERROR_DETAIL].numpy().decode()
+
+
+@FUZZ
+@given(images)
+def test_tfds_image_bytes_decode_exactly_or_fail_in_tensorflow(tfds_decode, image_bytes):
+    boxes = np.array([[0.1, 0.1, 0.5, 0.5]], np.float32)
+    out = flagged_or_decoded(tfds_decode, "tiny:7", image_bytes, boxes, tf.constant([0], tf.int64))
+    expected = decoded_image(image_bytes)
+    # TFDS images are not flagged: what TensorFlow cannot decode fails (the pipeline names it).
+    assert (out is None) == (expected is None)
+    if expected is not None:
+        assert is_ok(out), out[fields.ERROR_DETAIL]
+        np.testing.assert_array_equal(out[fields.IMAGE], expected)
+        np.testing.assert_array_equal(out[fields.BOXES], boxes)
+
+
+GOOD_BOXES, GOOD_CLASSES = np.array([[0.1, 0.1, 0.5, 0.5]], np.float32), [1]
+
+
+def raw_tfds_through_pipeline(tfds_data, tmp_path, example, on_error):
+    """A prepared RawDetection of ``example`` between two good ones through make_dataset, by id
+    (checked by :func:`through_pipeline`); None when ``raise`` stopped on it."""
+    good = (PNG, GOOD_BOXES, GOOD_CLASSES)
+    builder = tfds_data.RawDetection(examples=[good, example, good], data_dir=tmp_path)
+    tfds_data.prepare(builder)
+    source = oi.sources.TFDS(builder, split="train", fields=tfds_data.RAW_FIELDS)
+    examples = through_pipeline(source, tfds_data.record_ids(builder)[1], on_error)
+    if examples is None:
+        return None
+    by_id = {int(e[fields.SOURCE_ID]): e for e in examples}
+    assert sorted(by_id) in ([0, 1, 2], [0, 2])
+    for index in (0, 2):
+        np.testing.assert_array_equal(by_id[index][fields.IMAGE], decoded_image(PNG))
+        np.testing.assert_array_equal(by_id[index][fields.BOXES], GOOD_BOXES)
+    return by_id
+
+
+@PIPELINE
+@given(images, st.sampled_from(["raise", "skip"]))
+def test_tfds_dataset_with_a_fuzzed_image_through_make_dataset(
+    tfds_data, tmp_path_factory, image_bytes, on_error
+):
+    example = (image_bytes, GOOD_BOXES, GOOD_CLASSES)
+    tmp_path = tmp_path_factory.mktemp("tfds")
+    by_id = raw_tfds_through_pipeline(tfds_data, tmp_path, example, on_error)
+    expected = decoded_image(image_bytes)
+    if by_id is None:
+        assert expected is None
+        return
+    assert (1 in by_id) == (expected is not None)
+    if expected is not None:
+        np.testing.assert_array_equal(by_id[1][fields.IMAGE], expected)
+
+
+@PIPELINE
+@given(example_boxes, example_classes, st.sampled_from(["raise", "skip"]))
+def test_tfds_dataset_with_fuzzed_boxes_through_make_dataset(
+    tfds_data, tmp_path_factory, boxes, classes, on_error
+):
+    tmp_path = tmp_path_factory.mktemp("tfds")
+    by_id = raw_tfds_through_pipeline(tfds_data, tmp_path, (PNG, boxes, classes), on_error)
+    passes = boxes_reference(boxes, classes) is None
+    if by_id is None:
+        assert not passes
+        return
+    assert (1 in by_id) == passes
+    if passes:
+        expected = np.clip(np.asarray(boxes, np.float32).reshape(-1, 4), 0, 1)
+        np.testing.assert_array_equal(by_id[1][fields.BOXES], expected)
+        np.testing.assert_array_equal(by_id[1][fields.CLASSES], classes)
+
+
+# --- Hugging Face ------------------------------------------------------------------------
+
+# The row fuzzed, between rows 0 and 2: a 4 x 4 image without objects of its own.
+HF_ROW = 1
+
+
+@pytest.fixture(scope="module")
+def hf_data():
+    """tests/hf_datasets.py (which skips without datasets)."""
+    import hf_datasets
+
+    return hf_datasets
+
+
+def hf_source(hf_data, rows, image=None, objects=None):
+    """HuggingFace over ``rows`` of the test dataset (named "toy"), :data:`HF_ROW` with
+    ``image`` (whose size its width and height columns then give as PNG_SIZE) or ``objects``."""
+    columns = hf_data.detection_rows(
+        rows=rows,
+        images=None if image is None else {HF_ROW: image},
+        objects=None if objects is None else {HF_ROW: objects},
+    )
+    if image is not None:
+        position = rows.index(HF_ROW)
+        columns["height"][position], columns["width"][position] = PNG_SIZE
+    dataset = hf_data.datasets.Dataset.from_dict(
+        columns, features=hf_data.SEQUENCE_FEATURES, split="train"
+    )
+    return oi.sources.HuggingFace(dataset, name="toy")
+
+
+def hf_decoded(source) -> dict | None:
+    """:func:`flagged_or_decoded` of the one record of ``source``."""
+    ((record_id, payload, *_),) = source.records(oi.sources.ReadContext(shuffle=False))
+    return flagged_or_decoded(source.decode, "toy/train:0", record_id, payload)
+
+
+hf_coordinate = st.one_of(
+    st.integers(-1, 5).map(float),
+    st.sampled_from([float("nan"), float("inf"), -float("inf"), 1e30]),
+)
+
+
+def hf_objects(objects: list[tuple], extra_categories: list[int], drop_crowd: bool) -> tuple:
+    """An objects cell (COCO boxes, 0-based categories, crowd flags, areas): one of each per
+    object, then ``extra_categories`` and, with ``drop_crowd``, one crowd flag fewer."""
+    boxes = [box for box, _, _ in objects]
+    crowd = [flag for _, _, flag in objects]
+    categories = [category for _, category, _ in objects] + extra_categories
+    return boxes, categories, crowd[: len(crowd) - drop_crowd], [1] * len(boxes)
+
+
+hf_cells = st.builds(
+    hf_objects,
+    st.lists(
+        st.tuples(
+            st.lists(hf_coordinate, min_size=4, max_size=4), st.integers(-1, 2), st.booleans()
+        ),
+        max_size=2,
+    ),
+    st.lists(st.integers(-1, 2), max_size=1),
+    st.booleans(),
+)
+
+
+def hf_reference(cell: tuple, size: tuple[int, int]) -> tuple[np.ndarray, str | None]:
+    """A cell's boxes normalized [ymin, xmin, ymax, xmax] (float32, as the pipeline computes),
+    and the reason the row is flagged for, None when it is not."""
+    boxes, categories, crowd, _ = cell
+    x, y, w, h = np.asarray(boxes, np.float32).reshape(-1, 4).T
+    height, width = np.float32(size[0]), np.float32(size[1])
+    with np.errstate(invalid="ignore", over="ignore"):
+        normalized = np.stack([y / height, x / width, (y + h) / height, (x + w) / width], axis=1)
+    reason = boxes_reference(normalized, [category + 1 for category in categories])
+    if reason is None and len(crowd) != len(boxes):
+        reason = "per_box_count"
+    return normalized, reason
+
+
+@FUZZ
+@given(hf_cells)
+def test_hf_objects_decode_exactly_or_are_flagged_for_their_reason(hf_data, cell):
+    out = hf_decoded(hf_source(hf_data, [HF_ROW], objects=cell))
+    assert out is not None
+    normalized, reason = hf_reference(cell, hf_data.SIZES[HF_ROW])
+    if reason is None:
+        assert is_ok(out), out[fields.ERROR_DETAIL]
+        np.testing.assert_array_equal(out[fields.BOXES], np.clip(normalized, 0, 1))
+        assert out[fields.CLASSES].numpy().tolist() == [c + 1 for c in cell[1]]
+        assert out[fields.IS_CROWD].numpy().tolist() == cell[2]
+        np.testing.assert_array_equal(out[fields.IMAGE], hf_data.image(HF_ROW))
+    else:
+        assert errors.reason_of(int(out[fields.ERROR])) == reason
+        assert out[fields.ERROR_DETAIL].numpy().decode().startswith("record toy/train:0")
+        assert out[fields.BOXES].shape == (0, 4)
+
+
+def hf_image_reference(data: bytes) -> np.ndarray | None:
+    """The pixels of the fuzzed row's image bytes; None when the row is flagged or fails: bytes
+    TensorFlow cannot decode, or that decode to another size than its columns give."""
+    expected = decoded_image(data)
+    return expected if expected is not None and expected.shape[:2] == PNG_SIZE else None
+
+
+@FUZZ
+@given(images)
+def test_hf_image_bytes_decode_exactly_or_are_flagged(hf_data, image_bytes):
+    out = hf_decoded(hf_source(hf_data, [HF_ROW], image=image_bytes))
+    expected = hf_image_reference(image_bytes)
+    assert is_ok(out) == (expected is not None)
+    if expected is not None:
+        np.testing.assert_array_equal(out[fields.IMAGE], expected)
+
+
+def hf_through_pipeline(hf_data, on_error, **fuzzed) -> dict | None:
+    """Rows 0-2, :data:`HF_ROW` fuzzed, through make_dataset by row (checked by
+    :func:`through_pipeline`); None when ``raise`` stopped on the fuzzed row."""
+    source = hf_source(hf_data, [0, HF_ROW, 2], **fuzzed)
+    examples = through_pipeline(source, f"toy/train:{HF_ROW}", on_error)
+    if examples is None:
+        return None
+    by_row = {int(e[fields.RECORD_ID].numpy().decode().rsplit(":", 1)[1]): e for e in examples}
+    assert sorted(by_row) in ([0, 1, 2], [0, 2])
+    for row in (0, 2):
+        np.testing.assert_array_equal(by_row[row][fields.IMAGE], hf_data.image(row))
+        np.testing.assert_array_equal(by_row[row][fields.BOXES], hf_data.expected_boxes(row))
+    return by_row
+
+
+@PIPELINE
+@given(images, st.sampled_from(["raise", "skip"]))
+def test_hf_dataset_with_a_fuzzed_image_through_make_dataset(hf_data, image_bytes, on_error):
+    expected = hf_image_reference(image_bytes)
+    by_row = hf_through_pipeline(hf_data, on_error, image=image_bytes)
+    if by_row is None:
+        assert expected is None
+        return
+    assert (HF_ROW in by_row) == (expected is not None)
+    if expected is not None:
+        np.testing.assert_array_equal(by_row[HF_ROW][fields.IMAGE], expected)
+
+
+@PIPELINE
+@given(hf_cells, st.sampled_from(["raise", "skip"]))
+def test_hf_dataset_with_fuzzed_objects_through_make_dataset(hf_data, cell, on_error):
+    normalized, reason = hf_reference(cell, hf_data.SIZES[HF_ROW])
+    by_row = hf_through_pipeline(hf_data, on_error, objects=cell)
+    if by_row is None:
+        assert reason is not None
+        return
+    assert (HF_ROW in by_row) == (reason is None)
+    if reason is None:
+        np.testing.assert_array_equal(by_row[HF_ROW][fields.BOXES], np.clip(normalized, 0, 1))

@@ -5,86 +5,26 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hf_datasets import (
+    NAMES,
+    OBJECTS,
+    ROWS,
+    SEQUENCE_FEATURES,
+    SIZES,
+    detection_dataset,
+    detection_rows,
+    expected_boxes,
+    image,
+    png,
+)
 
 import object_input as oi
 from object_input import errors, fields
 from object_input.options import ReadOptions
-from object_input.sources import HuggingFace, ReadContext
+from object_input.sources import HuggingFace, ReadContext, as_source
 from object_input.writers import encode_image
 
 datasets = pytest.importorskip("datasets", reason="pip install '.[hf]' brings datasets")
-
-NAMES = ["cat", "dog", "bird"]
-# (height, width) powers of two, boxes of whole pixels: the normalized values are exact.
-SIZES = [(8, 16), (4, 4), (16, 8), (8, 8), (4, 16), (16, 16), (8, 4)]
-# Per row: COCO [x, y, width, height] pixel boxes, categories (0-based), crowd flags, areas.
-OBJECTS = [
-    ([[2, 1, 4, 3], [0, 0, 16, 8]], [1, 0], [False, True], [12, 128]),
-    ([], [], [], []),
-    ([[1, 2, 2, 4]], [2], [False], [8]),
-    ([[0, 0, 8, 8], [4, 4, 4, 4], [1, 1, 1, 1]], [0, 1, 2], [False, False, True], [64, 16, 1]),
-    ([[8, 0, 8, 4]], [1], [False], [32]),
-    ([], [], [], []),
-    ([[0, 4, 4, 4]], [2], [True], [16]),
-]
-ROWS = len(SIZES)
-SEQUENCE_FEATURES = datasets.Features(
-    {
-        "image": datasets.Image(),
-        "image_id": datasets.Value("int64"),
-        "width": datasets.Value("int32"),
-        "height": datasets.Value("int32"),
-        "objects": datasets.Sequence(
-            {
-                "bbox": datasets.Sequence(datasets.Value("float32"), length=4),
-                "category": datasets.ClassLabel(names=NAMES),
-                "iscrowd": datasets.Value("bool"),
-                "area": datasets.Value("int64"),
-            }
-        ),
-    }
-)
-
-
-def image(row):
-    height, width = SIZES[row]
-    return np.random.default_rng(row).integers(0, 256, [height, width, 3], dtype=np.uint8)
-
-
-def png(row):
-    return encode_image(image(row), "png")
-
-
-def expected_boxes(row):
-    """The normalized [ymin, xmin, ymax, xmax] of a row's COCO boxes, by hand."""
-    height, width = SIZES[row]
-    boxes = [
-        [y / height, x / width, (y + h) / height, (x + w) / width] for x, y, w, h in OBJECTS[row][0]
-    ]
-    return np.array(boxes, np.float32).reshape(-1, 4)
-
-
-def detection_rows(rows=range(ROWS), images=None, objects=None):
-    """The columns of the COCO-like layout: objects as a dict of lists."""
-    images = images or {}
-    objects = objects or {}
-    columns = {"image": [], "image_id": [], "width": [], "height": [], "objects": []}
-    for row in rows:
-        boxes, categories, crowd, area = objects.get(row, OBJECTS[row])
-        columns["image"].append({"bytes": images.get(row, png(row)), "path": None})
-        columns["image_id"].append(100 + row)
-        columns["height"].append(SIZES[row][0])
-        columns["width"].append(SIZES[row][1])
-        columns["objects"].append(
-            {"bbox": boxes, "category": categories, "iscrowd": crowd, "area": area}
-        )
-    return columns
-
-
-def detection_dataset(split="train", features=SEQUENCE_FEATURES, **rows):
-    return datasets.Dataset.from_dict(detection_rows(**rows), features=features, split=split)
 
 
 def read(source, **options):
@@ -452,6 +392,35 @@ def test_a_dict_of_splits_needs_a_split_and_gives_its_name():
         HuggingFace(splits["train"], split="test")
 
 
+def test_make_dataset_takes_a_dataset_or_a_stream_as_it_is():
+    dataset = detection_dataset()
+    assert isinstance(as_source(dataset), HuggingFace)
+    examples = read(dataset)
+    assert len(examples) == ROWS
+    for row, example in enumerate(examples):
+        assert_row(example, row)
+    streamed = read(dataset.to_iterable_dataset(num_shards=2))
+    assert len(streamed) == ROWS
+    for row, example in enumerate(streamed):
+        assert_row(example, row, prefix="huggingface:")
+
+
+def test_make_dataset_on_a_dict_of_splits_says_to_pick_one():
+    splits = datasets.DatasetDict(
+        {"test": detection_dataset("test", rows=[2]), "train": detection_dataset(rows=[0, 1])}
+    )
+    pick = r"pick one, sources\.HuggingFace\(dataset, split='{0}'\) or dataset\['{0}'\]"
+    with pytest.raises(
+        TypeError, match=r"DatasetDict of splits \['test', 'train'\]: " + pick.format("train")
+    ):
+        oi.make_dataset(splits)
+    streams = datasets.IterableDatasetDict({"test": splits["test"].to_iterable_dataset()})
+    with pytest.raises(
+        TypeError, match=r"IterableDatasetDict of splits \['test'\]: " + pick.format("test")
+    ):
+        oi.make_dataset(streams)
+
+
 def test_a_saved_folder_and_a_name_load(tmp_path):
     datasets.DatasetDict({"train": detection_dataset()}).save_to_disk(str(tmp_path / "saved"))
     for row, example in enumerate(decoded(HuggingFace(tmp_path / "saved", split="train"))):
@@ -689,53 +658,3 @@ def test_without_datasets_installed_the_error_says_how_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "datasets", None)
     with pytest.raises(ImportError, match=r"pip install object-input\[hf\]"):
         HuggingFace("coco")
-
-
-FUZZ = settings(
-    max_examples=15,
-    deadline=None,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
-COORDINATE = st.one_of(
-    st.integers(-4, 24).map(float),
-    st.sampled_from([float("nan"), float("inf"), -float("inf"), 1e30]),
-)
-
-
-@FUZZ
-@given(box=st.lists(COORDINATE, min_size=4, max_size=4))
-def test_any_box_decodes_exactly_or_is_flagged_for_its_reason(box):
-    objects = {0: ([box], [0], [False], [1])}
-    (out,) = decoded(HuggingFace(detection_dataset(rows=[0], objects=objects)))
-    x, y, w, h = box
-    with np.errstate(invalid="ignore", over="ignore"):
-        normalized = np.array([y / 8, x / 16, (y + h) / 8, (x + w) / 16], np.float32)
-    if not np.isfinite(normalized).all():
-        expected = "box_not_finite"
-    elif normalized[0] > normalized[2] or normalized[1] > normalized[3]:
-        expected = "box_order"
-    elif normalized.min() < 0 or normalized.max() > 1:
-        expected = "box_out_of_range"
-    else:
-        assert out[fields.ERROR] == errors.OK
-        np.testing.assert_array_equal(out[fields.BOXES], [normalized])
-        return
-    reason, message = flag(out)
-    assert reason == expected and message.startswith("record huggingface/train:0")
-    assert out[fields.BOXES].shape == (0, 4)
-
-
-@settings(FUZZ, max_examples=4)
-@given(edits=st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), max_size=4))
-def test_damaged_image_bytes_decode_or_fail_naming_the_row(edits):
-    data = bytearray(png(0))
-    for position, value in edits:
-        data[position % len(data)] = value
-    source = HuggingFace(detection_dataset(rows=[0], images={0: bytes(data)}), name="toy")
-    try:
-        (example,) = read(source)
-    except tf.errors.InvalidArgumentError as error:
-        assert "toy/train:0" in str(error)
-        return
-    assert example[fields.IMAGE].shape == (8, 16, 3)

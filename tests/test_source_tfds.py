@@ -9,15 +9,13 @@ prepared in a temporary folder.
 import numpy as np
 import pytest
 import tensorflow as tf
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from tfds_builders import EXAMPLES, TinyDetection, pixels, prepare
 
 import object_input as oi
 from object_input import fields
 from object_input.sources import TFDS
 
 tfds = pytest.importorskip("tensorflow_datasets", reason="pip install '.[tfds]'")
-
 NUM_MOCKED = 3
 
 
@@ -159,68 +157,6 @@ def test_label_maps_come_from_the_class_labels():
     assert faces.label_map == {"faces": 1}
 
 
-# A small builder prepared in a temporary folder, for exact values.
-CLASS_NAMES = ["cat", "dog", "bird"]
-# (image id, height, width, boxes, labels, crowd flags)
-EXAMPLES = [
-    (10, 24, 32, [[0.1, 0.2, 0.5, 0.6], [0.0, 0.0, 1.0, 1.0]], [0, 2], [False, True]),
-    (11, 16, 16, [], [], []),
-    (12, 20, 12, [[0.25, 0.25, 0.75, 0.5]], [1], [False]),
-    (
-        13,
-        32,
-        24,
-        [[0.5, 0.5, 0.9, 0.95], [0.1, 0.1, 0.2, 0.2], [0.3, 0.0, 0.6, 0.3]],
-        [2, 0, 1],
-        [False, False, True],
-    ),
-    (14, 8, 40, [[0.0, 0.1, 1.0, 0.9]], [0], [False]),
-    (15, 40, 40, [[0.2, 0.3, 0.4, 0.5]], [1], [True]),
-]
-
-
-def pixels(seed: int, height: int, width: int) -> np.ndarray:
-    return np.random.default_rng(seed).integers(0, 256, [height, width, 3], dtype=np.uint8)
-
-
-class TinyDetection(tfds.core.GeneratorBasedBuilder, skip_registration=True):
-    """Six images with boxes, labels and crowd flags, in the layout of coco."""
-
-    VERSION = tfds.core.Version("1.0.0")
-    BUILDER_CONFIGS = (tfds.core.BuilderConfig(name="png"), tfds.core.BuilderConfig(name="jpeg"))
-
-    def _info(self):
-        objects = {
-            "bbox": tfds.features.BBoxFeature(),
-            "label": tfds.features.ClassLabel(names=CLASS_NAMES),
-            "is_crowd": np.bool_,
-        }
-        features = {
-            "image": tfds.features.Image(encoding_format=self.builder_config.name),
-            "image/id": np.int64,
-            "objects": tfds.features.Sequence(objects),
-        }
-        return tfds.core.DatasetInfo(builder=self, features=tfds.features.FeaturesDict(features))
-
-    def _split_generators(self, dl_manager):
-        return {"train": self._generate_examples()}
-
-    def _generate_examples(self):
-        for image_id, height, width, boxes, labels, crowd in EXAMPLES:
-            yield (
-                image_id,
-                {
-                    "image": pixels(image_id, height, width),
-                    "image/id": image_id,
-                    "objects": {
-                        "bbox": [tfds.features.BBox(*box) for box in boxes],
-                        "label": labels,
-                        "is_crowd": crowd,
-                    },
-                },
-            )
-
-
 class Things(tfds.core.GeneratorBasedBuilder, skip_registration=True):
     """A layout of no convention: two class labels per object, pixel boxes in a plain tensor."""
 
@@ -261,12 +197,9 @@ class Things(tfds.core.GeneratorBasedBuilder, skip_registration=True):
 def prepared(tmp_path_factory):
     """``{config: builder}`` of TinyDetection (3 files each) and Things, prepared."""
     root = tmp_path_factory.mktemp("tfds")
-    config = tfds.download.DownloadConfig(num_shards=3)
     builders = {name: TinyDetection(config=name, data_dir=root) for name in ("png", "jpeg")}
     builders["things"] = Things(data_dir=root)
-    for builder in builders.values():
-        builder.download_and_prepare(download_config=config)
-    return builders
+    return {name: prepare(builder, num_shards=3) for name, builder in builders.items()}
 
 
 def by_source_id(dataset) -> dict[int, dict[str, np.ndarray]]:
@@ -434,51 +367,16 @@ def test_read_config_keeps_sharding_and_seeds_to_the_pipeline(prepared):
         TFDS(3, split="train")
 
 
+def test_make_dataset_on_a_builder_says_to_read_a_split(prepared):
+    with pytest.raises(
+        TypeError,
+        match=r"TFDS builder of tiny_detection/png/1\.0\.0: read a split with "
+        r"sources\.TFDS\(builder, split='train'\)",
+    ):
+        oi.make_dataset(prepared["png"])
+
+
 def test_without_tensorflow_datasets_the_error_says_how_to_install(monkeypatch):
     monkeypatch.setitem(__import__("sys").modules, "tensorflow_datasets", None)
     with pytest.raises(ImportError, match=r"pip install object-input\[tfds\]"):
         TFDS("mnist", split="train")
-
-
-@pytest.fixture(scope="module")
-def png_source(prepared):
-    return TFDS(prepared["png"], split="train")
-
-
-coordinate = st.one_of(
-    st.floats(-0.5, 1.5, width=32), st.sampled_from([np.nan, np.inf, 0.0, 1.0, 1 + 1e-6])
-)
-
-
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    boxes=st.lists(st.lists(coordinate, min_size=4, max_size=4), max_size=3),
-    labels=st.lists(st.integers(-2, 3), max_size=4),
-)
-def test_decode_flags_bad_boxes_and_classes_naming_the_record(png_source, boxes, labels):
-    payload = {
-        fields.IMAGE: tf.io.encode_png(pixels(0, 4, 6)),
-        fields.BOXES: tf.constant(np.array(boxes, np.float32).reshape(-1, 4)),
-        fields.CLASSES: tf.constant(labels, tf.int64),
-        fields.IS_CROWD: tf.zeros([len(labels)], tf.bool),
-        fields.SOURCE_ID: tf.constant(7, tf.int64),
-    }
-    out = png_source.decode(tf.constant("tiny:7"), payload)
-    array = np.array(boxes, np.float32).reshape(-1, 4)
-    good = (
-        np.isfinite(array).all()
-        and (array[:, 0] <= array[:, 2]).all()
-        and (array[:, 1] <= array[:, 3]).all()
-        and ((array >= -1e-5) & (array <= 1 + 1e-5)).all()
-        and len(labels) == len(array)
-        and all(label >= 0 for label in labels)
-    )
-    if good:
-        assert fields.ERROR not in out or out[fields.ERROR].numpy() == 0
-        np.testing.assert_array_equal(out[fields.BOXES].numpy(), np.clip(array, 0, 1))
-        np.testing.assert_array_equal(out[fields.CLASSES].numpy(), np.array(labels) + 1)
-        np.testing.assert_array_equal(out[fields.IMAGE].numpy(), pixels(0, 4, 6))
-    else:
-        assert out[fields.ERROR].numpy() != 0
-        detail = out[fields.ERROR_DETAIL].numpy().decode()
-        assert "tiny:7" in detail and "objects/" in detail

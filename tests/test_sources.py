@@ -2,6 +2,7 @@
 
 import inspect
 import shutil
+import sys
 
 import numpy as np
 import pytest
@@ -85,6 +86,16 @@ def test_tf_data_dataset_of_feature_dicts_flows_through_augment_and_batching():
     )
     assert batch[fields.RECORD_ID].numpy().tolist() == [b"dataset:0", b"dataset:1"]
     assert isinstance(as_source(ds), Dataset)
+
+
+def test_hub_datasets_are_told_apart_without_importing_their_packages(monkeypatch):
+    # Importing these now would raise ImportError: as_source must not try.
+    for module in ("datasets", "tensorflow_datasets", "tensorflow_datasets.core"):
+        monkeypatch.setitem(sys.modules, module, None)
+    ds = tf.data.Dataset.from_tensor_slices({fields.LABEL: np.arange(3, dtype=np.int32)})
+    assert isinstance(as_source(ds), Dataset)
+    with pytest.raises(TypeError, match=r"^source must be a path, .* a Hugging Face datasets"):
+        as_source({"train": ds})
 
 
 def test_dataset_source_shards_by_element():

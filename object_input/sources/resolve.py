@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -14,6 +15,7 @@ from object_input.options import DecodeOptions, ReadOptions
 from object_input.sources.base import Source
 from object_input.sources.dataset import Dataset
 from object_input.sources.files import list_files
+from object_input.sources.huggingface import HuggingFace
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,9 +89,11 @@ def as_source(source: Any, format: str | None = None, options: PathOptions | Non
 
     A source object is returned as it is (``format`` and the decoding settings of ``options``
     are its own then: setting them here is an error); a ``tf.data.Dataset`` of feature dicts
-    becomes a ``Dataset`` source; a path, glob, directory or list of them is listed and read in
+    becomes a ``Dataset`` source, a Hugging Face ``datasets.Dataset`` or ``IterableDataset`` a
+    ``HuggingFace`` source; a path, glob, directory or list of them is listed and read in
     the format named by ``format`` or, failing that, by the files' suffix.
     """
+    source = _from_hubs(source)
     if isinstance(source, Source):
         set_here = [
             name
@@ -106,8 +110,9 @@ def as_source(source: Any, format: str | None = None, options: PathOptions | Non
         return Dataset(source)
     if not _is_paths(source):
         raise TypeError(
-            "source must be a path, glob, directory, list of them, a tf.data.Dataset or a source "
-            f"object from object_input.sources, got {type(source).__name__}"
+            "source must be a path, glob, directory, list of them, a tf.data.Dataset, a Hugging "
+            "Face datasets.Dataset or a source object from object_input.sources, got "
+            f"{type(source).__name__}"
         )
     options = options or PathOptions()
     if format is not None:
@@ -126,6 +131,38 @@ def as_source(source: Any, format: str | None = None, options: PathOptions | Non
             )
         format = names[0]
     return _FORMATS[format].factory(files, options)
+
+
+def _loaded(module: str, *names: str) -> tuple[type, ...]:
+    """The classes ``names`` of ``module`` when something imported it; none otherwise (the
+    object passed cannot be one of them then, so the module is never imported here)."""
+    found = sys.modules.get(module)
+    return tuple(c for c in (getattr(found, name, None) for name in names) if isinstance(c, type))
+
+
+def _from_hubs(source: Any) -> Any:
+    """A Hugging Face dataset as a ``HuggingFace`` source; a dict of splits or a TFDS builder,
+    which need a split chosen, an error saying how; anything else as it is."""
+    if isinstance(source, _loaded("datasets", "Dataset", "IterableDataset")):
+        return HuggingFace(source)
+    if isinstance(source, _loaded("datasets", "DatasetDict", "IterableDatasetDict")):
+        split = _a_split(source)
+        raise TypeError(
+            f"source is a datasets.{type(source).__name__} of splits {list(source)}: pick one, "
+            f"sources.HuggingFace(dataset, split={split!r}) or dataset[{split!r}]"
+        )
+    if isinstance(source, _loaded("tensorflow_datasets.core", "DatasetBuilder")):
+        split = _a_split(source.info.splits)
+        raise TypeError(
+            f"source is the TFDS builder of {source.info.full_name}: read a split with "
+            f"sources.TFDS(builder, split={split!r})"
+        )
+    return source
+
+
+def _a_split(splits: Mapping[str, Any]) -> str:
+    """A split to name in an example: ``train`` when there is one (or none is known)."""
+    return "train" if "train" in splits or not splits else next(iter(splits))
 
 
 def _is_paths(source: Any) -> bool:
