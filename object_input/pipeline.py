@@ -78,7 +78,9 @@ def make_dataset(
 
     Args:
       source: a path, glob, directory or list of them (format from ``format`` or the suffix), a
-        source object from :mod:`object_input.sources`, or a ``tf.data.Dataset`` of feature dicts.
+        source object from :mod:`object_input.sources`, a ``tf.data.Dataset`` of feature dicts,
+        or a Hugging Face ``datasets.Dataset`` / ``IterableDataset`` (read by
+        :class:`~object_input.sources.HuggingFace` with its defaults).
       config: a :class:`~object_input.config.PipelineConfig` (e.g. ``load_pipeline_config``): the
         values it sets replace the defaults; keywords given here replace both.
       format: the format of path sources when their suffix does not tell
@@ -187,7 +189,8 @@ class DatasetOptions:
         if self.source is None:
             raise ValueError(
                 "make_dataset needs a source: a path, glob, directory, list of them, a source "
-                "object from object_input.sources, or a tf.data.Dataset"
+                "object from object_input.sources (TFDS, HuggingFace, ...), a tf.data.Dataset or a "
+                "Hugging Face dataset"
             )
         for name in ("batch_size", "max_boxes", "num_epochs"):
             check_option(name, getattr(self, name))
