@@ -22,7 +22,7 @@ class FusedColorLayer(keras.layers.Layer):
     """The fused colour stage of ``augment`` on a batch, on whatever device the model runs.
 
     ``augment`` is the same step list given to ``make_dataset(..., color_stage="device")``; its
-    trailing brightness/contrast/hue/saturation steps run here. Call it on ``(images,
+    trailing brightness/contrast/hue/saturation/distort-colour steps run here. Call it on ``(images,
     color_parameters)``: the batch's ``image`` and ``color_parameters`` fields. Training (or
     ``training=None``) applies the stage, float32 out; ``training=False`` only casts the images to
     float32, as Keras's random augmentation layers pass images through at inference.
@@ -35,7 +35,7 @@ class FusedColorLayer(keras.layers.Layer):
         if stage is None:
             raise ValueError(
                 "FusedColorLayer: the augmentation does not end with a fusable colour step "
-                f"(brightness, contrast, hue or saturation), got {[*self.augment]}"
+                f"(brightness, contrast, hue, saturation or distort colour), got {[*self.augment]}"
             )
         self.stage = stage
 

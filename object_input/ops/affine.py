@@ -3,8 +3,8 @@
 Both steps sample a forward 3 × 3 matrix in pixel coordinates about the image centre and hand it
 to :class:`transform.Affine`, which resamples the image with ``ImageProjectiveTransformV3`` (same
 size out, ``fill_value`` where nothing maps; a matrix without rotation or shear samples the same
-points through ``crop_and_resize``, 2-3x faster), masks with nearest neighbour, moves keypoints (lost
-outside the image) and replaces each box by the clipped hull of its moved corners. With masks
+points through ``crop_and_resize``, 2-3x faster), masks with nearest neighbour, moves keypoints
+(lost outside the image) and replaces each box by the clipped hull of its moved corners. With masks
 present and ``boxes_from_masks``, a box becomes instead the tight box of its moved mask, which
 hugs the object where the hull of a rotated box grows.
 

@@ -28,6 +28,7 @@ import tensorflow as tf
 from object_input import fields
 from object_input.ops import core
 from object_input.ops.registry import (
+    FUSED_PARTS,
     ConfigError,
     in_range,
     non_negative,
@@ -282,6 +283,34 @@ def draw_distort_color(seed: Any) -> dict[str, tf.Tensor]:
     }
 
 
+# The single steps random_distort_color chains in each colour ordering, with the draw each takes.
+DISTORT_PARTS: dict[int, tuple[tuple[str, str], ...]] = {
+    0: (
+        ("random_adjust_brightness", "brightness_delta"),
+        ("random_adjust_saturation", "saturation_factor"),
+        ("random_adjust_hue", "hue_delta"),
+        ("random_adjust_contrast", "contrast_factor"),
+    ),
+    1: (
+        ("random_adjust_brightness", "brightness_delta"),
+        ("random_adjust_contrast", "contrast_factor"),
+        ("random_adjust_saturation", "saturation_factor"),
+        ("random_adjust_hue", "hue_delta"),
+    ),
+}
+
+
+def distort_parts(params: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    """The ``(single step, draw)`` chain of random_distort_color with ``params``."""
+    ordering = params.get("color_ordering", 0)
+    if ordering not in DISTORT_PARTS:
+        raise ConfigError(
+            f"step 'random_distort_color': parameter 'color_ordering' must be 0 or 1, "
+            f"got {ordering!r}"
+        )
+    return DISTORT_PARTS[ordering]
+
+
 def apply_distort_color(
     image: tf.Tensor,
     brightness_delta: Any,
@@ -294,19 +323,15 @@ def apply_distort_color(
 
     Each stage clips to [0, 255], as chaining the single steps does.
     """
-    image = apply_brightness(image, brightness_delta)
-    if color_ordering == 0:
-        image = apply_saturation(image, saturation_factor)
-        image = apply_hue(image, hue_delta)
-        return apply_contrast(image, contrast_factor)
-    if color_ordering == 1:
-        image = apply_contrast(image, contrast_factor)
-        image = apply_saturation(image, saturation_factor)
-        return apply_hue(image, hue_delta)
-    raise ConfigError(
-        f"step 'random_distort_color': parameter 'color_ordering' must be 0 or 1, "
-        f"got {color_ordering!r}"
-    )
+    drawn = {
+        "brightness_delta": brightness_delta,
+        "saturation_factor": saturation_factor,
+        "hue_delta": hue_delta,
+        "contrast_factor": contrast_factor,
+    }
+    for step, key in distort_parts({"color_ordering": color_ordering}):
+        image = COLOR_STEPS[step].apply(image, drawn[key])
+    return image
 
 
 # The table a fusing pipeline uses ---------------------------------------------------------------
@@ -323,6 +348,9 @@ class ColorStep:
     draw: Callable[..., dict[str, tf.Tensor]]
     apply: Callable[..., tf.Tensor]
     static: tuple[str, ...] = ()
+    #: for a step that chains single colour steps: its ``(single step, draw)`` chain for given
+    #: config parameters, which the fused stage runs part by part.
+    parts: Callable[[Mapping[str, Any]], tuple[tuple[str, str], ...]] | None = None
 
     def sample(self, seed: Any, params: Mapping[str, Any]) -> dict[str, tf.Tensor]:
         """Draw the random parameters of one image from its step seed and config ``params``."""
@@ -341,7 +369,7 @@ COLOR_STEPS: dict[str, ColorStep] = {
     "random_adjust_hue": ColorStep(draw_delta, apply_hue),
     "random_adjust_saturation": ColorStep(draw_factor, apply_saturation),
     "random_distort_color": ColorStep(
-        draw_distort_color, apply_distort_color, static=("color_ordering",)
+        draw_distort_color, apply_distort_color, static=("color_ordering",), parts=distort_parts
     ),
     "random_rgb_to_gray": ColorStep(draw_grayscale, apply_grayscale),
     "adjust_gamma": ColorStep(draw_gamma, apply_gamma),
@@ -410,7 +438,7 @@ def _ordering_check(value: int) -> str | None:
     return None if value in (0, 1) else "must be 0 or 1"
 
 
-@register_step(kind="color", checks={"color_ordering": _ordering_check})
+@register_step(kind="color", checks={"color_ordering": _ordering_check}, fused=FUSED_PARTS)
 def random_distort_color(
     features: core.Features, *, seed=None, color_ordering: int = 0
 ) -> core.Features:

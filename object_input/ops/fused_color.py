@@ -1,5 +1,7 @@
 """The fused colour stage: brightness, contrast, hue and saturation compiled together with XLA.
 
+``random_distort_color`` runs here too, as the four steps it chains in its colour ordering.
+
 A run of those steps at the end of an augmentation can leave the per-example map and run on the
 static-shape batch after the resize, as ``tf.function(jit_compile=True)``: XLA fuses the steps
 into one pass over the pixels (after one read for each contrast step's means). The stage is
@@ -71,10 +73,26 @@ class FusedColor:
         """The step names, in order."""
         return tuple(name for _, name, _ in self.steps)
 
+    @staticmethod
+    def _parts(name: str, params: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+        """``(single step, key of its draw)`` the stage runs for step ``name``: the step itself,
+        or the steps it chains (``register_step``'s ``fused``)."""
+        fused = registry.get_step(name).fused
+        if fused == registry.FUSED_PARTS:
+            return COLOR_STEPS[name].parts(params)
+        return ((name, fused),)
+
+    @property
+    def singles(self) -> tuple[str, ...]:
+        """The single steps the stage runs, in order (a chaining step's parts in its place)."""
+        return tuple(
+            single for _, name, params in self.steps for single, _ in self._parts(name, params)
+        )
+
     @property
     def num_parameters(self) -> int:
         """Length of the per-image parameter vector."""
-        return len(self.steps)
+        return len(self.singles)
 
     def draw(self, seed: Any) -> tf.Tensor:
         """Float32 ``[P]``: one image's parameters, from its example seed (as Augmentation draws).
@@ -85,7 +103,7 @@ class FusedColor:
         for index, name, params in self.steps:
             step_seed = None if seed is None else core.fold_seed(seed, index)
             drawn = COLOR_STEPS[name].sample(step_seed, params)
-            values.append(tf.cast(drawn[registry.get_step(name).fused], tf.float32))
+            values.extend(tf.cast(drawn[key], tf.float32) for _, key in self._parts(name, params))
         return tf.stack(values)
 
     def __call__(
@@ -100,7 +118,7 @@ class FusedColor:
             raise ValueError(
                 f"the fused colour stage takes RGB batches [B, H, W, 3], got shape {images.shape}"
             )
-        colour = _compiled(self.names)(images, tf.cast(parameters, tf.float32))
+        colour = _compiled(self.singles)(images, tf.cast(parameters, tf.float32))
         dtype = tf.as_dtype(dtype)
         if dtype.is_integer:
             # Rounding and saturating take three of TensorFlow's passes over the batch and one

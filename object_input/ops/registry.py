@@ -122,6 +122,9 @@ def _expand(names: Sequence[str]) -> tuple[str, ...]:
 
 _STEPS: dict[str, StepSpec] = {}
 
+#: ``fused`` of a colour step that the fused stage runs as the single steps it chains.
+FUSED_PARTS = "<its parts>"
+
 KINDS = ("color", "geometry", "label", "image")
 # How a step runs before its image is decoded (object_input.ops.deferred): "view" only moves the
 # window to decode, "crop" narrows it (a deferred decode pays off only for a crop).
@@ -161,7 +164,9 @@ def register_step(
     - ``deferral``: the step may run on an image not yet decoded (a prefix of such steps runs
       before decoding): ``"view"`` moves the window to decode, ``"crop"`` narrows it.
     - ``fused``: the fused colour stage (:mod:`object_input.ops.fused_color`, which holds the
-      compiled form of each step it runs) takes the step, and this parameter of its draw.
+      compiled form of each step it runs) takes the step, and this parameter of its draw;
+      :data:`FUSED_PARTS` for a step that chains such steps (``random_distort_color``), which
+      the stage runs as the parts its colour table lists (``ColorStep.parts``).
     - ``output_size``: the step's parameter that makes it output a ``(height, width)`` image
       directly; a pipeline's resize right after the step passes its size there instead of
       resizing (the step then resamples once, e.g. a warp with the resize's scale in its matrix).

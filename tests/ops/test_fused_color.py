@@ -70,6 +70,26 @@ def test_wide_parameters_and_repeated_steps_match():
     np.testing.assert_allclose(fused, exact, atol=TOLERANCE)
 
 
+@pytest.mark.parametrize("ordering", [0, 1])
+def test_distort_color_runs_fused_as_the_steps_it_chains(ordering):
+    steps = [
+        "random_horizontal_flip",
+        ("random_distort_color", {"color_ordering": ordering}),
+        "random_adjust_hue",
+    ]
+    start, stage = FusedColor.split(steps)
+    assert start == 1 and stage.names == ("random_distort_color", "random_adjust_hue")
+    chain = {
+        0: ["brightness", "saturation", "hue", "contrast"],
+        1: ["brightness", "contrast", "saturation", "hue"],
+    }[ordering]
+    assert stage.singles == (*(f"random_adjust_{s}" for s in chain), "random_adjust_hue")
+    assert stage.draw(tf.constant([1, 2])).shape == (5,)
+    images = make_batch(11, size=5)
+    exact, fused = exact_and_fused(steps, images, [tf.constant([7, i]) for i in range(5)])
+    np.testing.assert_allclose(fused, exact, atol=TOLERANCE)
+
+
 def test_uint8_images_and_leading_geometry():
     steps = ["random_horizontal_flip", *STANDARD_COLOUR]
     images = make_batch(5).round().astype(np.uint8)
