@@ -15,7 +15,7 @@ import tensorflow as tf
 from object_input import boxes as box_formats
 from object_input import errors, fields
 from object_input.annotation_checks import check_boxes, check_class_count, check_class_ids
-from object_input.decoders.tf_example import PLACEHOLDER_PNG
+from object_input.decoders.tf_example import PLACEHOLDER_PNG, looks_like_image
 from object_input.ops import deferred
 from object_input.sources.base import ReadContext, Source
 from object_input.sources.dataset import stand_in_shape
@@ -461,8 +461,11 @@ class TFDS(Source):
         values = dict(payload)
         features: dict[str, tf.Tensor] = {fields.RECORD_ID: record_id}
         size = None
+        is_image = None
         if fields.IMAGE in values:
             encoded = values.pop(fields.IMAGE)
+            if self.fields[fields.IMAGE] in self.encoded:
+                is_image = looks_like_image(encoded)
             if defer_image:
                 size = self._header_size(encoded)
                 features[fields.ENCODED_IMAGE] = encoded
@@ -476,7 +479,7 @@ class TFDS(Source):
             features[name] = self._convert(name, value, size)
         if fields.BOXES in features and fields.CLASSES not in features:
             features[fields.CLASSES] = tf.ones(tf.shape(features[fields.BOXES])[:1], tf.int32)
-        checks = self._checks(features)
+        checks = self._checks(features, is_image)
         if not checks.items:
             return _build(features)
         stand_in = {
@@ -496,9 +499,16 @@ class TFDS(Source):
         leaf = self.leaves[self.fields[name]]
         if leaf.path not in self.encoded:
             return value
-        channels = int(leaf.connector.shape[-1])
-        image = tf.io.decode_image(value, channels=channels, expand_animations=False)
-        return tf.ensure_shape(image, leaf.connector.shape)
+        shape = leaf.connector.shape
+        # Bytes that are no image are flagged (see _checks); their stand-in decodes to zeros.
+        return tf.ensure_shape(
+            tf.cond(
+                looks_like_image(value),
+                lambda: tf.io.decode_image(value, channels=shape[-1], expand_animations=False),
+                lambda: tf.zeros([1 if d is None else d for d in shape], tf.uint8),
+            ),
+            shape,
+        )
 
     def _header_size(self, encoded: tf.Tensor) -> tf.Tensor:
         """(height, width) of an encoded image: the feature's own when fixed (mnist, cifar),
@@ -535,9 +545,18 @@ class TFDS(Source):
             value += 1
         return value
 
-    def _checks(self, features: dict[str, tf.Tensor]) -> errors.RecordChecks:
-        """The checks of :class:`~object_input.sources.Dataset`, naming the TFDS features."""
+    def _checks(
+        self, features: dict[str, tf.Tensor], is_image: tf.Tensor | None = None
+    ) -> errors.RecordChecks:
+        """The checks of :class:`~object_input.sources.Dataset`, naming the TFDS features, and
+        whether encoded image bytes (``is_image``) look like an image."""
         checks = errors.RecordChecks(features[fields.RECORD_ID], features.get(fields.SOURCE_ID))
+        if is_image is not None:
+            checks.add(
+                is_image,
+                "not_an_image",
+                f"feature {self.fields[fields.IMAGE]} is not a JPEG, PNG, GIF or BMP image",
+            )
         boxes = features.get(fields.BOXES)
         if boxes is None:
             return checks
