@@ -6,7 +6,10 @@ different lengths, which its encoder then rejects); exact values come from small
 prepared in a temporary folder.
 """
 
+import io
+
 import numpy as np
+import PIL.Image
 import pytest
 import tensorflow as tf
 from tfds_builders import EXAMPLES, TinyDetection, pixels, prepare
@@ -279,6 +282,26 @@ def test_deferred_decoding_changes_nothing_but_speed(prepared):
         assert a.keys() == b.keys()
         for key in a:
             np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+
+
+@pytest.mark.parametrize("kind", ["jpeg", "png", "gif", "bmp"])
+def test_a_deferred_image_takes_its_size_from_its_header_or_its_pixels(prepared, kind):
+    # A JPEG's or PNG's size is read from its header (no decode), a GIF's or BMP's by decoding.
+    image = pixels(5, 7, 9)
+    written = io.BytesIO()
+    PIL.Image.fromarray(image).save(written, format=kind.upper())
+    encoded = tf.constant(written.getvalue())
+    source = TFDS(prepared["jpeg"], split="train")
+    payload = {
+        fields.IMAGE: encoded,
+        fields.BOXES: tf.constant([[0.1, 0.1, 0.5, 0.5]]),
+        fields.CLASSES: tf.constant([0], tf.int64),
+        fields.IS_CROWD: tf.constant([False]),
+        fields.SOURCE_ID: tf.constant(1, tf.int64),
+    }
+    out = source.decode(tf.constant("tiny:1"), payload, defer_image=True)
+    assert out[fields.IMAGE_SHAPE].numpy().tolist() == [7, 9]
+    assert out[fields.ENCODED_IMAGE].numpy() == encoded.numpy()
 
 
 def test_keras_detection_layout(prepared):

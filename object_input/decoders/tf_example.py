@@ -336,7 +336,7 @@ class ExampleDecoder:
         is_jpeg, is_png = magic[0], magic[1]
         # Header reads without a branch per format: a stand-in where the format differs.
         jpeg_size = tf.io.extract_jpeg_shape(tf.where(is_jpeg, encoded, _TINY_JPEG))[:2]
-        size = tf.where(is_raw, raw_size, tf.where(is_png, _png_size(encoded), jpeg_size))
+        size = tf.where(is_raw, raw_size, tf.where(is_png, png_size(encoded), jpeg_size))
         # GIF and BMP: their decoder tells (a rare format, one branch).
         return tf.cond(
             tf.reduce_any(magic) & ~(is_raw | is_jpeg | is_png),
@@ -456,7 +456,7 @@ class ExampleDecoder:
                 expected,
             )
             return
-        mask_sizes = tf.map_fn(_png_size, raw, fn_output_signature=tf.TensorSpec([2], tf.int32))
+        mask_sizes = tf.map_fn(png_size, raw, fn_output_signature=tf.TensorSpec([2], tf.int32))
         check_masks(checks, schema.MASK, "PNGs", tf.size(raw), num, mask_sizes, size)
 
     def _build(
@@ -640,7 +640,7 @@ class ExampleDecoder:
         return tf.cast(labels, tf.int32)
 
 
-def _png_size(encoded: tf.Tensor) -> tf.Tensor:
+def png_size(encoded: tf.Tensor) -> tf.Tensor:
     """(height, width) from a PNG's IHDR chunk; (-1, -1) when ``encoded`` is not a PNG."""
     # IHDR: width then height, 4 big-endian bytes each, from byte 16. Padded so that short or
     # foreign bytes still give 8 digits.

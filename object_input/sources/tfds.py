@@ -15,7 +15,7 @@ import tensorflow as tf
 from object_input import boxes as box_formats
 from object_input import errors, fields
 from object_input.annotation_checks import check_boxes, check_class_count, check_class_ids
-from object_input.decoders.tf_example import PLACEHOLDER_PNG, looks_like_image
+from object_input.decoders.tf_example import PLACEHOLDER_PNG, looks_like_image, png_size
 from object_input.ops import deferred
 from object_input.sources.base import ReadContext, Source
 from object_input.sources.dataset import stand_in_shape
@@ -512,15 +512,18 @@ class TFDS(Source):
 
     def _header_size(self, encoded: tf.Tensor) -> tf.Tensor:
         """(height, width) of an encoded image: the feature's own when fixed (mnist, cifar),
-        else from a JPEG's header, else by decoding it."""
+        else from a JPEG's or PNG's header, else by decoding it (GIF, BMP)."""
         height, width = self.leaves[self.fields[fields.IMAGE]].connector.shape[:2]
         if height is not None and width is not None:
             return tf.constant([height, width], tf.int32)
         is_jpeg = tf.equal(tf.strings.substr(encoded, 0, 3), b"\xff\xd8\xff")
-        return tf.cond(
-            is_jpeg,
-            lambda: tf.io.extract_jpeg_shape(encoded)[:2],
-            lambda: tf.shape(self._image(fields.IMAGE, encoded))[:2],
+        from_png = png_size(encoded)
+        return tf.case(
+            [
+                (is_jpeg, lambda: tf.io.extract_jpeg_shape(encoded)[:2]),
+                (from_png[0] >= 0, lambda: from_png),
+            ],
+            default=lambda: tf.shape(self._image(fields.IMAGE, encoded))[:2],
         )
 
     def _convert(self, name: str, value: tf.Tensor, size: tf.Tensor | None) -> tf.Tensor:
