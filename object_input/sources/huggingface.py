@@ -773,10 +773,11 @@ def _image_arrays(column: Any) -> tuple[np.ndarray, np.ndarray]:
         data, path = column, pa.nulls(len(column), pa.string())
     else:
         data, path = pa.nulls(len(column), pa.binary()), column
-    as_array = lambda a, empty: pc.fill_null(a, empty).to_numpy(zero_copy_only=False)  # noqa: E731
-    return as_array(data, b"").astype(object), as_array(pc.cast(path, pa.string()), "").astype(
-        object
-    )
+
+    def filled(array: Any, empty: Any) -> np.ndarray:
+        return pc.fill_null(array, empty).to_numpy(zero_copy_only=False).astype(object)
+
+    return filled(data, b""), filled(pc.cast(path, pa.string()), "")
 
 
 def _area(boxes: tf.Tensor) -> tf.Tensor:
