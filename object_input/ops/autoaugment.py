@@ -129,20 +129,10 @@ def _pixel_region(box: tf.Tensor, height: tf.Tensor, width: tf.Tensor) -> Region
     return start[0], end[0], start[1], end[1]
 
 
-def _region_mask(height: tf.Tensor, width: tf.Tensor, region: Region) -> tf.Tensor:
-    y0, y1, x0, x1 = region
-    rows = tf.range(height)[:, tf.newaxis, tf.newaxis]
-    cols = tf.range(width)[tf.newaxis, :, tf.newaxis]
-    return (rows >= y0) & (rows < y1) & (cols >= x0) & (cols < x1)
-
-
 def _paste(full: tf.Tensor, patch: tf.Tensor, region: Region) -> tf.Tensor:
     """``full`` ``[H, W, C]`` with ``patch`` written into ``region``."""
-    y0, y1, x0, x1 = region
-    height, width = tf.shape(full)[0], tf.shape(full)[1]
-    padded = tf.pad(patch, [[y0, height - y1], [x0, width - x1], [0, 0]])
-    pasted = tf.where(_region_mask(height, width, region), padded, full)
-    return tf.ensure_shape(pasted, full.shape)
+    y0, _, x0, _ = region
+    return tf.ensure_shape(core.fill_rectangle(full, patch, tf.stack([y0, x0])), full.shape)
 
 
 def _cutout(colour: tf.Tensor, pad_size: Any, seed: tf.Tensor) -> tf.Tensor:
@@ -152,8 +142,7 @@ def _cutout(colour: tf.Tensor, pad_size: Any, seed: tf.Tensor) -> tf.Tensor:
     center_y = core.uniform_int(y_seed, 0, height)
     center_x = core.uniform_int(x_seed, 0, width)
     half = tf.cast(pad_size, tf.int32)
-    mask = ops.square_mask(height, width, center_y, center_x, (half, half))
-    return ops.fill_where(colour, mask, FILL_VALUE)
+    return ops.fill_square(colour, center_y, center_x, (half, half), FILL_VALUE)
 
 
 # Geometry on the whole feature dict -------------------------------------------------------------
@@ -214,14 +203,11 @@ def _bbox_cutout(features: core.Features, pad_fraction: Any, seed: tf.Tensor) ->
         y0, y1, x0, x1 = _pixel_region(box, height, width)
         box_size = tf.cast(tf.stack([y1 - y0, x1 - x0]), tf.float32)
         half = tf.cast(tf.floor(pad_fraction * box_size / 2.0), tf.int32)
-        mask = ops.square_mask(
-            height,
-            width,
-            core.uniform_int(y_seed, y0, y1),
-            core.uniform_int(x_seed, x0, x1),
-            (half[0], half[1]),
+        center_y = core.uniform_int(y_seed, y0, y1)
+        center_x = core.uniform_int(x_seed, x0, x1)
+        return _colour(
+            image, lambda c: ops.fill_square(c, center_y, center_x, (half[0], half[1]), FILL_VALUE)
         )
-        return _colour(image, lambda c: ops.fill_where(c, mask, FILL_VALUE))
 
     out = dict(features)
     out[fields.IMAGE] = tf.cond(tf.shape(boxes)[0] > 0, cut, lambda: image)

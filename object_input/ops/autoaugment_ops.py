@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from object_input.ops import core
+
 # The geometric primitives live with the transforms; AutoAugment's op table names them from here.
 from object_input.ops.transform import (  # noqa: F401
     affine_matrix,
@@ -175,21 +177,17 @@ def equalize(image: tf.Tensor) -> tf.Tensor:
     )
 
 
-def square_mask(height, width, center_y, center_x, half_size) -> tf.Tensor:
-    """``[H, W, 1]`` bool mask of rows ``[cy − s, cy + s)`` × cols ``[cx − s, cx + s)``."""
-    rows = tf.range(height)[:, tf.newaxis, tf.newaxis]
-    cols = tf.range(width)[tf.newaxis, :, tf.newaxis]
-    return (
-        (rows >= center_y - half_size[0])
-        & (rows < center_y + half_size[0])
-        & (cols >= center_x - half_size[1])
-        & (cols < center_x + half_size[1])
-    )
-
-
-def fill_where(image: tf.Tensor, mask: tf.Tensor, value: float = 128.0) -> tf.Tensor:
-    """``image`` with ``value`` wherever the broadcastable bool ``mask`` is True."""
-    return tf.where(mask, tf.constant(value, image.dtype), image)
+def fill_square(image: tf.Tensor, center_y, center_x, half_size, value: float = 128.0) -> tf.Tensor:
+    """``image`` ``[H, W, C]`` with ``value`` in rows ``[cy − s, cy + s)`` × columns
+    ``[cx − s, cx + s)`` (``half_size`` = (s for rows, s for columns)), clipped to the image."""
+    height, width = tf.shape(image)[0], tf.shape(image)[1]
+    top = tf.clip_by_value(center_y - half_size[0], 0, height)
+    bottom = tf.clip_by_value(center_y + half_size[0], top, height)
+    left = tf.clip_by_value(center_x - half_size[1], 0, width)
+    right = tf.clip_by_value(center_x + half_size[1], left, width)
+    patch = tf.fill(tf.stack([bottom - top, right - left, tf.shape(image)[2]]), value)
+    filled = core.fill_rectangle(image, tf.cast(patch, image.dtype), tf.stack([top, left]))
+    return tf.ensure_shape(filled, image.shape)
 
 
 def shear_x_matrix(shear) -> tf.Tensor:

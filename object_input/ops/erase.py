@@ -69,19 +69,6 @@ def hidden_boxes(boxes: tf.Tensor, height, width, corners, extents) -> tf.Tensor
     return tf.reduce_all(covering > 0.0, axis=[1, 2])
 
 
-def fill_rectangle(image: tf.Tensor, patch: tf.Tensor, corner: tf.Tensor) -> tf.Tensor:
-    """``image`` with the ``[h, w, C]`` ``patch`` written at ``corner`` (row, column).
-
-    Written by slicing and concatenating, one copy of the image: a masked select over every
-    pixel costs several times more on the CPU.
-    """
-    top, left = corner[0], corner[1]
-    bottom, right = top + tf.shape(patch)[0], left + tf.shape(patch)[1]
-    band = image[top:bottom]
-    band = tf.concat([band[:, :left], patch, band[:, right:]], axis=1)
-    return tf.concat([image[:top], band, image[bottom:]], axis=0)
-
-
 @register_step(
     reads=(fields.IMAGE, fields.NUM_DROPPED_BOXES, PER_BOX),
     writes=(fields.IMAGE, fields.NUM_DROPPED_BOXES, PER_BOX),
@@ -138,7 +125,7 @@ def random_cutout(
             else:
                 shape = tf.concat([extents[index], tf.shape(image)[2:]], 0)
                 patch = core.like(tf.fill(shape, float(fill_value)), image.dtype)
-            erased = fill_rectangle(erased, patch, corners[index])
+            erased = core.fill_rectangle(erased, patch, corners[index])
         return erased
 
     out = dict(features)

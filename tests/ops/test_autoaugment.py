@@ -114,9 +114,16 @@ def test_sharpness_smooths_interior_only():
     np.testing.assert_allclose(sharper, np.clip(2 * image[..., 0] - smooth, 0, 255), atol=1e-4)
 
 
-def test_square_mask_counts():
-    assert int(tf.reduce_sum(tf.cast(ops.square_mask(10, 12, 5, 6, (2, 3)), tf.int32))) == 24
-    assert int(tf.reduce_sum(tf.cast(ops.square_mask(10, 12, 0, 0, (2, 2)), tf.int32))) == 4
+def test_fill_square_writes_the_square_clipped_to_the_image():
+    image = np.ones([10, 12, 2], np.float32)
+    out = ops.fill_square(_f(image), 5, 6, (2, 3), 128.0).numpy()
+    expected = image.copy()
+    expected[3:7, 3:9] = 128.0
+    np.testing.assert_array_equal(out, expected)
+    corner = ops.fill_square(tf.constant(image.astype(np.uint8)), 0, 0, (2, 2), 128.0).numpy()
+    assert corner.dtype == np.uint8
+    assert (corner[:2, :2] == 128).all() and int((corner == 128).sum()) == 4 * 2
+    assert (ops.fill_square(_f(image), 5, 6, (0, 0), 128.0).numpy() == image).all()
 
 
 def test_warp_translate_exact():

@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 
 from object_input import fields
 from object_input.ops import ConfigError, get_step, random_cutout
-from object_input.ops.erase import fill_rectangle, hidden_boxes
+from object_input.ops.core import fill_rectangle
+from object_input.ops.erase import hidden_boxes
 
 
 def _features():

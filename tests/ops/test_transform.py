@@ -124,19 +124,49 @@ def test_identity_affine_is_the_identity(height, width):
         np.testing.assert_allclose(out[name], value, atol=1e-6, err_msg=name)
 
 
-def _projective(image, matrix, fill, size):
-    """The warp by TensorFlow's projective kernel alone, as in ``transform.warp``."""
+def _projective(image, matrix, fill, size, interpolation="BILINEAR"):
+    """The warp by TensorFlow's projective kernel alone, as in ``transform.warp``; ``image``
+    ``[H, W, C]``, or a batch ``[N, H, W, C]`` warped and returned whole."""
     to_index = transform.translate_matrix(-0.5, -0.5)
     inverse = to_index @ tf.linalg.inv(matrix) @ tf.linalg.inv(to_index)
     params = tf.reshape(inverse / inverse[2, 2], [-1])[:8][tf.newaxis]
-    return tf.raw_ops.ImageProjectiveTransformV3(
-        images=image[tf.newaxis],
+    warped = tf.raw_ops.ImageProjectiveTransformV3(
+        images=image if image.shape.rank == 4 else image[tf.newaxis],
         transforms=params,
         output_shape=size,
         fill_value=fill,
-        interpolation="BILINEAR",
+        interpolation=interpolation,
         fill_mode="CONSTANT",
-    )[0]
+    )
+    return warped if image.shape.rank == 4 else warped[0]
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    height=st.integers(1, 9),
+    width=st.integers(1, 9),
+    shift=st.tuples(st.integers(-12, 12), st.integers(-12, 12)),
+    fraction=st.sampled_from([0.0, 0.5, 0.3]),
+    channels=st.sampled_from([1, 3]),
+    dtype=st.sampled_from([tf.uint8, tf.float32]),
+    fill=st.sampled_from([0.0, 128.0]),
+)
+def test_a_nearest_warp_by_a_shift_moves_pixels_as_the_kernel(
+    height, width, shift, fraction, channels, dtype, fill
+):
+    # Whole-pixel shifts take a window of the raster instead of the kernel: the same pixels,
+    # fill and dtype, for images and for mask stacks; fractional shifts still run the kernel.
+    rng = np.random.default_rng(height * 100 + width)
+    image = tf.cast(rng.integers(1, 255, (height, width, channels)), dtype)
+    matrix = transform.translate_matrix(shift[0] + fraction, shift[1])
+    got = transform.warp(image, matrix, fill)
+    want = _projective(image, matrix, fill, (height, width), "NEAREST")
+    assert got.dtype == dtype and got.shape == image.shape
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+    masks = tf.constant(rng.integers(0, 2, (2, height, width)), tf.uint8)
+    got_masks = transform.warp(masks, matrix, 0.0, y_axis=1)
+    want_masks = _projective(masks[..., tf.newaxis], matrix, 0.0, (height, width), "NEAREST")
+    np.testing.assert_array_equal(got_masks.numpy(), want_masks.numpy()[..., 0])
 
 
 @settings(max_examples=25, deadline=None)
