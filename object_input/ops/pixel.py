@@ -252,15 +252,14 @@ def random_patch_gaussian(
 
     def patch() -> tf.Tensor:
         # Only the patch's rectangle gets noise, stitched back in: a broadcasting whole-image
-        # select is several times slower than slices and concatenations. The noise is drawn
-        # for the rows down to the patch's last one only; stateless draws come in flat index
-        # order, so each value is the one a whole-image draw would give the same pixel.
+        # select is several times slower than slices and concatenations, and normal draws
+        # for the whole image (or the rows down to the patch) cost more than the rest.
         y0, y1 = tf.clip_by_value(top, 0, height), tf.clip_by_value(top + size, 0, height)
         x0, x1 = tf.clip_by_value(left, 0, width), tf.clip_by_value(left + size, 0, width)
-        rows = tf.concat([[y1], tf.shape(colour)[1:]], 0)
-        noise = tf.random.stateless_normal(rows, noise_seed, stddev=255.0 * stddev)
+        extent = tf.concat([[y1 - y0, x1 - x0], tf.shape(colour)[2:]], 0)
+        noise = tf.random.stateless_normal(extent, noise_seed, stddev=255.0 * stddev)
         band = colour[y0:y1]
-        noisy = band[:, x0:x1] + noise[y0:y1, x0:x1]
+        noisy = band[:, x0:x1] + noise
         band = tf.concat([band[:, :x0], noisy, band[:, x1:]], axis=1)
         stitched = tf.concat([colour[:y0], band, colour[y1:]], axis=0)
         return tf.clip_by_value(stitched, 0.0, 255.0)

@@ -133,7 +133,15 @@ def test_random_rgb_to_gray_rate():
 def test_random_rgb_to_gray_forced():
     image = make_image(5)
     expected = tf.image.grayscale_to_rgb(tf.image.rgb_to_grayscale(image)).numpy()
-    np.testing.assert_allclose(run_step("random_rgb_to_gray", image, probability=1.0), expected)
+    gray = run_step("random_rgb_to_gray", image, probability=1.0).numpy()
+    np.testing.assert_allclose(gray, expected, atol=TOLERANCE)
+    # The same luma in every channel, bit for bit: a gray pixel has no hue.
+    for shown in (
+        gray,
+        run_step("random_rgb_to_gray", make_image(6, (61, 83, 3)), probability=1.0),
+    ):
+        shown = np.asarray(shown)
+        np.testing.assert_array_equal(shown[..., 1:], np.repeat(shown[..., :1], 2, axis=-1))
     np.testing.assert_array_equal(run_step("random_rgb_to_gray", image, probability=0.0), image)
 
 
