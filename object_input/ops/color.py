@@ -47,8 +47,11 @@ _DISTORT_HUE_DELTA = 0.2
 _DISTORT_CONTRAST = (0.5, 1.5)
 
 
-def split_channels(image: tf.Tensor, step: str) -> tuple[tf.Tensor, tf.Tensor]:
-    """``(colour, rest)`` of a float32 ``[..., C]`` image: 3 colour channels, or 1 if C < 3.
+def split_channels(
+    image: tf.Tensor, step: str, keep_dtype: bool = False
+) -> tuple[tf.Tensor, tf.Tensor]:
+    """``(colour, rest)`` of a ``[..., C]`` image, float32 unless ``keep_dtype``: 3 colour
+    channels, or 1 if C < 3.
 
     Raises ValueError when the channel count is unknown at trace time.
     """
@@ -59,7 +62,10 @@ def split_channels(image: tf.Tensor, step: str) -> tuple[tf.Tensor, tf.Tensor]:
             "(decode images with a fixed number of channels)"
         )
     split = 3 if channels >= 3 else 1
-    image = core.to_float(image)
+    if not keep_dtype:
+        image = core.to_float(image)
+    if channels == split:
+        return image, image[..., split:]
     return image[..., :split], image[..., split:]
 
 

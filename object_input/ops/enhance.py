@@ -25,22 +25,45 @@ def _maybe(
     seed,
     probability: float,
     change: Callable[[tf.Tensor, tf.Tensor], tf.Tensor],
+    keep_dtype: bool = False,
 ) -> core.Features:
-    """``change(float image, seed)`` with ``probability``; the image is float32 either way."""
+    """``change(image, seed)`` with ``probability``; the image is float32 either way.
+
+    ``change`` gets the image as float32, or in its own dtype when ``keep_dtype`` (it then
+    returns float32 itself)."""
     gate_seed, draw_seed = core.split_seed(seed, 2)
-    image = core.to_float(features[fields.IMAGE])
+    image = features[fields.IMAGE]
+    if not keep_dtype:
+        image = core.to_float(image)
     out = dict(features)
     out[fields.IMAGE] = tf.cond(
         core.bernoulli(gate_seed, probability),
         lambda: tf.ensure_shape(change(image, draw_seed), image.shape),
-        lambda: image,
+        lambda: core.to_float(image),
     )
     return out
 
 
-def _on_colour(image: tf.Tensor, step: str, fn: Callable[[tf.Tensor], tf.Tensor]) -> tf.Tensor:
-    colour, rest = split_channels(image, step)
+def _on_colour(
+    image: tf.Tensor, step: str, fn: Callable[[tf.Tensor], tf.Tensor], keep_dtype: bool = False
+) -> tf.Tensor:
+    colour, rest = split_channels(image, step, keep_dtype)
     return merge_channels(fn(colour), rest)
+
+
+def _on_levels(
+    image: tf.Tensor,
+    step: str,
+    on_bytes: Callable[[tf.Tensor], tf.Tensor],
+    on_floats: Callable[[tf.Tensor], tf.Tensor],
+) -> tf.Tensor:
+    """``on_bytes`` on the colour of a uint8 image, else ``on_floats``; float32 out.
+
+    On uint8 the level ops are one integer pass before the cast to float, where on floats
+    they take several float passes after it."""
+    if image.dtype == tf.uint8:
+        return core.to_float(_on_colour(image, step, on_bytes, keep_dtype=True))
+    return _on_colour(image, step, on_floats)
 
 
 def _inside_weight(weights: tf.Tensor, length) -> tf.Tensor:
@@ -181,9 +204,16 @@ def random_posterize(
 
     def posterize(image: tf.Tensor, draw_seed: tf.Tensor) -> tf.Tensor:
         bits = core.uniform_int(draw_seed, bits_range[0], bits_range[1] + 1)
-        return _on_colour(image, "random_posterize", lambda c: autoaugment_ops.posterize(c, bits))
+        # The top bits of a byte: the level rounded down to a multiple of 2 ** (8 - bits).
+        top_bits = tf.cast(256 - tf.bitwise.left_shift(1, 8 - bits), tf.uint8)
+        return _on_levels(
+            image,
+            "random_posterize",
+            lambda c: tf.bitwise.bitwise_and(c, top_bits),
+            lambda c: autoaugment_ops.posterize(c, bits),
+        )
 
-    return _maybe(features, seed, probability, posterize)
+    return _maybe(features, seed, probability, posterize, keep_dtype=True)
 
 
 @register_step(
@@ -203,8 +233,19 @@ def random_solarize(
 
     def solarize(image: tf.Tensor, draw_seed: tf.Tensor) -> tf.Tensor:
         threshold = core.uniform(draw_seed, threshold_range[0], threshold_range[1])
-        return _on_colour(
-            image, "random_solarize", lambda c: autoaugment_ops.solarize(c, threshold)
+        # A level is below the threshold when it is below its ceiling; 256 keeps every level.
+        ceiling = tf.cast(tf.math.ceil(threshold), tf.int32)
+
+        def on_bytes(c: tf.Tensor) -> tf.Tensor:
+            below = tf.cast(tf.minimum(ceiling, 255), tf.uint8)
+            inverted = autoaugment_ops.select(c < below, c, 255 - c)
+            return tf.cond(ceiling > 255, lambda: c, lambda: inverted)
+
+        return _on_levels(
+            image,
+            "random_solarize",
+            on_bytes,
+            lambda c: autoaugment_ops.solarize(c, threshold),
         )
 
-    return _maybe(features, seed, probability, solarize)
+    return _maybe(features, seed, probability, solarize, keep_dtype=True)

@@ -103,6 +103,28 @@ def test_solarize_exact():
     np.testing.assert_array_equal(out, [[[0, 99, 155], [154, 0, 50]]])
 
 
+@pytest.mark.parametrize("channels", [1, 3, 4])
+@pytest.mark.parametrize(
+    ("op", "params"),
+    [(random_posterize, {"bits_range": (b, b)}) for b in range(1, 9)]
+    + [
+        (random_solarize, {"threshold_range": (t, t)})
+        for t in (0.0, 0.5, 1.0, 127.5, 128.0, 254.2, 255.0, 255.5, 256.0)
+    ],
+)
+def test_posterize_and_solarize_on_bytes_equal_the_float_values(op, params, channels):
+    # uint8 images take an integer path; it must give the float path's values exactly.
+    image = _image((9, 11, channels), seed=channels)
+    image[0, 0] = 0
+    image[0, 1] = 255
+    on_bytes = _run(op, image, probability=1.0, **params)
+    on_floats = _run(op, image.astype(np.float32), probability=1.0, **params)
+    assert on_bytes.dtype == np.float32
+    np.testing.assert_array_equal(on_bytes, on_floats)
+    if channels == 4:
+        np.testing.assert_array_equal(on_bytes[..., 3], image[..., 3])  # alpha passes through
+
+
 @pytest.mark.parametrize(
     ("op", "params"),
     [
