@@ -22,10 +22,10 @@ class FusedColorLayer(keras.layers.Layer):
     """The fused colour stage of ``augment`` on a batch, on whatever device the model runs.
 
     ``augment`` is the same step list given to ``make_dataset(..., color_stage="device")``; its
-    trailing brightness/contrast/hue/saturation/distort-colour steps run here. Call it on ``(images,
-    color_parameters)``: the batch's ``image`` and ``color_parameters`` fields. Training (or
-    ``training=None``) applies the stage, float32 out; ``training=False`` only casts the images to
-    float32, as Keras's random augmentation layers pass images through at inference.
+    trailing brightness/contrast/hue/saturation/distort-colour/grayscale steps run here. Call it
+    on ``(images, color_parameters)``: the batch's ``image`` and ``color_parameters`` fields.
+    Training (or ``training=None``) applies the stage, float32 out; ``training=False`` only casts
+    the images to float32, as Keras's random augmentation layers pass images through at inference.
     """
 
     def __init__(self, augment: Sequence[Any], **kwargs: Any):
@@ -35,7 +35,8 @@ class FusedColorLayer(keras.layers.Layer):
         if stage is None:
             raise ValueError(
                 "FusedColorLayer: the augmentation does not end with a fusable colour step "
-                f"(brightness, contrast, hue, saturation or distort colour), got {[*self.augment]}"
+                "(brightness, contrast, hue, saturation, distort colour or grayscale), "
+                f"got {[*self.augment]}"
             )
         self.stage = stage
 

@@ -110,10 +110,10 @@ def make_dataset(
       bounding_box_format: the Keras 3 box format of ``keras="detection"`` targets: "xyxy",
         "yxyx", "xywh", "center_xywh", "center_yxhw" (pixels) or their "rel_" forms.
       output_dtype: None keeps uint8 until an op makes floats; "uint8", "float32", "bfloat16".
-      color_stage: where trailing brightness/contrast/hue/saturation/distort-colour steps run when
-        images are resized to ``image_size`` and batched: "fused" (after the resize, on the batch,
-        compiled with XLA; same draws, colour computed on resized pixels), "exact" (in order, per
-        example, before the resize), or "device" (not here: each example carries
+      color_stage: where trailing brightness/contrast/hue/saturation/distort-colour/gray steps run
+        when images are resized to ``image_size`` and batched: "fused" (after the resize, on the
+        batch, compiled with XLA; same draws, colour computed on resized pixels), "exact" (in
+        order, per example, before the resize), or "device" (not here: each example carries
         its ``color_parameters`` for :class:`object_input.layers.FusedColorLayer` on the
         training device). See docs/performance.md.
       num_parallel_calls, prefetch: parallelism of the per-example map and prefetch depth.

@@ -456,7 +456,10 @@ def random_distort_color(
 
 
 @register_step(
-    kind="color", checks={"probability": in_range(0.0, 1.0)}, demo_params={"probability": 1.0}
+    kind="color",
+    checks={"probability": in_range(0.0, 1.0)},
+    demo_params={"probability": 1.0},
+    fused="to_gray",
 )
 def random_rgb_to_gray(
     features: core.Features, *, seed=None, probability: float = 0.1

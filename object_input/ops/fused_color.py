@@ -1,4 +1,5 @@
-"""The fused colour stage: brightness, contrast, hue and saturation compiled together with XLA.
+"""The fused colour stage: brightness, contrast, hue, saturation and grayscale compiled together
+with XLA.
 
 ``random_distort_color`` runs here too, as the four steps it chains in its colour ordering.
 
@@ -39,7 +40,7 @@ from typing import Any
 import tensorflow as tf
 
 from object_input.ops import core, registry
-from object_input.ops.color import COLOR_STEPS
+from object_input.ops.color import COLOR_STEPS, LUMA_WEIGHTS
 from object_input.ops.compose import Augmentation
 
 
@@ -129,19 +130,19 @@ class FusedColor:
 
 
 # Steps after which the colour is no longer per-channel affine in the input.
-_HSV_STEPS = ("random_adjust_hue", "random_adjust_saturation")
+_MIXING_STEPS = ("random_adjust_hue", "random_adjust_saturation", "random_rgb_to_gray")
 
 
 def _stored_before(names: Sequence[str]) -> int | None:
-    """Where to store the colour so far: before the first contrast step that follows a hue or
-    saturation step (None: no such contrast).
+    """Where to store the colour so far: before the first contrast step that follows a hue,
+    saturation or grayscale step (None: no such contrast).
 
     A contrast step reduces the colour before it to channel means; XLA on CPU computes that
     reduction one value after another, which over a colour computed through hue and saturation
     measured 3.5x the cost of the whole stage (the OD API's ``random_distort_color`` ordering
     0). Stored once, the colour reduces fast and the rest of the steps read it back."""
     for index, name in enumerate(names):
-        if name == "random_adjust_contrast" and any(n in _HSV_STEPS for n in names[:index]):
+        if name == "random_adjust_contrast" and any(n in _MIXING_STEPS for n in names[:index]):
             return index
     return None
 
@@ -208,6 +209,10 @@ def _run(
             hsv = state.hsv()
             factor = _per_image(tf.maximum(parameter, 0.0))
             state = _Hsv(hsv.hue, hsv.value, tf.minimum(hsv.chroma * factor, hsv.value))
+        elif name == "random_rgb_to_gray":
+            pixels = state.pixels()
+            luma = sum(pixels[..., c : c + 1] * weight for c, weight in enumerate(LUMA_WEIGHTS))
+            state = _Pixels(tf.where(_per_image(parameter) > 0.5, _spread(luma), pixels))
         else:
             raise ValueError(f"step {name!r} is registered as fused, but the stage cannot run it")
     return state

@@ -70,6 +70,27 @@ def test_wide_parameters_and_repeated_steps_match():
     np.testing.assert_allclose(fused, exact, atol=TOLERANCE)
 
 
+@pytest.mark.parametrize(
+    "steps",
+    [
+        ["random_rgb_to_gray"],
+        ["random_adjust_brightness", "random_rgb_to_gray", "random_adjust_contrast"],
+        ["random_rgb_to_gray", "random_adjust_saturation", "random_adjust_hue"],
+        ["random_adjust_hue", "random_rgb_to_gray", "random_adjust_brightness"],
+    ],
+)
+def test_grayscale_runs_fused_among_the_other_colour_steps(steps):
+    # Half the images turn gray (probability 0.5 over 8 seeds draws both outcomes).
+    steps = [(n, {"probability": 0.5}) if n == "random_rgb_to_gray" else n for n in steps]
+    images = make_batch(5, size=8)
+    seeds = [tf.constant([11, i]) for i in range(len(images))]
+    exact, fused = exact_and_fused(steps, images, seeds)
+    np.testing.assert_allclose(fused, exact, atol=TOLERANCE)
+    stage = FusedColor.split(steps)[1]
+    column = stage.singles.index("random_rgb_to_gray")
+    assert {float(stage.draw(seed)[column]) for seed in seeds} == {0.0, 1.0}
+
+
 @pytest.mark.parametrize("ordering", [0, 1])
 def test_distort_color_runs_fused_as_the_steps_it_chains(ordering):
     steps = [
@@ -116,7 +137,12 @@ def test_draw_is_the_step_draws_of_the_augmentation():
         ),
         (STANDARD_COLOUR, 0, tuple(STANDARD_COLOUR)),
         (["random_adjust_hue", "random_horizontal_flip"], 2, None),
-        (["random_adjust_hue", "random_rgb_to_gray"], 2, None),
+        (["random_adjust_hue", "random_solarize"], 2, None),
+        (
+            ["random_adjust_hue", "random_rgb_to_gray"],
+            0,
+            ("random_adjust_hue", "random_rgb_to_gray"),
+        ),
         ([], 0, None),
     ],
 )
