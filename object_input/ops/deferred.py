@@ -162,12 +162,10 @@ def realize(
             return tf.switch_case(branch, [lambda r=r: jpeg_window(r) for r in (1, 2, 4, 8)])
 
     image = tf.cond(is_jpeg, decode_jpeg, full_then_slice)
-    # One branch for both mirrors (a reverse over the axes that flip; none: no copy).
-    mirrored = view[2:4] > 0
-    image = tf.cond(
-        tf.reduce_any(mirrored),
-        lambda: tf.reverse(image, tf.reshape(tf.where(mirrored), [-1])),
-        lambda: image,
-    )
+    # A branch per mirror: an image left as it is costs no copy.
+    for axis in (0, 1):
+        image = tf.cond(
+            view[2 + axis] > 0, lambda i=image, a=axis: core.mirror(i, a), lambda i=image: i
+        )
     image.set_shape([None, None, channels])
     return core.set_image(out, image)

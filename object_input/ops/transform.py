@@ -104,7 +104,7 @@ class Flip(Transform):
 
     def raster(self, tensor, y_axis, fill, nearest):
         def flip() -> tf.Tensor:
-            return tf.reverse(tensor, axis=[y_axis + self.axis])
+            return core.mirror(tensor, y_axis + self.axis)
 
         # A reverse over no axis costs a copy, more than the branch: one small cond here.
         # An empty raster (a deferred image's placeholder) is the same either way.

@@ -18,6 +18,7 @@ from object_input.ops import (
     random_vertical_flip,
     rotate90,
 )
+from object_input.ops.core import mirror
 
 
 def _example():
@@ -206,3 +207,16 @@ def test_same_seed_same_output_and_rate():
         hits = sum(int(b) for b in over_seeds(changed, salt=11))
         # Binomial(400, 0.3): mean 120, sd 9.2; 4.5 sd either way.
         assert 79 <= hits <= 161, hits
+
+
+@pytest.mark.parametrize("shape", [(4, 5), (4, 5, 3), (2, 4, 5, 1), (0, 0, 3), (1, 1, 3)])
+@pytest.mark.parametrize("dtype", [np.uint8, np.float32])
+def test_mirror_reverses_any_axis_of_any_raster(shape, dtype):
+    array = np.arange(int(np.prod(shape))).reshape(shape).astype(dtype)
+    for axis in range(len(shape)):
+        np.testing.assert_array_equal(mirror(tf.constant(array), axis), np.flip(array, axis))
+    # Unknown sizes when traced: rows are still gathered in reverse.
+    traced = tf.function(
+        lambda t: mirror(t, 0), input_signature=[tf.TensorSpec([None] * len(shape), dtype)]
+    )
+    np.testing.assert_array_equal(traced(tf.constant(array)), np.flip(array, 0))
