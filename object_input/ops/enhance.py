@@ -237,9 +237,11 @@ def random_solarize(
         ceiling = tf.cast(tf.math.ceil(threshold), tf.int32)
 
         def on_bytes(c: tf.Tensor) -> tf.Tensor:
-            below = tf.cast(tf.minimum(ceiling, 255), tf.uint8)
-            inverted = autoaugment_ops.select(c < below, c, 255 - c)
-            return tf.cond(ceiling > 255, lambda: c, lambda: inverted)
+            def inverted() -> tf.Tensor:
+                below = tf.cast(ceiling, tf.uint8)
+                return autoaugment_ops.select(c < below, c, 255 - c)
+
+            return tf.cond(ceiling > 255, lambda: c, inverted)
 
         return _on_levels(
             image,

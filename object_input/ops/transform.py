@@ -416,7 +416,8 @@ def warp(
     to_index = translate_matrix(-0.5, -0.5)
     inverse = to_index @ tf.linalg.inv(matrix) @ tf.linalg.inv(to_index)
     inverse = inverse / inverse[2, 2]
-    params = tf.reshape(inverse, [-1])[:8][tf.newaxis]
+    flat = tf.reshape(inverse, [-1])
+    params = flat[:8][tf.newaxis]
     batch, back = _as_nhwc(tensor, y_axis)
     static = tensor.shape.as_list()
     if output_size is None:
@@ -436,11 +437,9 @@ def warp(
             fill_mode="CONSTANT",
         )
 
-    constant_fill = tf.get_static_value(fill)  # crop_and_resize takes its fill as an attribute
     if interpolation == "NEAREST" and output_size is None:
         # A shift by whole pixels (AutoAugment's and RandAugment's translations) moves pixels
         # without resampling them: a window of the raster, 5-10x faster than the kernel.
-        flat = tf.reshape(inverse, [-1])
         shift = tf.reduce_all(tf.gather(flat, [0, 1, 3, 4, 6, 7]) == [1.0, 0, 0, 1, 0, 0])
         offsets = tf.gather(flat, [2, 5])
         whole = shift & tf.reduce_all(tf.round(offsets) == offsets)
@@ -449,10 +448,11 @@ def warp(
             lambda: _shift(tensor, y_axis, tf.cast(offsets, tf.int32), fill_value),
             lambda: tf.ensure_shape(back(projective()), static),
         )
+    constant_fill = tf.get_static_value(fill)  # crop_and_resize takes its fill as an attribute
     if interpolation == "BILINEAR" and tensor.dtype.is_floating and constant_fill is not None:
         # A map without rotation or shear (a scale and a shift, as YOLO's default affine draws
         # and every rotation a probability leaves out) samples the same points 2-3x faster.
-        axis_aligned = tf.reduce_all(tf.gather(tf.reshape(inverse, [-1]), [1, 3, 6, 7]) == 0.0)
+        axis_aligned = tf.reduce_all(tf.gather(flat, [1, 3, 6, 7]) == 0.0)
         warped = tf.cond(
             axis_aligned,
             lambda: _scale_and_shift(batch, inverse, size, float(constant_fill)),

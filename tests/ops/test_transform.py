@@ -163,6 +163,10 @@ def test_a_nearest_warp_by_a_shift_moves_pixels_as_the_kernel(
     want = _projective(image, matrix, fill, (height, width), "NEAREST")
     assert got.dtype == dtype and got.shape == image.shape
     np.testing.assert_array_equal(got.numpy(), want.numpy())
+    if fraction == 0.0:
+        # The window itself, whichever path warp picks: the inverse map shifts by -(dx, dy).
+        window = transform._shift(image, 0, tf.constant([-shift[0], -shift[1]]), fill)
+        np.testing.assert_array_equal(window.numpy(), want.numpy())
     masks = tf.constant(rng.integers(0, 2, (2, height, width)), tf.uint8)
     got_masks = transform.warp(masks, matrix, 0.0, y_axis=1)
     want_masks = _projective(masks[..., tf.newaxis], matrix, 0.0, (height, width), "NEAREST")
