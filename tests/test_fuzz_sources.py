@@ -41,6 +41,7 @@ TF_OWN = (
     "Invalid JPEG",
     "Invalid PNG",
     "Invalid BMP",
+    "Incomplete bmp content",
     "Invalid GIF",
     "JPEG",
     "PNG",
