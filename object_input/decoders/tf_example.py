@@ -505,8 +505,7 @@ class ExampleDecoder:
         if self._table is not None and self.unknown_classes == "drop":
             keep &= out[fields.CLASSES] > 0
         if self.boxes_out_of_range == "clip":
-            # A box the clip left without area lay outside the image; a degenerate one stays.
-            keep &= (_area(boxes) > 0) | (_area(unclipped) <= 0)
+            keep &= kept_after_clip(boxes, unclipped)
         out[fields.NUM_DROPPED_BOXES] = tf.constant(0, tf.int32)
         if (self._table is not None and self.unknown_classes == "drop") or (
             self.boxes_out_of_range == "clip"
@@ -741,6 +740,12 @@ def _per_box_fields(
 
 def _area(boxes: tf.Tensor) -> tf.Tensor:
     return (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
+
+
+def kept_after_clip(clipped: tf.Tensor, unclipped: tf.Tensor) -> tf.Tensor:
+    """``[N]`` bool: the boxes to keep after clipping ``unclipped`` to the image. A box the clip
+    left without area lay outside the image; a degenerate one (no area before) stays."""
+    return (_area(clipped) > 0) | (_area(unclipped) <= 0)
 
 
 def _check_per_box(

@@ -36,6 +36,7 @@ from object_input.decoders.tf_example import (
     BOX_RANGE_POLICIES,
     PLACEHOLDER_PNG,
     default_per_box_fields,
+    kept_after_clip,
     looks_like_image,
 )
 from object_input.ops import core
@@ -211,13 +212,7 @@ class HuggingFace(Source):
 
     def records(self, context: ReadContext) -> tf.data.Dataset:
         chunks = self._stream(context) if self.streaming else self._chunks(context)
-        return chunks.flat_map(self._rows).map(
-            lambda row: (
-                tf.strings.join([self._prefix, tf.strings.as_string(row["row"])]),
-                row,
-                *context.unmarked(),
-            )
-        )
+        return chunks.flat_map(lambda chunk: self._rows(chunk, context))
 
     def _chunks(self, context: ReadContext) -> tf.data.Dataset:
         """The shard's chunks of rows, each as flat column arrays, in their read order."""
@@ -262,9 +257,11 @@ class HuggingFace(Source):
 
         return tf.data.Dataset.from_generator(chunks, output_signature=self._signature)
 
-    def _rows(self, chunk: dict[str, tf.Tensor]) -> tf.data.Dataset:
-        """A chunk's rows: its per-object values split by their row lengths."""
-        rows = {key: value for key, value in chunk.items() if "/" not in key}
+    def _rows(self, chunk: dict[str, tf.Tensor], context: ReadContext) -> tf.data.Dataset:
+        """A chunk's records: their ids (made for the whole chunk at once) and rows, the
+        per-object values split by their row lengths."""
+        ids = tf.strings.join([self._prefix, tf.strings.as_string(chunk["row"])])
+        rows = {key: value for key, value in chunk.items() if "/" not in key and key != "row"}
         for key in self.layout:
             if key not in OBJECT_KEYS:
                 continue
@@ -272,7 +269,8 @@ class HuggingFace(Source):
             if key == fields.BOXES:
                 values = tf.RaggedTensor.from_row_lengths(values, chunk["boxes/sizes"])
             rows[key] = tf.RaggedTensor.from_row_lengths(values, chunk[f"{key}/lengths"])
-        return tf.data.Dataset.from_tensor_slices(rows)
+        marks = [tf.fill(tf.shape(ids), mark) for mark in context.unmarked()]
+        return tf.data.Dataset.from_tensor_slices((ids, rows, *marks))
 
     def decode(
         self, record_id: tf.Tensor, payload: Any, *, defer_image: bool = False
@@ -306,6 +304,7 @@ class HuggingFace(Source):
         if fields.BOXES not in layout:
             return checks.flag(features)
         objects = self._objects(payload, size, checks)
+        # No objects: a record's object count may be known when traced (a one-row chunk).
         stand_in = {
             key: tf.zeros([0, *value.shape[1:]], value.dtype) for key, value in objects.items()
         }
@@ -415,9 +414,7 @@ class HuggingFace(Source):
             if key in objects:
                 out[key] = objects[key]
         if self.boxes_out_of_range == "clip":
-            # A box the clip left without area lay outside the image; a degenerate one stays.
-            keep = (_area(boxes) > 0) | (_area(unclipped) <= 0)
-            out = core.mask_boxes(out, keep)
+            out = core.mask_boxes(out, kept_after_clip(boxes, unclipped))
         return out
 
     def __repr__(self) -> str:
@@ -699,41 +696,52 @@ def _arrays(table: Any, rows: np.ndarray, layout: Mapping[str, str]) -> dict[str
     flat arrays: per-object values flattened, with the number in each row."""
     import pyarrow.compute as pc
 
+    # Each column in one piece, once: rows taken apart (a shard, a selection) come in pieces.
+    columns = {name: table.column(name).combine_chunks() for name in table.column_names}
     out = {"row": rows}
     for key, path in layout.items():
-        column = _column(table, path)
         kind = _KINDS[key][1]
         if key == fields.IMAGE:
-            out["image_bytes"], out["image_path"] = _image_arrays(column)
+            out["image_bytes"], out["image_path"] = _image_arrays(_column(columns, path))
         elif key in OBJECT_KEYS:
-            out[f"{key}/lengths"] = _lengths(column)
-            values = pc.list_flatten(column)
+            out[f"{key}/lengths"], values = _per_object(columns, path)
             if key == fields.BOXES:
                 out["boxes/sizes"] = _lengths(values)
                 values = pc.list_flatten(values)
             out[f"{key}/values"] = _values(values, kind)
         else:
-            out[key] = _values(column, kind)
+            out[key] = _values(_column(columns, path), kind)
     return out
 
 
-def _column(table: Any, path: str) -> Any:
-    """The Arrow array at ``path``: a column, or a key of a column of dicts (of a list of
-    dicts: a list of that key's values per row)."""
+def _column(columns: Mapping[str, Any], path: str) -> Any:
+    """The Arrow array of one value per row at ``path``: a column, or a key of a column of
+    dicts."""
+    import pyarrow.compute as pc
+
+    column, *keys = path.split(".")
+    array = columns[column]
+    for key in keys:
+        array = pc.struct_field(array, [key])
+    return array
+
+
+def _per_object(columns: Mapping[str, Any], path: str) -> tuple[np.ndarray, Any]:
+    """``(lengths, values)`` of the objects at ``path``: how many each row has, and their
+    values one after another. ``path`` is a list column, a list key of a column of dicts, or a
+    key of a column of lists of dicts."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     column, *keys = path.split(".")
-    array = table.column(column).combine_chunks()
+    array, lengths = columns[column], None
     for key in keys:
-        if pa.types.is_struct(array.type):
-            array = pc.struct_field(array, [key])
-        else:
-            offsets = np.concatenate([[0], np.cumsum(_lengths(array))])
-            array = pa.LargeListArray.from_arrays(
-                offsets, pc.struct_field(pc.list_flatten(array), [key])
-            )
-    return array
+        if not pa.types.is_struct(array.type):
+            lengths, array = _lengths(array), pc.list_flatten(array)
+        array = pc.struct_field(array, [key])
+    if lengths is None:
+        lengths, array = _lengths(array), pc.list_flatten(array)
+    return lengths, array
 
 
 def _lengths(array: Any) -> np.ndarray:
@@ -751,8 +759,7 @@ def _values(array: Any, kind: str) -> np.ndarray:
     if pa.types.is_dictionary(array.type):
         array = array.dictionary_decode()
     if kind == _ID:
-        array = pc.fill_null(pc.cast(array, pa.string()), "")
-        return array.to_numpy(zero_copy_only=False).astype(object)
+        return pc.fill_null(pc.cast(array, pa.string()), "").to_numpy(zero_copy_only=False)
     if kind == _FLOAT:
         # Unchecked: an integer area beyond float32's 2**24 is rounded, not refused.
         floats = pc.cast(array, pa.float32(), safe=False)
@@ -775,10 +782,6 @@ def _image_arrays(column: Any) -> tuple[np.ndarray, np.ndarray]:
         data, path = pa.nulls(len(column), pa.binary()), column
 
     def filled(array: Any, empty: Any) -> np.ndarray:
-        return pc.fill_null(array, empty).to_numpy(zero_copy_only=False).astype(object)
+        return pc.fill_null(array, empty).to_numpy(zero_copy_only=False)
 
     return filled(data, b""), filled(pc.cast(path, pa.string()), "")
-
-
-def _area(boxes: tf.Tensor) -> tf.Tensor:
-    return (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
