@@ -67,7 +67,10 @@ def tfds_sources(folder: str, images: np.ndarray, labels: np.ndarray) -> Sources
     builder.download_and_prepare()
 
     def loaded() -> Dataset:
-        examples = builder.as_dataset(split="train", shuffle_files=True)
+        # No autocache, as sources.TFDS reads: TFDS caches a dataset this small in memory and
+        # would skip decoding on every pass after the first.
+        read_config = tfds.ReadConfig(try_autocache=False)
+        examples = builder.as_dataset(split="train", shuffle_files=True, read_config=read_config)
         return Dataset(
             examples.map(lambda e: {fields.IMAGE: e["image"], fields.LABEL: e["label"]}),
             name="tfds.load",

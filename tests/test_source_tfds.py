@@ -290,7 +290,13 @@ def test_a_deferred_image_takes_its_size_from_its_header_or_its_pixels(prepared,
     image = pixels(5, 7, 9)
     written = io.BytesIO()
     PIL.Image.fromarray(image).save(written, format=kind.upper())
-    encoded = tf.constant(written.getvalue())
+    data = written.getvalue()
+    # Cut after the header: a decode would fail, a header read still tells the size.
+    if kind == "jpeg":
+        data = data[: data.index(b"\xff\xda") + 20]
+    elif kind == "png":
+        data = data[:33]
+    encoded = tf.constant(data)
     source = TFDS(prepared["jpeg"], split="train")
     payload = {
         fields.IMAGE: encoded,

@@ -10,7 +10,7 @@ read, their kinds and defaults come from :data:`object_input.schema.EXAMPLE`.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import tensorflow as tf
@@ -280,7 +280,7 @@ class ExampleDecoder:
         present = checks.add(
             length > 0, "no_image", "has no image: field image/encoded is missing or empty"
         )
-        magic = _magic(encoded)
+        magic = image_magic(encoded)
         is_image = tf.reduce_any(magic)
         checks.add(
             is_image | is_raw | ~present,
@@ -310,7 +310,7 @@ class ExampleDecoder:
         if not need_size:
             # Nothing checks against the size: decoding finds it (raw images: their fields).
             return raw_size
-        size = self._header_size(encoded, magic, is_raw, raw_size)
+        size = header_size(encoded, magic, self._decode_pixels, is_raw, raw_size)
         checks.add(
             ~present | tf.reduce_all(size > 0),
             "image_size",
@@ -328,22 +328,6 @@ class ExampleDecoder:
             )
         return size
 
-    def _header_size(
-        self, encoded: tf.Tensor, magic: tf.Tensor, is_raw: tf.Tensor, raw_size: tf.Tensor
-    ) -> tf.Tensor:
-        """(height, width) from the image header (raw images: ``raw_size``); 0 where the
-        bytes are no image."""
-        is_jpeg, is_png = magic[0], magic[1]
-        # Header reads without a branch per format: a stand-in where the format differs.
-        jpeg_size = tf.io.extract_jpeg_shape(tf.where(is_jpeg, encoded, _TINY_JPEG))[:2]
-        size = tf.where(is_raw, raw_size, tf.where(is_png, png_size(encoded), jpeg_size))
-        # GIF and BMP: their decoder tells (a rare format, one branch).
-        return tf.cond(
-            tf.reduce_any(magic) & ~(is_raw | is_jpeg | is_png),
-            lambda: tf.shape(self._decode_pixels(encoded))[:2],
-            lambda: tf.where(is_raw | is_jpeg | is_png, size, 0),
-        )
-
     def _trusted_inputs(
         self, parsed: dict[str, tf.Tensor], need_size: bool
     ) -> tuple[tf.Tensor, tf.Tensor]:
@@ -354,7 +338,7 @@ class ExampleDecoder:
         size = raw_size
         if need_size:
             is_raw = tf.equal(tf.strings.lower(parsed[schema.FORMAT]), "raw")
-            size = self._header_size(encoded, _magic(encoded), is_raw, raw_size)
+            size = header_size(encoded, image_magic(encoded), self._decode_pixels, is_raw, raw_size)
         boxes = tf.stack([parsed[key] for key in schema.BOX_KEYS], axis=1)
         return size, boxes
 
@@ -456,7 +440,7 @@ class ExampleDecoder:
                 expected,
             )
             return
-        mask_sizes = tf.map_fn(png_size, raw, fn_output_signature=tf.TensorSpec([2], tf.int32))
+        mask_sizes = tf.map_fn(_png_size, raw, fn_output_signature=tf.TensorSpec([2], tf.int32))
         check_masks(checks, schema.MASK, "PNGs", tf.size(raw), num, mask_sizes, size)
 
     def _build(
@@ -639,7 +623,7 @@ class ExampleDecoder:
         return tf.cast(labels, tf.int32)
 
 
-def png_size(encoded: tf.Tensor) -> tf.Tensor:
+def _png_size(encoded: tf.Tensor) -> tf.Tensor:
     """(height, width) from a PNG's IHDR chunk; (-1, -1) when ``encoded`` is not a PNG."""
     # IHDR: width then height, 4 big-endian bytes each, from byte 16. Padded so that short or
     # foreign bytes still give 8 digits.
@@ -650,12 +634,34 @@ def png_size(encoded: tf.Tensor) -> tf.Tensor:
     return tf.where(is_png & (tf.strings.length(encoded) >= 24), tf.stack([sizes[1], sizes[0]]), -1)
 
 
+def header_size(
+    encoded: tf.Tensor,
+    magic: tf.Tensor,
+    decode_pixels: Callable[[tf.Tensor], tf.Tensor],
+    is_raw: Any = False,
+    raw_size: Any = (0, 0),
+) -> tf.Tensor:
+    """(height, width) of encoded image bytes whose :func:`image_magic` is ``magic``: a JPEG's
+    or PNG's from its header (no decode), a GIF's or BMP's from ``decode_pixels(encoded)``;
+    ``raw_size`` where ``is_raw`` (raw pixels); 0 where the bytes are no image."""
+    is_jpeg, is_png = magic[0], magic[1]
+    # Header reads without a branch per format: a stand-in where the format differs.
+    jpeg_size = tf.io.extract_jpeg_shape(tf.where(is_jpeg, encoded, _TINY_JPEG))[:2]
+    size = tf.where(is_raw, raw_size, tf.where(is_png, _png_size(encoded), jpeg_size))
+    # GIF and BMP: their decoder tells (a rare format, one branch).
+    return tf.cond(
+        tf.reduce_any(magic) & ~(is_raw | is_jpeg | is_png),
+        lambda: tf.shape(decode_pixels(encoded))[:2],
+        lambda: tf.where(is_raw | is_jpeg | is_png, size, 0),
+    )
+
+
 def looks_like_image(encoded: tf.Tensor) -> tf.Tensor:
     """Whether ``encoded`` starts like a JPEG, PNG, GIF or BMP file (what decode_image reads)."""
-    return tf.reduce_any(_magic(encoded))
+    return tf.reduce_any(image_magic(encoded))
 
 
-def _magic(encoded: tf.Tensor) -> tf.Tensor:
+def image_magic(encoded: tf.Tensor) -> tf.Tensor:
     """bool ``[4]``: whether ``encoded`` starts like a JPEG, PNG, GIF, BMP (one substr op)."""
     heads = tf.strings.substr(encoded, [0] * len(_IMAGE_MAGIC), [len(m) for m in _IMAGE_MAGIC])
     return tf.equal(heads, _IMAGE_MAGIC)

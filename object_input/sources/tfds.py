@@ -15,7 +15,12 @@ import tensorflow as tf
 from object_input import boxes as box_formats
 from object_input import errors, fields
 from object_input.annotation_checks import check_boxes, check_class_count, check_class_ids
-from object_input.decoders.tf_example import PLACEHOLDER_PNG, looks_like_image, png_size
+from object_input.decoders.tf_example import (
+    PLACEHOLDER_PNG,
+    header_size,
+    image_magic,
+    looks_like_image,
+)
 from object_input.ops import deferred
 from object_input.sources.base import ReadContext, Source
 from object_input.sources.dataset import stand_in_shape
@@ -465,9 +470,10 @@ class TFDS(Source):
         if fields.IMAGE in values:
             encoded = values.pop(fields.IMAGE)
             if self.fields[fields.IMAGE] in self.encoded:
-                is_image = looks_like_image(encoded)
+                magic = image_magic(encoded)
+                is_image = tf.reduce_any(magic)
             if defer_image:
-                size = self._header_size(encoded)
+                size = self._header_size(encoded, magic)
                 features[fields.ENCODED_IMAGE] = encoded
                 features[fields.IMAGE_SHAPE] = size
             else:
@@ -510,21 +516,13 @@ class TFDS(Source):
             shape,
         )
 
-    def _header_size(self, encoded: tf.Tensor) -> tf.Tensor:
+    def _header_size(self, encoded: tf.Tensor, magic: tf.Tensor) -> tf.Tensor:
         """(height, width) of an encoded image: the feature's own when fixed (mnist, cifar),
-        else from a JPEG's or PNG's header, else by decoding it (GIF, BMP)."""
+        else as the TFRecord decoder reads it (:func:`header_size`)."""
         height, width = self.leaves[self.fields[fields.IMAGE]].connector.shape[:2]
         if height is not None and width is not None:
             return tf.constant([height, width], tf.int32)
-        is_jpeg = tf.equal(tf.strings.substr(encoded, 0, 3), b"\xff\xd8\xff")
-        from_png = png_size(encoded)
-        return tf.case(
-            [
-                (is_jpeg, lambda: tf.io.extract_jpeg_shape(encoded)[:2]),
-                (from_png[0] >= 0, lambda: from_png),
-            ],
-            default=lambda: tf.shape(self._image(fields.IMAGE, encoded))[:2],
-        )
+        return header_size(encoded, magic, lambda e: self._image(fields.IMAGE, e))
 
     def _convert(self, name: str, value: tf.Tensor, size: tf.Tensor | None) -> tf.Tensor:
         """A field's value as the pipeline holds it."""
