@@ -100,6 +100,16 @@ def check_class_count(
     )
 
 
+def check_per_box_count(
+    checks: errors.RecordChecks, count: tf.Tensor, num: tf.Tensor, before: str
+) -> tf.Tensor:
+    """Check that a per-box field has one value (row) per box: ``count`` for ``num`` boxes.
+    The message reads "<before> <count> values for <num> boxes"."""
+    return checks.add(
+        tf.equal(count, num), "per_box_count", before, count, "values for", num, "boxes"
+    )
+
+
 def check_masks(
     checks: errors.RecordChecks,
     name: str,

@@ -123,6 +123,22 @@ def test_bad_boxes_are_named_or_skipped_not_passed_on(reason):
     assert oi.stats(dataset).skipped == {reason: 1}
 
 
+def test_a_per_box_field_of_another_length_is_named_or_skipped():
+    # A weight too many for the boxes: every per-box field is gathered with the boxes, so a
+    # mismatch would misalign them (or fail in a crop far from the record).
+    data = {
+        fields.IMAGE: np.zeros((3, 4, 8, 3), np.uint8),
+        fields.BOXES: np.tile(np.array([[[0, 0, 1, 1]]], np.float32), [3, 1, 1]),
+        fields.WEIGHTS: [np.ones([1], np.float32), np.ones([2], np.float32), np.ones([1])],
+    }
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"record arrays:1: ") as err:
+        list(oi.make_dataset(Arrays(data), batch_size=None, shuffle=False))
+    assert "field weights has 2 values for 1 boxes" in str(err.value)
+    dataset = oi.make_dataset(Arrays(data), batch_size=None, shuffle=False, on_error="skip")
+    assert [x[fields.RECORD_ID].numpy() for x in dataset] == [b"arrays:0", b"arrays:2"]
+    assert oi.stats(dataset).skipped == {"per_box_count": 1}
+
+
 def test_float_noise_at_the_range_ends_is_clipped():
     data = {
         fields.IMAGE: np.zeros((1, 4, 8, 3), np.uint8),

@@ -15,7 +15,7 @@ import tensorflow as tf
 from tfds_builders import EXAMPLES, TinyDetection, pixels, prepare
 
 import object_input as oi
-from object_input import fields
+from object_input import errors, fields
 from object_input.sources import TFDS
 
 tfds = pytest.importorskip("tensorflow_datasets", reason="pip install '.[tfds]'")
@@ -308,6 +308,24 @@ def test_a_deferred_image_takes_its_size_from_its_header_or_its_pixels(prepared,
     out = source.decode(tf.constant("tiny:1"), payload, defer_image=True)
     assert out[fields.IMAGE_SHAPE].numpy().tolist() == [7, 9]
     assert out[fields.ENCODED_IMAGE].numpy() == encoded.numpy()
+
+
+def test_a_per_box_feature_of_another_length_is_flagged_naming_it(prepared):
+    source = TFDS(prepared["jpeg"], split="train")
+    written = io.BytesIO()
+    PIL.Image.fromarray(pixels(5, 7, 9)).save(written, format="JPEG")
+    payload = {
+        fields.IMAGE: tf.constant(written.getvalue()),
+        fields.BOXES: tf.constant([[0.1, 0.1, 0.5, 0.5]]),
+        fields.CLASSES: tf.constant([0], tf.int64),
+        fields.IS_CROWD: tf.constant([False, True]),
+        fields.SOURCE_ID: tf.constant(1, tf.int64),
+    }
+    out = source.decode(tf.constant("tiny:1"), payload)
+    assert errors.reason_of(int(out[fields.ERROR])) == "per_box_count"
+    detail = out[fields.ERROR_DETAIL].numpy().decode()
+    assert detail.startswith("record tiny:1") and "has 2 values for 1 boxes" in detail
+    assert source.fields[fields.IS_CROWD] in detail
 
 
 def test_keras_detection_layout(prepared):

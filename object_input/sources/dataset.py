@@ -12,6 +12,7 @@ from object_input.annotation_checks import (
     check_class_count,
     check_class_ids,
     check_masks,
+    check_per_box_count,
 )
 from object_input.sources.base import ReadContext, Source
 
@@ -115,6 +116,12 @@ def _checks(features: dict[str, tf.Tensor]) -> errors.RecordChecks:
     if classes is not None:
         check_class_count(checks, tf.size(classes), num, f"field {fields.CLASSES} has", "values")
         check_class_ids(checks, classes, fields.CLASSES)
+    for name, value in features.items():
+        if name in (fields.BOXES, fields.CLASSES, fields.MASKS) or not fields.is_per_box(name):
+            continue
+        if value.shape.rank == 0:
+            raise ValueError(f"per-box field {name!r} must have one row per box, got a scalar")
+        check_per_box_count(checks, tf.shape(value)[0], num, f"field {name} has")
     masks, image = features.get(fields.MASKS), features.get(fields.IMAGE)
     if masks is not None:
         if masks.shape.rank not in (None, 3):

@@ -31,7 +31,12 @@ import tensorflow as tf
 
 from object_input import boxes as box_formats
 from object_input import errors, fields
-from object_input.annotation_checks import check_boxes, check_class_count, check_class_ids
+from object_input.annotation_checks import (
+    check_boxes,
+    check_class_count,
+    check_class_ids,
+    check_per_box_count,
+)
 from object_input.decoders.tf_example import (
     BOX_RANGE_POLICIES,
     PLACEHOLDER_PNG,
@@ -377,15 +382,7 @@ class HuggingFace(Source):
             out[fields.CLASSES] = tf.ones([num], tf.int32)
         for key in (fields.AREA, fields.IS_CROWD, fields.DIFFICULT):
             if key in layout:
-                checks.add(
-                    tf.equal(tf.size(payload[key]), num),
-                    "per_box_count",
-                    f"column {layout[key]} has",
-                    tf.size(payload[key]),
-                    "values for",
-                    num,
-                    "boxes",
-                )
+                check_per_box_count(checks, tf.size(payload[key]), num, f"column {layout[key]} has")
                 out[key] = payload[key]
         return out
 

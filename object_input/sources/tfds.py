@@ -14,7 +14,12 @@ import tensorflow as tf
 
 from object_input import boxes as box_formats
 from object_input import errors, fields
-from object_input.annotation_checks import check_boxes, check_class_count, check_class_ids
+from object_input.annotation_checks import (
+    check_boxes,
+    check_class_count,
+    check_class_ids,
+    check_per_box_count,
+)
 from object_input.decoders.tf_example import (
     PLACEHOLDER_PNG,
     header_size,
@@ -572,15 +577,7 @@ class TFDS(Source):
                 check_class_count(checks, count, num, f"{path} has", "classes")
                 check_class_ids(checks, value, path)
             else:
-                checks.add(
-                    tf.equal(count, num),
-                    "per_box_count",
-                    f"field {path} has",
-                    count,
-                    "values for",
-                    num,
-                    "boxes",
-                )
+                check_per_box_count(checks, count, num, f"field {path} has")
         return checks
 
     @property
