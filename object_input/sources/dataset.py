@@ -25,7 +25,8 @@ class Dataset(Source):
     ``IMAGE_SHAPE`` (of an ``IMAGE``) when absent. Their detection fields get the TFRecord
     decoder's checks (:mod:`object_input.annotation_checks`: ``BOXES`` float ``[N, 4]``:
     finite, ordered, inside [0, 1] up to float noise, which is clipped; ``CLASSES`` one per box
-    in ``[1, 2**31)``; ``MASKS`` one per box, of the image's size): a failure is flagged naming
+    in ``[1, 2**31)``; ``MASKS`` one per box, of the image's size; every other per-box field one
+    row per box): a failure is flagged naming
     the record, for the pipeline to raise or skip; boxes of the wrong type or shape fail when the
     pipeline is built.
     """
