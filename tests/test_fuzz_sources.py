@@ -38,6 +38,7 @@ PIPELINE = settings(FUZZ, max_examples=3)
 # TensorFlow's own parse and codec errors, which cannot name the record (docs/reliability.md).
 TF_OWN = (
     "Could not parse example",
+    "Unsupported datatype",
     "Invalid JPEG",
     "Invalid PNG",
     "Invalid BMP",
