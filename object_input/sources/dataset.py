@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import tensorflow as tf
@@ -69,7 +70,7 @@ class Dataset(Source):
             features[fields.IMAGE_SHAPE] = tf.shape(features[fields.IMAGE])[:2]
         # A flag set before decoding (sources.Generator) is kept, whatever the checks say.
         flags = {k: features.pop(k) for k in (fields.ERROR, fields.ERROR_DETAIL) if k in features}
-        checks = _checks(features)
+        checks = detection_checks(features)
         if not checks.items:
             return {**features, **flags}
 
@@ -97,8 +98,16 @@ def stand_in_shape(name: str, shape: tf.TensorShape) -> list[int]:
     return [d if d is not None else int(i in spatial) for i, d in enumerate(shape.as_list() or [])]
 
 
-def _checks(features: dict[str, tf.Tensor]) -> errors.RecordChecks:
-    """The checks of a feature dict's detection fields (see :class:`Dataset`)."""
+def detection_checks(
+    features: dict[str, tf.Tensor], names: Mapping[str, str] | None = None
+) -> errors.RecordChecks:
+    """The checks of a feature dict's detection fields (see :class:`Dataset`); messages name
+    each field by ``names`` (e.g. where a source read it from), else by itself."""
+    names = dict(names or {})
+
+    def label(name: str) -> str:
+        return names.get(name, name)
+
     source_id = features.get(fields.SOURCE_ID)
     if source_id is not None and (source_id.dtype != tf.string or source_id.shape.rank != 0):
         source_id = None
@@ -112,17 +121,18 @@ def _checks(features: dict[str, tf.Tensor]) -> errors.RecordChecks:
             f"boxes, got {boxes.dtype.name} of shape {boxes.shape}"
         )
     num = tf.shape(boxes)[0]
-    check_boxes(checks, boxes, fields.BOXES)
+    check_boxes(checks, boxes, label(fields.BOXES))
     classes = features.get(fields.CLASSES)
     if classes is not None:
-        check_class_count(checks, tf.size(classes), num, f"field {fields.CLASSES} has", "values")
-        check_class_ids(checks, classes, fields.CLASSES)
+        count = tf.size(classes)
+        check_class_count(checks, count, num, f"field {label(fields.CLASSES)} has", "values")
+        check_class_ids(checks, classes, label(fields.CLASSES))
     for name, value in features.items():
         if name in (fields.BOXES, fields.CLASSES, fields.MASKS) or not fields.is_per_box(name):
             continue
         if value.shape.rank == 0:
             raise ValueError(f"per-box field {name!r} must have one row per box, got a scalar")
-        check_per_box_count(checks, tf.shape(value)[0], num, f"field {name} has")
+        check_per_box_count(checks, tf.shape(value)[0], num, f"field {label(name)} has")
     masks, image = features.get(fields.MASKS), features.get(fields.IMAGE)
     if masks is not None:
         if masks.shape.rank not in (None, 3):

@@ -14,12 +14,6 @@ import tensorflow as tf
 
 from object_input import boxes as box_formats
 from object_input import errors, fields
-from object_input.annotation_checks import (
-    check_boxes,
-    check_class_count,
-    check_class_ids,
-    check_per_box_count,
-)
 from object_input.decoders.tf_example import (
     PLACEHOLDER_PNG,
     header_size,
@@ -28,7 +22,7 @@ from object_input.decoders.tf_example import (
 )
 from object_input.ops import deferred
 from object_input.sources.base import ReadContext, Source
-from object_input.sources.dataset import stand_in_shape
+from object_input.sources.dataset import detection_checks, stand_in_shape
 
 INSTALL_HINT = "sources.TFDS needs tensorflow-datasets: pip install object-input[tfds]"
 
@@ -556,28 +550,13 @@ class TFDS(Source):
     ) -> errors.RecordChecks:
         """The checks of :class:`~object_input.sources.Dataset`, naming the TFDS features, and
         whether encoded image bytes (``is_image``) look like an image."""
-        checks = errors.RecordChecks(features[fields.RECORD_ID], features.get(fields.SOURCE_ID))
+        checks = detection_checks(features, self.fields)
         if is_image is not None:
             checks.add(
                 is_image,
                 "not_an_image",
                 f"feature {self.fields[fields.IMAGE]} is not a JPEG, PNG, GIF or BMP image",
             )
-        boxes = features.get(fields.BOXES)
-        if boxes is None:
-            return checks
-        num = tf.shape(boxes)[0]
-        check_boxes(checks, boxes, self.fields[fields.BOXES])
-        for name, value in features.items():
-            if name == fields.BOXES or not fields.is_per_box(name) or name not in self.fields:
-                continue
-            path = self.fields[name]
-            count = tf.shape(value)[0]
-            if name == fields.CLASSES:
-                check_class_count(checks, count, num, f"{path} has", "classes")
-                check_class_ids(checks, value, path)
-            else:
-                check_per_box_count(checks, count, num, f"field {path} has")
         return checks
 
     @property
