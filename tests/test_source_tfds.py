@@ -328,6 +328,30 @@ def test_a_per_box_feature_of_another_length_is_flagged_naming_it(prepared):
     assert source.fields[fields.IS_CROWD] in detail
 
 
+def test_every_encoded_image_that_is_no_image_is_flagged_naming_its_feature(prepared):
+    # A second field read from an Image feature decodes as the image does: bytes that are no
+    # image are flagged, not decoded to zeros unsaid.
+    automatic = TFDS(prepared["jpeg"], split="train").fields
+    source = TFDS(prepared["jpeg"], split="train", fields={**automatic, "snapshot": "image"})
+    written = io.BytesIO()
+    PIL.Image.fromarray(pixels(5, 7, 9)).save(written, format="JPEG")
+    payload = {
+        fields.IMAGE: tf.constant(written.getvalue()),
+        "snapshot": tf.constant(b"not an image"),
+        fields.BOXES: tf.constant([[0.1, 0.1, 0.5, 0.5]]),
+        fields.CLASSES: tf.constant([0], tf.int64),
+        fields.IS_CROWD: tf.constant([False]),
+        fields.SOURCE_ID: tf.constant(1, tf.int64),
+    }
+    out = source.decode(tf.constant("tiny:1"), payload)
+    assert errors.reason_of(int(out[fields.ERROR])) == "not_an_image"
+    assert "feature image is not a JPEG" in out[fields.ERROR_DETAIL].numpy().decode()
+    payload["snapshot"] = payload[fields.IMAGE]
+    out = source.decode(tf.constant("tiny:1"), payload)
+    assert int(out[fields.ERROR]) == errors.OK
+    np.testing.assert_array_equal(out["snapshot"], out[fields.IMAGE])
+
+
 def test_keras_detection_layout(prepared):
     dataset = oi.make_dataset(
         TFDS(prepared["png"], split="train"),

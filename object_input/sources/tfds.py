@@ -465,12 +465,13 @@ class TFDS(Source):
         values = dict(payload)
         features: dict[str, tf.Tensor] = {fields.RECORD_ID: record_id}
         size = None
-        is_image = None
+        # Whether each encoded image's bytes start like an image: others are flagged.
+        is_image: dict[str, tf.Tensor] = {}
         if fields.IMAGE in values:
             encoded = values.pop(fields.IMAGE)
             if self.fields[fields.IMAGE] in self.encoded:
                 magic = image_magic(encoded)
-                is_image = tf.reduce_any(magic)
+                is_image[fields.IMAGE] = tf.reduce_any(magic)
             if defer_image:
                 size = self._header_size(encoded, magic)
                 features[fields.ENCODED_IMAGE] = encoded
@@ -481,6 +482,8 @@ class TFDS(Source):
                 features[fields.IMAGE] = image
                 features[fields.IMAGE_SHAPE] = size
         for name, value in values.items():
+            if self.fields[name] in self.encoded:
+                is_image[name] = looks_like_image(value)
             features[name] = self._convert(name, value, size)
         if fields.BOXES in features and fields.CLASSES not in features:
             features[fields.CLASSES] = tf.ones(tf.shape(features[fields.BOXES])[:1], tf.int32)
@@ -546,16 +549,16 @@ class TFDS(Source):
         return value
 
     def _checks(
-        self, features: dict[str, tf.Tensor], is_image: tf.Tensor | None = None
+        self, features: dict[str, tf.Tensor], is_image: Mapping[str, tf.Tensor]
     ) -> errors.RecordChecks:
         """The checks of :class:`~object_input.sources.Dataset`, naming the TFDS features, and
-        whether encoded image bytes (``is_image``) look like an image."""
+        whether each encoded image's bytes look like an image (``is_image``, by field)."""
         checks = detection_checks(features, self.fields)
-        if is_image is not None:
+        for name, looks_like in is_image.items():
             checks.add(
-                is_image,
+                looks_like,
                 "not_an_image",
-                f"feature {self.fields[fields.IMAGE]} is not a JPEG, PNG, GIF or BMP image",
+                f"feature {self.fields[name]} is not a JPEG, PNG, GIF or BMP image",
             )
         return checks
 
