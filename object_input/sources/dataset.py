@@ -78,17 +78,23 @@ class Dataset(Source):
             # Float noise (1.0000001 from a division) is clipped, as the TFRecord decoder does.
             return {**chosen, fields.BOXES: tf.clip_by_value(chosen[fields.BOXES], 0, 1), **flags}
 
-        stand_in = {
-            name: tf.zeros(stand_in_shape(name, value.shape), value.dtype)
-            for name, value in features.items()
-        }
-        stand_in[fields.RECORD_ID] = features[fields.RECORD_ID]
-        if fields.IMAGE in features and fields.IMAGE_SHAPE in features:
-            stand_in[fields.IMAGE_SHAPE] = tf.shape(stand_in[fields.IMAGE])[:2]
-        return errors.guarded(checks, "flag", build, features, stand_in)
+        return errors.guarded(checks, "flag", build, features, stand_ins(features))
 
     def __repr__(self) -> str:
         return f"Dataset({self.name!r})"
+
+
+def stand_ins(features: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+    """A flagged record's stand-in values: zeros of :func:`stand_in_shape` for every field but
+    its record id, and the stand-in image's size as its ``IMAGE_SHAPE``."""
+    out = {
+        name: tf.zeros(stand_in_shape(name, value.shape), value.dtype)
+        for name, value in features.items()
+    }
+    out[fields.RECORD_ID] = features[fields.RECORD_ID]
+    if fields.IMAGE in features and fields.IMAGE_SHAPE in features:
+        out[fields.IMAGE_SHAPE] = tf.shape(out[fields.IMAGE])[:2]
+    return out
 
 
 def stand_in_shape(name: str, shape: tf.TensorShape) -> list[int]:

@@ -22,7 +22,7 @@ from object_input.decoders.tf_example import (
 )
 from object_input.ops import deferred
 from object_input.sources.base import ReadContext, Source
-from object_input.sources.dataset import detection_checks, stand_in_shape
+from object_input.sources.dataset import detection_checks, stand_ins
 
 INSTALL_HINT = "sources.TFDS needs tensorflow-datasets: pip install object-input[tfds]"
 
@@ -490,16 +490,10 @@ class TFDS(Source):
         checks = self._checks(features, is_image)
         if not checks.items:
             return _build(features)
-        stand_in = {
-            name: tf.zeros(stand_in_shape(name, value.shape), value.dtype)
-            for name, value in features.items()
-        }
-        stand_in[fields.RECORD_ID] = record_id
+        stand_in = stand_ins(features)
         if fields.ENCODED_IMAGE in features:
             stand_in[fields.ENCODED_IMAGE] = tf.constant(PLACEHOLDER_PNG)
             stand_in[fields.IMAGE_SHAPE] = tf.ones([2], tf.int32)
-        elif fields.IMAGE in features:
-            stand_in[fields.IMAGE_SHAPE] = tf.shape(stand_in[fields.IMAGE])[:2]
         return errors.guarded(checks, "flag", _build, features, stand_in)
 
     def _image(self, name: str, value: tf.Tensor) -> tf.Tensor:
