@@ -21,6 +21,7 @@ _EXPORTS = {
     "ServiceOptions": "object_input.options",
     "SkipLogger": "object_input.callbacks",
     "SyncEpochs": "object_input.callbacks",
+    "apply_device_stage": "object_input.ops.device_stage",
     "dataset_fn": "object_input.distribute",
     "decode_example": "object_input.decoders",
     "load_pipeline_config": "object_input.config",
@@ -51,6 +52,7 @@ __all__ = [
     "ServiceOptions",
     "SkipLogger",
     "SyncEpochs",
+    "apply_device_stage",
     "boxes",
     "converters",
     "dataset_fn",
@@ -89,6 +91,7 @@ if TYPE_CHECKING:
     from object_input.config import PipelineConfig, load_pipeline_config
     from object_input.decoders import ExampleDecoder, decode_example
     from object_input.distribute import dataset_fn
+    from object_input.ops.device_stage import apply_device_stage
     from object_input.options import DecodeOptions, ReadOptions, ServiceOptions
     from object_input.pipeline import DatasetOptions, make_dataset
     from object_input.skips import stats

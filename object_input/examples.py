@@ -5,7 +5,8 @@ policy's catch. It knows the source only through ``decode`` / ``realize`` and th
 through :class:`~object_input.ops.Augmentation`; where the steps run is decided once, when the
 pipeline is built: leading flips and crops before decoding (only the crop window is then
 decoded), steps from the first combining step on after partners are drawn
-(:mod:`object_input.partners`), trailing colour steps on the batch (``color_stage``).
+(:mod:`object_input.partners`), trailing steps on the batch (``trailing_steps``): colour fused
+on the host, or every device-capable step drawn here and applied on the training device.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import tensorflow as tf
 from object_input import batching, fields, iterations, partners
 from object_input.ops import Augmentation, core
 from object_input.ops.deferred import deferrable_prefix
+from object_input.ops.device_stage import DeviceStage
 from object_input.ops.fused_color import FusedColor
 from object_input.ops.resize import resize_features
 from object_input.policy import ErrorPolicy
@@ -34,8 +36,10 @@ class ExampleSteps:
       deferred: how many leading steps run before decoding (0: decode first).
       colour_start: where the trailing colour steps that go to the batch begin
         (``len(augment)`` when none do); ``colour`` their fused stage.
+      device: the trailing steps whose pixels go to the training device (they start at
+        ``device.start``; their draws and annotations happen here), or None.
       image_size, pad_image_size: resize to, or pad up to, ``(height, width)``.
-      color_stage, output_dtype, max_boxes, box_overflow: as ``make_dataset`` takes them.
+      trailing_steps, output_dtype, max_boxes, box_overflow: as ``make_dataset`` takes them.
     """
 
     source: Source
@@ -46,9 +50,10 @@ class ExampleSteps:
     deferred: int
     colour_start: int
     colour: FusedColor | None
+    device: DeviceStage | None
     image_size: tuple[int, int] | None
     pad_image_size: tuple[int, int] | None
-    color_stage: str
+    trailing_steps: str
     output_dtype: str | None
     max_boxes: int | None
     box_overflow: str
@@ -78,28 +83,33 @@ class ExampleSteps:
         return {**features, partners.SEED: example_seed}
 
     def finish(self, seed: tf.Tensor | None, features: dict, start: int) -> dict:
-        """Steps ``start:`` (but the colour steps that go to the batch), resize or pad, the
-        colour parameters, the output dtype and the box limit.
+        """Steps ``start:`` (but the trailing steps that go to the batch), resize or pad, the
+        colour or device parameters, the output dtype and the box limit.
 
         When the last of these steps declares an ``output_size`` parameter (left unset), the
-        resize is folded into it: the step gets ``image_size`` and no resize follows."""
+        resize is folded into it: the step gets ``image_size`` and no resize follows. The device
+        stage's draws and annotation work run before the resize, at the steps' place."""
         stop = len(self.augment)
         if self.colour is not None and self._is_rgb(features):
             stop = self.colour_start
+        if self.device is not None:
+            stop = self.device.start
         folded = self._folds_resize(start, stop)
         if stop - folded > start:
             features = self.augment(features, seed, start=start, stop=stop - folded)
         if folded:
             features = self._sized_step(features, seed, stop - 1)
-        elif self.image_size is not None:
+        if self.device is not None:
+            features = self.device.prepare(features, seed)
+        if self.image_size is not None and not folded:
             features = resize_features(features, *self.image_size)
         elif self.pad_image_size is not None:
             features = batching.check_fits(features, *self.pad_image_size)
         # The fused batch colour stage casts after the colour.
         cast_here = True
-        if stop < len(self.augment):
+        if self.colour is not None and stop < len(self.augment):
             features = {**features, fields.COLOR_PARAMETERS: self.colour.draw(seed)}
-            cast_here = self.color_stage != "fused"
+            cast_here = False
         if self.output_dtype is not None and cast_here:
             features = dict(features)
             features[fields.IMAGE] = core.like(
@@ -125,16 +135,11 @@ class ExampleSteps:
         sized = {**params, spec.output_size: tuple(self.image_size)}
         return spec.fn(features, seed=self.augment.step_seed(seed, index), **sized)
 
-    def _is_rgb(self, features: dict) -> bool:
-        """Whether the image has 3 channels, as the colour stage needs (known when traced)."""
-        if features[fields.IMAGE].shape[-1] == 3:
-            return True
-        if self.color_stage == "device":
-            raise ValueError(
-                "color_stage='device' needs RGB images with 3 channels known when the pipeline "
-                f"is built, got image shape {features[fields.IMAGE].shape}"
-            )
-        return False
+    @staticmethod
+    def _is_rgb(features: dict) -> bool:
+        """Whether the image has 3 channels, as the fused colour stage needs (known when
+        traced)."""
+        return features[fields.IMAGE].shape[-1] == 3
 
 
 def plan(
@@ -147,17 +152,19 @@ def plan(
     image_size: tuple[int, int] | None,
     pad_image_size: tuple[int, int] | None,
     batched: bool,
-    color_stage: str,
+    trailing_steps: str,
     output_dtype: str | None,
     max_boxes: int | None,
     box_overflow: str,
 ) -> ExampleSteps:
     """The :class:`ExampleSteps` of a pipeline: which steps run before decoding and which go
     to the batch."""
-    colour_start, colour = len(augment), None
-    # Trailing colour steps leave the per-example map for the batch, after the resize.
-    if color_stage != "exact" and image_size is not None and batched:
+    colour_start, colour, device = len(augment), None, None
+    # Trailing steps leave the per-example map for the batch, after the resize.
+    if trailing_steps == "fused" and image_size is not None and batched:
         colour_start, colour = FusedColor.split(augment)
+    elif trailing_steps == "device":
+        device = DeviceStage.required(augment, "make_dataset(trailing_steps='device')")
     deferred = deferrable_prefix(augment.names()) if source.can_defer else 0
     return ExampleSteps(
         source=source,
@@ -168,9 +175,10 @@ def plan(
         deferred=deferred,
         colour_start=colour_start,
         colour=colour,
+        device=device,
         image_size=image_size,
         pad_image_size=pad_image_size,
-        color_stage=color_stage,
+        trailing_steps=trailing_steps,
         output_dtype=output_dtype,
         max_boxes=max_boxes,
         box_overflow=box_overflow,

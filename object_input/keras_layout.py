@@ -69,8 +69,8 @@ def to_keras(batch: Mapping[str, tf.Tensor]) -> tuple[Any, Any]:
     """``(images, {"boxes", "classes"})`` for ``model.fit``; padded boxes get class -1.
 
     Examples without boxes give ``(images, labels)`` (see :func:`to_keras_classification`).
-    With ``color_stage="device"`` the inputs are ``(images, color_parameters)``, what
-    :class:`object_input.layers.FusedColorLayer` takes.
+    With ``trailing_steps="device"`` the inputs are ``(images, device_parameters)``, what
+    :class:`object_input.layers.DeviceAugmentation` takes.
     """
     if fields.BOXES not in batch:
         return to_keras_classification(batch)
@@ -79,9 +79,9 @@ def to_keras(batch: Mapping[str, tf.Tensor]) -> tuple[Any, Any]:
 
 
 def _inputs(batch: Mapping[str, tf.Tensor]) -> Any:
-    """The images, with their colour parameters when the colour stage runs on the device."""
-    if fields.COLOR_PARAMETERS in batch:
-        return batch[fields.IMAGE], batch[fields.COLOR_PARAMETERS]
+    """The images, with their parameters when the trailing steps run on the device."""
+    if fields.DEVICE_PARAMETERS in batch:
+        return batch[fields.IMAGE], batch[fields.DEVICE_PARAMETERS]
     return batch[fields.IMAGE]
 
 
@@ -123,7 +123,7 @@ def to_keras_detection(
 ) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
     """``(images, {"boxes", "labels"})`` for KerasHub detectors; padded rows labelled -1.
 
-    With ``color_stage="device"`` the inputs are ``(images, color_parameters)``.
+    With ``trailing_steps="device"`` the inputs are ``(images, device_parameters)``.
     """
     valid = _valid_rows(batch)
     boxes = keras_boxes(batch, bounding_box_format)

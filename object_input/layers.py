@@ -1,53 +1,82 @@
 """Keras layers that run parts of the augmentation on the training device.
 
-Import this module explicitly (``from object_input.layers import FusedColorLayer``): it imports
+Import this module explicitly (``from object_input.layers import DeviceAugmentation``): it imports
 Keras, which the rest of the package does not need. The layers call TensorFlow ops, so they need
 Keras's TensorFlow backend.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+import warnings
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import keras
 import tensorflow as tf
 
+from object_input import fields
 from object_input.ops import Augmentation
-from object_input.ops.fused_color import FusedColor
+from object_input.ops.device_stage import DeviceStage
 
 
 @keras.saving.register_keras_serializable(package="object_input")
-class FusedColorLayer(keras.layers.Layer):
-    """The fused colour stage of ``augment`` on a batch, on whatever device the model runs.
+class DeviceAugmentation(keras.layers.Layer):
+    """The device stage of ``augment`` on a batch, on whatever device the model runs.
 
-    ``augment`` is the same step list given to ``make_dataset(..., color_stage="device")``; its
-    trailing brightness/contrast/hue/saturation/distort-colour/grayscale steps run here. Call it
-    on ``(images, color_parameters)``: the batch's ``image`` and ``color_parameters`` fields.
-    Training (or ``training=None``) applies the stage, float32 out; ``training=False`` only casts
-    the images to float32, as Keras's random augmentation layers pass images through at inference.
+    ``augment`` is the same step list given to ``make_dataset(..., trailing_steps="device")``;
+    its trailing steps with a device form run here (colour, flips, rotation, affine, blur,
+    sharpness, posterize, solarize, cutout, patch gaussian). Call it on ``(images,
+    device_parameters)`` (what ``keras=True`` batches give a model) or on a batch dict, which
+    comes back with the image done and the parameters consumed. The boxes and other annotations
+    are final already: the pipeline moved them on the host.
+
+    Training (or ``training=None``) applies the stage, float32 out, compiled with XLA
+    (``jit_compile``); ``training=False`` only casts the images to float32, as Keras's random
+    augmentation layers pass images through at inference. Batches need a static image shape.
     """
 
-    def __init__(self, augment: Sequence[Any], **kwargs: Any):
+    def __init__(self, augment: Sequence[Any], jit_compile: bool = True, **kwargs: Any):
         super().__init__(**kwargs)
         self.augment = Augmentation(augment).as_config()
-        _, stage = FusedColor.split(self.augment)
-        if stage is None:
-            raise ValueError(
-                "FusedColorLayer: the augmentation does not end with a fusable colour step "
-                "(brightness, contrast, hue, saturation, distort colour or grayscale), "
-                f"got {[*self.augment]}"
-            )
-        self.stage = stage
+        self.jit_compile = jit_compile
+        self.stage = DeviceStage.required(self.augment, type(self).__name__)
 
-    def call(self, inputs: Sequence[tf.Tensor], training: bool | None = None) -> tf.Tensor:
+    @functools.cached_property
+    def _apply(self) -> Any:
+        if not self.jit_compile:
+            return self.stage
+        return tf.function(self.stage.__call__, jit_compile=True, autograph=False)
+
+    def call(self, inputs: Any, training: bool | None = None) -> Any:
+        if isinstance(inputs, Mapping):
+            out = dict(inputs)
+            parameters = out.pop(fields.DEVICE_PARAMETERS)
+            out[fields.IMAGE] = self.call((out[fields.IMAGE], parameters), training=training)
+            return out
         images, parameters = inputs
         if training is False:
             return tf.cast(images, tf.float32)
-        return self.stage(images, parameters)
+        return self._apply(images, parameters)
 
-    def compute_output_shape(self, input_shape: Sequence[Any]) -> tuple:
+    def compute_output_shape(self, input_shape: Any) -> Any:
+        if isinstance(input_shape, Mapping):
+            return {k: v for k, v in input_shape.items() if k != fields.DEVICE_PARAMETERS}
         return tuple(input_shape[0])
 
     def get_config(self) -> dict[str, Any]:
-        return {**super().get_config(), "augment": self.augment}
+        return {**super().get_config(), "augment": self.augment, "jit_compile": self.jit_compile}
+
+
+@keras.saving.register_keras_serializable(package="object_input")
+class FusedColorLayer(DeviceAugmentation):
+    """Deprecated name of :class:`DeviceAugmentation` (from ``color_stage="device"``)."""
+
+    def __init__(self, augment: Sequence[Any], **kwargs: Any):
+        warnings.warn(
+            "FusedColorLayer is now DeviceAugmentation, and color_stage='device' is "
+            "trailing_steps='device'",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        super().__init__(augment, **kwargs)

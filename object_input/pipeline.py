@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -35,7 +36,7 @@ from object_input.sources import ReadContext, Source, as_source
 from object_input.sources.resolve import PathOptions
 
 OUTPUT_DTYPES = (None, "uint8", "float32", "bfloat16")
-COLOR_STAGES = ("fused", "exact", "device")
+TRAILING_STEPS = ("fused", "exact", "device")
 EMPTY_IMAGE_POLICIES = ("keep", "drop")
 
 
@@ -64,7 +65,8 @@ def make_dataset(
     keras: bool | str = Default(DEFAULTS["keras"]),
     bounding_box_format: str | None = Default(DEFAULTS["bounding_box_format"]),
     output_dtype: str | None = Default(DEFAULTS["output_dtype"]),
-    color_stage: str = Default(DEFAULTS["color_stage"]),
+    trailing_steps: str = Default(DEFAULTS["trailing_steps"]),
+    color_stage: str | None = Default(DEFAULTS["color_stage"]),
     num_parallel_calls: int = Default(DEFAULTS["num_parallel_calls"]),
     prefetch: int = Default(DEFAULTS["prefetch"]),
     deterministic: bool = Default(DEFAULTS["deterministic"]),
@@ -110,12 +112,16 @@ def make_dataset(
       bounding_box_format: the Keras 3 box format of ``keras="detection"`` targets: "xyxy",
         "yxyx", "xywh", "center_xywh", "center_yxhw" (pixels) or their "rel_" forms.
       output_dtype: None keeps uint8 until an op makes floats; "uint8", "float32", "bfloat16".
-      color_stage: where trailing brightness/contrast/hue/saturation/distort-colour/gray steps run
-        when images are resized to ``image_size`` and batched: "fused" (after the resize, on the
-        batch, compiled with XLA; same draws, colour computed on resized pixels), "exact" (in
-        order, per example, before the resize), or "device" (not here: each example carries
-        its ``color_parameters`` for :class:`object_input.layers.FusedColorLayer` on the
-        training device). See docs/performance.md.
+      trailing_steps: where the steps at the end of ``augment`` run when images are resized to
+        ``image_size`` and batched: "fused" (trailing brightness/contrast/hue/saturation/
+        distort-colour/gray steps after the resize, on the batch, compiled with XLA; same draws,
+        colour computed on resized pixels), "exact" (every step in order, per example, before
+        the resize), or "device": the trailing steps with a device form (flips, rotation,
+        affine, blur, sharpness, posterize, solarize, cutout, patch gaussian, colour) draw and
+        move the annotations here, and their pixel work waits for the training device: each
+        example carries ``device_parameters`` for :class:`object_input.layers.DeviceAugmentation`
+        (or :func:`object_input.apply_device_stage`). See docs/performance.md.
+      color_stage: deprecated name of ``trailing_steps`` (same values).
       num_parallel_calls, prefetch: parallelism of the per-example map and prefetch depth.
       deterministic: keep the element order independent of thread timing (the per-example
         map keeps its order either way).
@@ -175,7 +181,8 @@ class DatasetOptions:
     keras: bool | str
     bounding_box_format: str | None
     output_dtype: str | None
-    color_stage: str
+    trailing_steps: str
+    color_stage: str | None
     num_parallel_calls: int
     prefetch: int
     deterministic: bool
@@ -197,11 +204,14 @@ class DatasetOptions:
         _check_choice("batching", self.batching, batching.BATCHING_MODES)
         _check_choice("box_overflow", self.box_overflow, batching.OVERFLOW_POLICIES)
         _check_choice("output_dtype", self.output_dtype, OUTPUT_DTYPES)
-        _check_choice("color_stage", self.color_stage, COLOR_STAGES)
-        if self.color_stage == "device" and (self.image_size is None or self.batch_size is None):
+        self._migrate_color_stage()
+        _check_choice("trailing_steps", self.trailing_steps, TRAILING_STEPS)
+        if self.trailing_steps == "device" and (
+            self.image_size is None or self.batch_size is None
+        ):
             raise ValueError(
-                "color_stage='device' needs image_size and batch_size: the stage runs on "
-                "batches of one image size"
+                "trailing_steps='device' needs image_size and batch_size: the device stage "
+                "runs on batches of one image size"
             )
         _check_choice("on_error", self.on_error, errors.ON_ERROR_POLICIES)
         _check_choice("empty_images", self.empty_images, EMPTY_IMAGE_POLICIES)
@@ -258,6 +268,26 @@ class DatasetOptions:
             self.shuffle = self.source.shuffle_by_default
 
 
+    def _migrate_color_stage(self) -> None:
+        """``color_stage`` (before 0.2) is ``trailing_steps`` under its old name."""
+        if self.color_stage is None:
+            return
+        warnings.warn(
+            "make_dataset(color_stage=...) is now trailing_steps=...: 'device' moves every "
+            "trailing step with a device form (colour, flips, warps, blur, ...), read by "
+            "object_input.layers.DeviceAugmentation from the 'device_parameters' field",
+            DeprecationWarning,
+            stacklevel=4,
+        )
+        _check_choice("color_stage", self.color_stage, TRAILING_STEPS)
+        if self.trailing_steps not in (DEFAULTS["trailing_steps"], self.color_stage):
+            raise ValueError(
+                f"color_stage={self.color_stage!r} and trailing_steps={self.trailing_steps!r} "
+                "disagree; give trailing_steps alone"
+            )
+        self.trailing_steps = self.color_stage
+
+
 def _check_choice(name: str, value: Any, choices: Sequence[Any]) -> None:
     if value not in choices:
         raise ValueError(f"{name} must be one of {tuple(choices)}, got {value!r}")
@@ -306,7 +336,7 @@ def _build(opts: DatasetOptions) -> tf.data.Dataset:
         image_size=opts.image_size,
         pad_image_size=opts.pad_image_size,
         batched=opts.batch_size is not None,
-        color_stage=opts.color_stage,
+        trailing_steps=opts.trailing_steps,
         output_dtype=opts.output_dtype,
         max_boxes=opts.max_boxes,
         box_overflow=opts.box_overflow,
@@ -369,8 +399,8 @@ def _colour_stage(
     num_parallel_calls: int,
     deterministic: bool,
 ) -> tf.data.Dataset:
-    """The trailing colour steps on whole batches, compiled (``color_stage="fused"``)."""
-    if steps.color_stage != "fused" or fields.COLOR_PARAMETERS not in dataset.element_spec:
+    """The trailing colour steps on whole batches, compiled (``trailing_steps="fused"``)."""
+    if steps.trailing_steps != "fused" or fields.COLOR_PARAMETERS not in dataset.element_spec:
         return dataset
     return dataset.map(
         functools.partial(

@@ -17,12 +17,13 @@ pipeline resizing right after them (``make_dataset(image_size=...)``) folds its 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import tensorflow as tf
 
 from object_input import fields
-from object_input.ops import core, transform
+from object_input.ops import core, device, transform
 from object_input.ops.registry import (
     MOVED,
     PER_BOX,
@@ -72,10 +73,13 @@ def warp_example(
     interpolation: str,
     boxes_from_masks: bool,
     output_size: tuple[int, int] | None = None,
+    size: tuple[Any, Any] | None = None,
 ) -> core.Features:
     """Apply the forward pixel ``matrix`` to every field, then resize to ``output_size`` (when
-    given) in the same resampling; see the module docstring."""
-    size = core.image_size(features[fields.IMAGE])
+    given) in the same resampling; see the module docstring. ``size`` is the image's (height,
+    width), read from the image when None (the device stage warps the other fields alone)."""
+    if size is None:
+        size = core.image_size(features[fields.IMAGE])
     if output_size is not None:
         height, width = (tf.cast(side, tf.float32) for side in size)
         resize = transform.scale_matrix(output_size[1] / width, output_size[0] / height)
@@ -115,6 +119,85 @@ def rotation(degrees: Any) -> list[list[tf.Tensor]]:
     return [[cos, sin], [-sin, cos]]
 
 
+def _rotation_matrix(
+    features: core.Features, seed: Any, *, max_angle: float, probability: float
+) -> tf.Tensor:
+    """random_rotation's forward pixel matrix for the example's image, from the step seed."""
+    gate_seed, angle_seed = core.split_seed(seed, 2)
+    angle = core.uniform(angle_seed, -max_angle, max_angle)
+    angle = tf.where(core.bernoulli(gate_seed, probability), angle, 0.0)
+    height, width = core.image_size(features[fields.IMAGE])
+    return about_centre(height, width, rotation(angle))
+
+
+def _affine_matrix(
+    features: core.Features,
+    seed: Any,
+    *,
+    max_rotation: float,
+    max_shear: float,
+    max_translation: float,
+    scale_range: tuple[float, float],
+) -> tf.Tensor:
+    """random_affine's forward pixel matrix for the example's image, from the step seed."""
+    scale_seed, shear_seed, angle_seed, shift_seed = core.split_seed(seed, 4)
+    scale = core.uniform(scale_seed, scale_range[0], scale_range[1])
+    shear = core.uniform(shear_seed, -max_shear, max_shear, shape=[2]) * (math.pi / 180.0)
+    angle = core.uniform(angle_seed, -max_rotation, max_rotation)
+    shift = core.uniform(shift_seed, -max_translation, max_translation, shape=[2])
+    height, width = core.image_size(features[fields.IMAGE])
+    turn = tf.stack([tf.stack(row) for row in rotation(angle)])
+    shear_matrix = tf.stack([tf.stack([1.0, tf.tan(shear[0])]), tf.stack([tf.tan(shear[1]), 1.0])])
+    linear = turn @ shear_matrix * scale
+    shift_x = shift[0] * tf.cast(width, tf.float32)
+    shift_y = shift[1] * tf.cast(height, tf.float32)
+    return about_centre(height, width, linear, shift_x, shift_y)
+
+
+def _resizes(params: Mapping[str, Any]) -> str | None:
+    if params.get("output_size") is not None:
+        return "has output_size set: a step that changes the image size stays on the host"
+    return None
+
+
+def _device_warp(draw: Callable[..., tf.Tensor]) -> device.DeviceStep:
+    """A warp step on the device: its matrix drawn and every field but the image moved on the
+    host (boxes, keypoints, masks exactly as the step moves them), the image warped on the batch
+    by the same transform in normalized coordinates."""
+
+    def prepare(
+        features,
+        *,
+        seed=None,
+        fill_value,
+        interpolation,
+        boxes_from_masks,
+        output_size,
+        **draw_params,
+    ):
+        del output_size  # None: see _resizes
+        matrix = draw(features, seed, **draw_params)
+        rest, image = device.without_image(features)
+        size = core.image_size(image)
+        moved = warp_example(
+            rest,
+            matrix,
+            fill_value=fill_value,
+            interpolation=interpolation,
+            boxes_from_masks=boxes_from_masks,
+            size=size,
+        )
+        return device.with_image(moved, image), device.normalized_matrix(matrix, *size)
+
+    def apply(images, parameters, *, fill_value, interpolation, **params):
+        del params
+        return device.warp(images, parameters, fill_value, interpolation)
+
+    return device.DeviceStep(
+        prepare, apply, size=6, fidelity="distribution", blocker=_resizes
+    )
+
+
 @register_step(
     reads=_AFFINE_FIELDS,
     writes=_AFFINE_FIELDS,
@@ -127,6 +210,7 @@ def rotation(degrees: Any) -> list[list[tf.Tensor]]:
     },
     demo_params={"max_angle": 60.0},
     output_size="output_size",
+    device=_device_warp(_rotation_matrix),
 )
 def random_rotation(
     features: core.Features,
@@ -148,11 +232,7 @@ def random_rotation(
     With ``output_size`` (height, width) the result is also resized to it, in the same
     resampling (float32 image).
     """
-    gate_seed, angle_seed = core.split_seed(seed, 2)
-    angle = core.uniform(angle_seed, -max_angle, max_angle)
-    angle = tf.where(core.bernoulli(gate_seed, probability), angle, 0.0)
-    height, width = core.image_size(features[fields.IMAGE])
-    matrix = about_centre(height, width, rotation(angle))
+    matrix = _rotation_matrix(features, seed, max_angle=max_angle, probability=probability)
     return warp_example(
         features,
         matrix,
@@ -177,6 +257,7 @@ def random_rotation(
     },
     demo_params={"max_rotation": 30.0, "max_shear": 10.0, "max_translation": 0.3},
     output_size="output_size",
+    device=_device_warp(_affine_matrix),
 )
 def random_affine(
     features: core.Features,
@@ -198,18 +279,14 @@ def random_affine(
     U(−max_translation, max_translation) × width (x) and × height (y). The defaults are the
     identity. Fields move, and ``output_size`` resizes, as in :func:`random_rotation`.
     """
-    scale_seed, shear_seed, angle_seed, shift_seed = core.split_seed(seed, 4)
-    scale = core.uniform(scale_seed, scale_range[0], scale_range[1])
-    shear = core.uniform(shear_seed, -max_shear, max_shear, shape=[2]) * (math.pi / 180.0)
-    angle = core.uniform(angle_seed, -max_rotation, max_rotation)
-    shift = core.uniform(shift_seed, -max_translation, max_translation, shape=[2])
-    height, width = core.image_size(features[fields.IMAGE])
-    turn = tf.stack([tf.stack(row) for row in rotation(angle)])
-    shear_matrix = tf.stack([tf.stack([1.0, tf.tan(shear[0])]), tf.stack([tf.tan(shear[1]), 1.0])])
-    linear = turn @ shear_matrix * scale
-    shift_x = shift[0] * tf.cast(width, tf.float32)
-    shift_y = shift[1] * tf.cast(height, tf.float32)
-    matrix = about_centre(height, width, linear, shift_x, shift_y)
+    matrix = _affine_matrix(
+        features,
+        seed,
+        max_rotation=max_rotation,
+        max_shear=max_shear,
+        max_translation=max_translation,
+        scale_range=scale_range,
+    )
     return warp_example(
         features,
         matrix,

@@ -81,16 +81,22 @@ def brightness(image: tf.Tensor, factor) -> tf.Tensor:
 
 
 def sharpness(image: tf.Tensor, factor) -> tf.Tensor:
-    """Blend with PIL's SMOOTH filter (3 × 3, centre weight 5, others 1); borders are kept."""
+    """Blend with PIL's SMOOTH filter (3 × 3, centre weight 5, others 1); borders are kept.
+
+    ``image`` is ``[H, W, C]`` or a batch ``[B, H, W, C]`` (``factor`` then broadcasts over it,
+    e.g. ``[B, 1, 1, 1]``)."""
     # PIL filters the interior only. The 3 × 3 sums come from shifted slices (row sums from
     # views of the image): TensorFlow's CPU convolutions are slow over 3 channels.
-    rows = tf.add_n([image[:-2], image[1:-1], image[2:]])
-    centre = image[1:-1, 1:-1]
-    total = tf.add_n([rows[:, :-2], rows[:, 1:-1], rows[:, 2:], 4.0 * centre])
+    rows = tf.add_n([image[..., :-2, :, :], image[..., 1:-1, :, :], image[..., 2:, :, :]])
+    centre = image[..., 1:-1, 1:-1, :]
+    total = tf.add_n([rows[..., :-2, :], rows[..., 1:-1, :], rows[..., 2:, :], 4.0 * centre])
     inner = blend(_clip(total / 13.0), centre, factor)
     # The border blends with itself: the clipped image. [1:][-1:] is empty for one row/column.
-    middle = tf.concat([_clip(image[1:-1, :1]), inner, _clip(image[1:-1, 1:][:, -1:])], axis=1)
-    return tf.concat([_clip(image[:1]), middle, _clip(image[1:][-1:])], axis=0)
+    left = _clip(image[..., 1:-1, :1, :])
+    right = _clip(image[..., 1:-1, 1:, :][..., -1:, :])
+    middle = tf.concat([left, inner, right], axis=-2)
+    top, bottom = _clip(image[..., :1, :, :]), _clip(image[..., 1:, :, :][..., -1:, :, :])
+    return tf.concat([top, middle, bottom], axis=-3)
 
 
 def _as_levels(image: tf.Tensor) -> tf.Tensor:

@@ -27,9 +27,11 @@ import tensorflow as tf
 
 from object_input import fields
 from object_input.ops import core
+from object_input.ops.device import DeviceStep, vector
 from object_input.ops.registry import (
     FUSED_PARTS,
     ConfigError,
+    get_step,
     in_range,
     non_negative,
     ordered,
@@ -392,10 +394,38 @@ def _run(name: str, features: core.Features, seed: Any, **params: Any) -> core.F
     return out
 
 
+def _device(name: str) -> DeviceStep:
+    """The device form of colour step ``name``: the draws its fused form takes (``fused`` of its
+    registration) as the parameters, applied per batch; neighbouring colour steps fuse."""
+
+    def keys(params: Mapping[str, Any]) -> list[str]:
+        fused = get_step(name).fused
+        if fused == FUSED_PARTS:
+            return [key for _, key in COLOR_STEPS[name].parts(params)]
+        return [fused]
+
+    def prepare(features: core.Features, *, seed=None, **params: Any):
+        drawn = COLOR_STEPS[name].sample(seed, params)
+        return features, vector(*(drawn[k] for k in keys(params)))
+
+    def apply(images: tf.Tensor, parameters: tf.Tensor, **params: Any) -> tf.Tensor:
+        drawn = {k: parameters[:, column] for column, k in enumerate(keys(params))}
+        return COLOR_STEPS[name].run(images, drawn, params)
+
+    return DeviceStep(
+        prepare, apply, size=lambda params: len(keys(params)), fidelity="distribution", fuses=True
+    )
+
+
 # Registered steps -------------------------------------------------------------------------------
 
 
-@register_step(kind="color", checks={"max_delta": non_negative}, fused="delta")
+@register_step(
+    kind="color",
+    checks={"max_delta": non_negative},
+    fused="delta",
+    device=_device("random_adjust_brightness"),
+)
 def random_adjust_brightness(
     features: core.Features, *, seed=None, max_delta: float = 0.2
 ) -> core.Features:
@@ -411,6 +441,7 @@ _FACTOR_CHECKS = {"min_delta": non_negative, "max_delta": non_negative}
     checks=_FACTOR_CHECKS,
     validate=ordered(("min_delta", "max_delta")),
     fused="factor",
+    device=_device("random_adjust_contrast"),
 )
 def random_adjust_contrast(
     features: core.Features, *, seed=None, min_delta: float = 0.8, max_delta: float = 1.25
@@ -419,7 +450,12 @@ def random_adjust_contrast(
     return _run("random_adjust_contrast", features, seed, min_delta=min_delta, max_delta=max_delta)
 
 
-@register_step(kind="color", checks={"max_delta": in_range(0.0, 0.5)}, fused="delta")
+@register_step(
+    kind="color",
+    checks={"max_delta": in_range(0.0, 0.5)},
+    fused="delta",
+    device=_device("random_adjust_hue"),
+)
 def random_adjust_hue(
     features: core.Features, *, seed=None, max_delta: float = 0.02
 ) -> core.Features:
@@ -432,6 +468,7 @@ def random_adjust_hue(
     checks=_FACTOR_CHECKS,
     validate=ordered(("min_delta", "max_delta")),
     fused="factor",
+    device=_device("random_adjust_saturation"),
 )
 def random_adjust_saturation(
     features: core.Features, *, seed=None, min_delta: float = 0.8, max_delta: float = 1.25
@@ -447,7 +484,12 @@ def _ordering_check(value: int) -> str | None:
     return None if value in (0, 1) else "must be 0 or 1"
 
 
-@register_step(kind="color", checks={"color_ordering": _ordering_check}, fused=FUSED_PARTS)
+@register_step(
+    kind="color",
+    checks={"color_ordering": _ordering_check},
+    fused=FUSED_PARTS,
+    device=_device("random_distort_color"),
+)
 def random_distort_color(
     features: core.Features, *, seed=None, color_ordering: int = 0
 ) -> core.Features:
@@ -460,6 +502,7 @@ def random_distort_color(
     checks={"probability": in_range(0.0, 1.0)},
     demo_params={"probability": 1.0},
     fused="to_gray",
+    device=_device("random_rgb_to_gray"),
 )
 def random_rgb_to_gray(
     features: core.Features, *, seed=None, probability: float = 0.1

@@ -15,7 +15,7 @@ from collections.abc import Callable
 import tensorflow as tf
 
 from object_input import fields
-from object_input.ops import autoaugment_ops, core
+from object_input.ops import autoaugment_ops, core, device
 from object_input.ops.color import merge_channels, split_channels
 from object_input.ops.registry import in_range, range_pair, register_step
 
@@ -42,6 +42,29 @@ def _maybe(
         lambda: core.to_float(image),
     )
     return out
+
+
+def _device_gated(
+    draw: Callable[..., list[tf.Tensor]],
+    change: Callable[..., tf.Tensor],
+    size: int,
+    fidelity: str = "distribution",
+) -> device.DeviceStep:
+    """The device form of a step gated by ``probability`` as :func:`_maybe` gates it: the gate
+    and ``draw(features, draw_seed, **params)`` (``size`` values) from the step seed on the
+    host, ``change(images, drawn, **params)`` (``drawn`` ``[B, size]``) on the batch."""
+
+    def prepare(features, *, seed=None, probability, **params):
+        gate_seed, draw_seed = core.split_seed(seed, 2)
+        drawn = draw(features, draw_seed, **params)
+        return features, device.vector(core.bernoulli(gate_seed, probability), *drawn)
+
+    def apply(images, parameters, *, probability, **params):
+        del probability
+        changed = change(images, parameters[:, 1:], **params)
+        return tf.where(device.fires(parameters), changed, images)
+
+    return device.DeviceStep(prepare, apply, size=1 + size, fidelity=fidelity)
 
 
 def _on_colour(
@@ -133,10 +156,30 @@ def gaussian_blur(image: tf.Tensor, sigma: tf.Tensor, max_radius: int) -> tf.Ten
     return tf.reshape(down, tf.stack([height, blocks * block, channels]))[:, :width]
 
 
+def _max_radius(sigma_range: tuple[float, float]) -> int:
+    return max(1, math.ceil(3.0 * sigma_range[1]))
+
+
+def _draw_sigma(features, draw_seed, *, sigma_range):
+    """The blur's sigma as fractions of the image's height and of its width: on the resized
+    batch it then spans the same part of the scene along each axis."""
+    sigma = core.uniform(draw_seed, sigma_range[0], sigma_range[1])
+    height, width = core.image_size(features[fields.IMAGE])
+    return [sigma / tf.cast(height, tf.float32), sigma / tf.cast(width, tf.float32)]
+
+
+def _blur_batch(images, drawn, *, sigma_range):
+    height, width = images.shape[1], images.shape[2]
+    return device.gaussian_blur(
+        images, drawn[:, 0] * height, drawn[:, 1] * width, _max_radius(sigma_range)
+    )
+
+
 @register_step(
     kind="image",
     checks={"sigma_range": range_pair(0.01, 50.0), "probability": in_range(0.0, 1.0)},
     demo_params={"probability": 1.0},
+    device=_device_gated(_draw_sigma, _blur_batch, 2),
 )
 def random_gaussian_blur(
     features: core.Features,
@@ -150,7 +193,7 @@ def random_gaussian_blur(
     The kernel spans ±⌈3 · sigma⌉ pixels for the drawn sigma (at most ±⌈3 · sigma_range[1]⌉);
     borders are renormalized (see :func:`gaussian_blur`). Float32 out.
     """
-    radius = max(1, math.ceil(3.0 * sigma_range[1]))
+    radius = _max_radius(sigma_range)
 
     def blur(image: tf.Tensor, draw_seed: tf.Tensor) -> tf.Tensor:
         sigma = core.uniform(draw_seed, sigma_range[0], sigma_range[1])
@@ -159,10 +202,24 @@ def random_gaussian_blur(
     return _maybe(features, seed, probability, blur)
 
 
+def _draw_factor(features, draw_seed, *, factor_range):
+    del features
+    return [core.uniform(draw_seed, factor_range[0], factor_range[1])]
+
+
+def _sharpen_batch(images, drawn, *, factor_range):
+    del factor_range
+    factor = device.per_example(drawn[:, 0])
+    return _on_colour(
+        images, "random_sharpness", lambda c: autoaugment_ops.sharpness(c, factor)
+    )
+
+
 @register_step(
     kind="color",
     checks={"factor_range": range_pair(0.0, 10.0), "probability": in_range(0.0, 1.0)},
     demo_params={"probability": 1.0},
+    device=_device_gated(_draw_factor, _sharpen_batch, 1),
 )
 def random_sharpness(
     features: core.Features,
@@ -178,16 +235,28 @@ def random_sharpness(
     """
 
     def sharpen(image: tf.Tensor, draw_seed: tf.Tensor) -> tf.Tensor:
-        factor = core.uniform(draw_seed, factor_range[0], factor_range[1])
+        (factor,) = _draw_factor(image, draw_seed, factor_range=factor_range)
         return _on_colour(image, "random_sharpness", lambda c: autoaugment_ops.sharpness(c, factor))
 
     return _maybe(features, seed, probability, sharpen)
+
+
+def _draw_bits(features, draw_seed, *, bits_range):
+    del features
+    return [core.uniform_int(draw_seed, bits_range[0], bits_range[1] + 1)]
+
+
+def _posterize_batch(images, drawn, *, bits_range):
+    del bits_range
+    bits = device.per_example(drawn[:, 0])
+    return _on_colour(images, "random_posterize", lambda c: autoaugment_ops.posterize(c, bits))
 
 
 @register_step(
     kind="color",
     checks={"bits_range": range_pair(1, 8), "probability": in_range(0.0, 1.0)},
     demo_params={"probability": 1.0, "bits_range": (2, 3)},
+    device=_device_gated(_draw_bits, _posterize_batch, 1),
 )
 def random_posterize(
     features: core.Features,
@@ -203,7 +272,7 @@ def random_posterize(
     """
 
     def posterize(image: tf.Tensor, draw_seed: tf.Tensor) -> tf.Tensor:
-        bits = core.uniform_int(draw_seed, bits_range[0], bits_range[1] + 1)
+        (bits,) = _draw_bits(image, draw_seed, bits_range=bits_range)
         # The top bits of a byte: the level rounded down to a multiple of 2 ** (8 - bits).
         top_bits = tf.cast(256 - tf.bitwise.left_shift(1, 8 - bits), tf.uint8)
         return _on_levels(
@@ -216,10 +285,24 @@ def random_posterize(
     return _maybe(features, seed, probability, posterize, keep_dtype=True)
 
 
+def _draw_threshold(features, draw_seed, *, threshold_range):
+    del features
+    return [core.uniform(draw_seed, threshold_range[0], threshold_range[1])]
+
+
+def _solarize_batch(images, drawn, *, threshold_range):
+    del threshold_range
+    threshold = device.per_example(drawn[:, 0])
+    return _on_colour(
+        images, "random_solarize", lambda c: autoaugment_ops.solarize(c, threshold)
+    )
+
+
 @register_step(
     kind="color",
     checks={"threshold_range": range_pair(0.0, 256.0), "probability": in_range(0.0, 1.0)},
     demo_params={"probability": 1.0, "threshold_range": (50.0, 60.0)},
+    device=_device_gated(_draw_threshold, _solarize_batch, 1),
 )
 def random_solarize(
     features: core.Features,
@@ -232,7 +315,7 @@ def random_solarize(
     from U(threshold_range) (256 leaves the image as it is). Float32 out."""
 
     def solarize(image: tf.Tensor, draw_seed: tf.Tensor) -> tf.Tensor:
-        threshold = core.uniform(draw_seed, threshold_range[0], threshold_range[1])
+        (threshold,) = _draw_threshold(image, draw_seed, threshold_range=threshold_range)
         # A level is below the threshold when it is below its ceiling; 256 keeps every level.
         ceiling = tf.cast(tf.math.ceil(threshold), tf.int32)
 

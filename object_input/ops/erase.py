@@ -10,7 +10,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from object_input import fields
-from object_input.ops import core
+from object_input.ops import core, device
 from object_input.ops.registry import (
     PER_BOX,
     in_range,
@@ -69,6 +69,73 @@ def hidden_boxes(boxes: tf.Tensor, height, width, corners, extents) -> tf.Tensor
     return tf.reduce_all(covering > 0.0, axis=[1, 2])
 
 
+def _draw_patches(image: tf.Tensor, seed, *, num_patches, size_range, probability):
+    """``(fires, corners, extents, noise_seed)``: random_cutout's draws for ``image``."""
+    gate_seed, size_seed, place_seed, noise_seed = core.split_seed(seed, 4)
+    height, width = core.image_size(image)
+    size = tf.cast(tf.stack([height, width]), tf.float32)
+    fractions = core.uniform(size_seed, size_range[0], size_range[1], shape=[num_patches, 2])
+    extents = tf.maximum(tf.cast(tf.round(fractions * size), tf.int32), 1)
+    extents = tf.minimum(extents, tf.stack([height, width]))
+    places = core.uniform(place_seed, shape=[num_patches, 2])
+    slack = tf.cast(tf.stack([height, width]) - extents + 1, tf.float32)
+    corners = tf.minimum(tf.cast(tf.floor(places * slack), tf.int32), tf.cast(slack, tf.int32) - 1)
+    return core.bernoulli(gate_seed, probability), corners, extents, noise_seed
+
+
+def _drop_hidden(
+    features: core.Features, size, fires, corners, extents, covered_boxes: str
+) -> core.Features:
+    """``features`` without the boxes the fired patches hide, counted (``covered_boxes="drop"``)."""
+    if covered_boxes == "keep" or fields.BOXES not in features:
+        return features
+    hidden = hidden_boxes(features[fields.BOXES], *size, corners, extents) & fires
+    out = core.mask_boxes(features, ~hidden)
+    dropped = features.get(fields.NUM_DROPPED_BOXES, tf.constant(0, tf.int32))
+    out[fields.NUM_DROPPED_BOXES] = dropped + tf.reduce_sum(tf.cast(hidden, tf.int32))
+    return out
+
+
+def _device_cutout() -> device.DeviceStep:
+    """random_cutout on the device: patches drawn and hidden boxes dropped on the host, the
+    patches (as fractions of the image) filled on the batch."""
+
+    def prepare(features, *, seed=None, fill_value, covered_boxes, **draw_params):
+        rest, image = device.without_image(features)
+        fires, corners, extents, noise_seed = _draw_patches(image, seed, **draw_params)
+        size = core.image_size(image)
+        out = _drop_hidden(rest, size, fires, corners, extents, covered_boxes)
+        rectangles = [
+            value
+            for index in range(draw_params["num_patches"])
+            for value in device.normalized_rectangle(
+                *tf.unstack(corners[index]), *tf.unstack(corners[index] + extents[index]), *size
+            )
+        ]
+        drawn = device.vector(fires, *rectangles, *device.seed_parameters(noise_seed))
+        return device.with_image(out, image), drawn
+
+    def apply(images, parameters, *, num_patches, fill_value, **params):
+        del params
+        inside = tf.zeros_like(images[..., :1], tf.bool)
+        for index in range(num_patches):
+            rectangles = parameters[:, 1 + 4 * index : 5 + 4 * index]
+            inside |= device.rectangle_mask(rectangles, images.shape[1], images.shape[2])
+        if fill_value is None:
+            noise = core.uniform(device.batch_seed(parameters[:, -2:]), 0.0, 256.0, tf.shape(images))
+            fill = tf.floor(noise)
+        else:
+            fill = tf.fill(tf.shape(images), float(fill_value))
+        return tf.where(inside & device.fires(parameters), fill, images)
+
+    return device.DeviceStep(
+        prepare,
+        apply,
+        size=lambda params: 3 + 4 * params["num_patches"],
+        fidelity="distribution",
+    )
+
+
 @register_step(
     reads=(fields.IMAGE, fields.NUM_DROPPED_BOXES, PER_BOX),
     writes=(fields.IMAGE, fields.NUM_DROPPED_BOXES, PER_BOX),
@@ -80,6 +147,7 @@ def hidden_boxes(boxes: tf.Tensor, height, width, corners, extents) -> tf.Tensor
         "covered_boxes": _covered_check,
     },
     demo_params={"probability": 1.0, "num_patches": 3, "size_range": (0.4, 0.6)},
+    device=_device_cutout(),
 )
 def random_cutout(
     features: core.Features,
@@ -100,18 +168,11 @@ def random_cutout(
     (``covered_boxes="drop"``), or kept (``"keep"``). Masks and keypoints are not changed: the
     object is hidden, not gone. The image keeps its dtype.
     """
-    gate_seed, size_seed, place_seed, noise_seed = core.split_seed(seed, 4)
     image = features[fields.IMAGE]
-    height, width = core.image_size(image)
-    size = tf.cast(tf.stack([height, width]), tf.float32)
-    fractions = core.uniform(size_seed, size_range[0], size_range[1], shape=[num_patches, 2])
-    extents = tf.maximum(tf.cast(tf.round(fractions * size), tf.int32), 1)
-    extents = tf.minimum(extents, tf.stack([height, width]))
-    places = core.uniform(place_seed, shape=[num_patches, 2])
-    slack = tf.cast(tf.stack([height, width]) - extents + 1, tf.float32)
-    corners = tf.minimum(tf.cast(tf.floor(places * slack), tf.int32), tf.cast(slack, tf.int32) - 1)
+    fires, corners, extents, noise_seed = _draw_patches(
+        image, seed, num_patches=num_patches, size_range=size_range, probability=probability
+    )
     ends = corners + extents
-    fires = core.bernoulli(gate_seed, probability)
 
     def erase() -> tf.Tensor:
         if fill_value is None:
@@ -130,10 +191,5 @@ def random_cutout(
 
     out = dict(features)
     out[fields.IMAGE] = tf.cond(fires, erase, lambda: image) if num_patches else image
-    if covered_boxes == "keep" or fields.BOXES not in features:
-        return out
-    hidden = hidden_boxes(features[fields.BOXES], height, width, corners, extents) & fires
-    out = core.mask_boxes(out, ~hidden)
-    dropped = features.get(fields.NUM_DROPPED_BOXES, tf.constant(0, tf.int32))
-    out[fields.NUM_DROPPED_BOXES] = dropped + tf.reduce_sum(tf.cast(hidden, tf.int32))
-    return out
+    size = core.image_size(image)
+    return _drop_hidden(out, size, fires, corners, extents, covered_boxes)

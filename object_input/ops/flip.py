@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import tensorflow as tf
 
 from object_input import fields
-from object_input.ops import core, transform
+from object_input.ops import core, device, transform
 from object_input.ops.registry import MOVED, in_range, register_step
 
 
@@ -80,6 +80,23 @@ def maybe_flip(
     return transform.apply(features, transform.Flip(axis, permutation, when))
 
 
+def _device_flip(axis: int, step: str) -> device.DeviceStep:
+    """A random flip along image ``axis`` on the device: the flag drawn and the annotations
+    flipped on the host, the pixels mirrored on the batch (resizing commutes with a mirror)."""
+
+    def prepare(features, *, seed=None, keypoint_flip_permutation=None, probability=0.5):
+        when = core.bernoulli(seed, probability)
+        rest, image = device.without_image(features)
+        flipped = maybe_flip(rest, axis, when, keypoint_flip_permutation, step)
+        return device.with_image(flipped, image), device.vector(when)
+
+    def apply(images, parameters, **params):
+        del params
+        return tf.where(device.fires(parameters), tf.reverse(images, [axis + 1]), images)
+
+    return device.DeviceStep(prepare, apply, size=1, fidelity="exact")
+
+
 @register_step(
     reads=(MOVED,),
     writes=(MOVED,),
@@ -87,6 +104,7 @@ def maybe_flip(
     checks={"probability": in_range(0.0, 1.0)},
     deferral="view",
     demo_params={"probability": 1.0, "keypoint_flip_permutation": [1, 0]},
+    device=_device_flip(1, "flip_left_right"),
 )
 def random_horizontal_flip(
     features: core.Features,
@@ -108,6 +126,7 @@ def random_horizontal_flip(
     checks={"probability": in_range(0.0, 1.0)},
     deferral="view",
     demo_params={"probability": 1.0, "keypoint_flip_permutation": [0, 1]},
+    device=_device_flip(0, "flip_up_down"),
 )
 def random_vertical_flip(
     features: core.Features,

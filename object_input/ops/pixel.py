@@ -13,7 +13,7 @@ from typing import Any
 import tensorflow as tf
 
 from object_input import fields
-from object_input.ops import core
+from object_input.ops import core, device
 from object_input.ops.color import merge_channels, split_channels
 from object_input.ops.registry import (
     in_range,
@@ -212,6 +212,51 @@ def random_jpeg_quality(
     return _with_image(features, tf.cond(keep, lambda: image, reencode))
 
 
+def _draw_patch(image: tf.Tensor, seed, **params) -> tuple[tf.Tensor, ...]:
+    """``(keep, size, stddev, top, left, noise_seed)``: random_patch_gaussian's draws."""
+    height, width = core.image_size(image)
+    keep_seed, size_seed, stddev_seed, y_seed, x_seed, noise_seed = core.split_seed(seed, 6)
+    size = core.uniform_int(size_seed, params["min_patch_size"], params["max_patch_size"] + 1)
+    stddev = core.uniform(
+        stddev_seed, params["min_gaussian_stddev"], params["max_gaussian_stddev"]
+    )
+    top = core.uniform_int(y_seed, 0, height) - size // 2
+    left = core.uniform_int(x_seed, 0, width) - size // 2
+    return core.bernoulli(keep_seed, params["random_coef"]), size, stddev, top, left, noise_seed
+
+
+def _device_patch_gaussian() -> device.DeviceStep:
+    """random_patch_gaussian on the device: the patch (as fractions of the image) and its
+    standard deviation drawn on the host, the noise drawn and added on the batch."""
+
+    def prepare(features, *, seed=None, **params):
+        image = features[fields.IMAGE]
+        keep, size, stddev, top, left, noise_seed = _draw_patch(image, seed, **params)
+        rectangle = device.normalized_rectangle(
+            top, left, top + size, left + size, *core.image_size(image)
+        )
+        drawn = device.vector(~keep, *rectangle, stddev, *device.seed_parameters(noise_seed))
+        return features, drawn
+
+    def apply(images, parameters, **params):
+        del params
+
+        def noisy(colour: tf.Tensor) -> tf.Tensor:
+            noise = tf.random.stateless_normal(
+                tf.shape(colour), device.batch_seed(parameters[:, 6:8])
+            )
+            patch = device.rectangle_mask(parameters[:, 1:5], *colour.shape[1:3])
+            added = tf.clip_by_value(
+                colour + noise * device.per_example(255.0 * parameters[:, 5]), 0.0, 255.0
+            )
+            return tf.where(patch & device.fires(parameters), added, colour)
+
+        colour, rest = split_channels(images, "random_patch_gaussian")
+        return merge_channels(noisy(colour), rest)
+
+    return device.DeviceStep(prepare, apply, size=8, fidelity="distribution")
+
+
 @register_step(
     kind="image",
     checks={
@@ -224,6 +269,7 @@ def random_jpeg_quality(
     validate=ordered(
         ("min_patch_size", "max_patch_size"), ("min_gaussian_stddev", "max_gaussian_stddev")
     ),
+    device=_device_patch_gaussian(),
 )
 def random_patch_gaussian(
     features: core.Features,
@@ -244,11 +290,15 @@ def random_patch_gaussian(
     """
     colour, rest = split_channels(features[fields.IMAGE], "random_patch_gaussian")
     height, width = core.image_size(colour)
-    keep_seed, size_seed, stddev_seed, y_seed, x_seed, noise_seed = core.split_seed(seed, 6)
-    size = core.uniform_int(size_seed, min_patch_size, max_patch_size + 1)
-    stddev = core.uniform(stddev_seed, min_gaussian_stddev, max_gaussian_stddev)
-    top = core.uniform_int(y_seed, 0, height) - size // 2
-    left = core.uniform_int(x_seed, 0, width) - size // 2
+    keep, size, stddev, top, left, noise_seed = _draw_patch(
+        colour,
+        seed,
+        min_patch_size=min_patch_size,
+        max_patch_size=max_patch_size,
+        min_gaussian_stddev=min_gaussian_stddev,
+        max_gaussian_stddev=max_gaussian_stddev,
+        random_coef=random_coef,
+    )
 
     def patch() -> tf.Tensor:
         # Only the patch's rectangle gets noise, stitched back in: a broadcasting whole-image
@@ -264,6 +314,5 @@ def random_patch_gaussian(
         stitched = tf.concat([colour[:y0], band, colour[y1:]], axis=0)
         return tf.clip_by_value(stitched, 0.0, 255.0)
 
-    keep = core.bernoulli(keep_seed, random_coef)
     colour = tf.cond(keep, lambda: colour, patch)
     return _with_image(features, merge_channels(colour, rest))

@@ -40,7 +40,7 @@ class StepSpec:
     without moving or dropping boxes. A test runs every registered step and holds it to all three.
 
     The other facts are those other stages read (see :func:`register_step`): ``deferral``,
-    ``fused``, ``output_size``, ``prepare``, ``od_api_fields`` and ``demo_params``.
+    ``fused``, ``output_size``, ``prepare``, ``od_api_fields``, ``demo_params`` and ``device``.
     """
 
     name: str
@@ -60,6 +60,7 @@ class StepSpec:
     prepare: Callable[..., dict] | None = None
     od_api_fields: Mapping[str, str | tuple[str, str]] = dataclasses.field(default_factory=dict)
     demo_params: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    device: Any = None
 
     def resolve(self, params: Mapping[str, Any] | None) -> dict[str, Any]:
         """Validate ``params`` and return them merged over the defaults."""
@@ -146,6 +147,7 @@ def register_step(
     prepare: Callable[..., dict] | None = None,
     od_api_fields: Mapping[str, str | tuple[str, str]] | None = None,
     demo_params: Mapping[str, Any] | None = None,
+    device: Any = None,
 ) -> Callable[[Callable[..., dict]], Callable[..., dict]]:
     """Decorator registering an op as a config step.
 
@@ -178,6 +180,9 @@ def register_step(
       they differ: a name, or ``(low, high)`` fields for a pair.
     - ``demo_params``: parameters that make the step act on a small example (the required ones,
       probabilities at 1), with which the step-spec tests run it.
+    - ``device``: a :class:`object_input.ops.device.DeviceStep`: how the step draws and
+      annotates on the host and changes the pixels of a batch on the training device, so that
+      it can run in the device stage (``make_dataset(trailing_steps="device")``).
     """
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
@@ -246,6 +251,7 @@ def register_step(
             prepare=prepare,
             od_api_fields=dict(od_api_fields or {}),
             demo_params=dict(demo_params or {}),
+            device=device,
         )
         return op
 

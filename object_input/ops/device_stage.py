@@ -1,0 +1,158 @@
+"""The device stage: an augmentation's trailing device-capable steps, split between host and
+training device.
+
+:meth:`DeviceStage.split` finds the longest run of steps at the end of an augmentation whose
+registration declares a :class:`~object_input.ops.device.DeviceStep` (and whose parameters let
+it move). In the pipeline each example runs :meth:`DeviceStage.prepare` on the host: every
+step's draws from the example seed (step ``i`` from ``fold_in(seed, i)``, as
+:class:`~object_input.ops.Augmentation` draws) and its work on the annotations, giving one
+float32 parameter vector. The batch then goes to the device, where :meth:`DeviceStage.__call__`
+changes the pixels of the static-shape batch: in :class:`object_input.layers.DeviceAugmentation`
+inside the model, or :func:`apply_device_stage` in a custom training loop. Neighbouring colour
+steps run as one compiled colour pass (:mod:`object_input.ops.fused_color`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import tensorflow as tf
+
+from object_input import fields
+from object_input.ops import core
+from object_input.ops.compose import Augmentation
+from object_input.ops.fused_color import FusedColor
+from object_input.ops.registry import StepSpec
+
+
+def why_not(spec: StepSpec, params: Mapping[str, Any]) -> str | None:
+    """Why step ``spec`` with ``params`` cannot run on the device, or None."""
+    if spec.device is None:
+        return (
+            f"{spec.name!r} has no batched form (it changes sizes, combines examples or works "
+            "per box), so it runs on the host"
+        )
+    problem = spec.device.why_not(params)
+    return None if problem is None else f"{spec.name!r} {problem}"
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceStage:
+    """Steps ``start:`` of ``augment``, each with a device form."""
+
+    augment: Augmentation
+    start: int
+
+    @classmethod
+    def split(cls, augment: Augmentation | Sequence[Any]) -> tuple[int, DeviceStage | None]:
+        """``(start, stage)``: the trailing device-capable run of ``augment`` from ``start``
+        (``stage`` None and ``start`` the step count when the last step cannot move)."""
+        if not isinstance(augment, Augmentation):
+            augment = Augmentation(augment)
+        start = len(augment)
+        while start > 0 and why_not(*augment.steps[start - 1]) is None:
+            start -= 1
+        if start == len(augment):
+            return start, None
+        return start, cls(augment, start)
+
+    @classmethod
+    def required(cls, augment: Augmentation | Sequence[Any], what: str) -> DeviceStage:
+        """The stage of ``augment``; a ValueError naming the last step and why it cannot move
+        when there is none (``what`` names the caller)."""
+        if not isinstance(augment, Augmentation):
+            augment = Augmentation(augment)
+        _, stage = cls.split(augment)
+        if stage is None:
+            reason = why_not(*augment.steps[-1]) if len(augment) else "there are no steps"
+            raise ValueError(
+                f"{what}: no trailing step can run on the device: the last step {reason}"
+            )
+        return stage
+
+    @property
+    def steps(self) -> list[tuple[int, StepSpec, dict[str, Any]]]:
+        """``(position in the augmentation, spec, params)`` of each step of the stage."""
+        return [
+            (index, spec, params)
+            for index, (spec, params) in enumerate(self.augment.steps)
+            if index >= self.start
+        ]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The step names, in order."""
+        return tuple(spec.name for _, spec, _ in self.steps)
+
+    @property
+    def num_parameters(self) -> int:
+        """Length of one example's parameter vector."""
+        return sum(spec.device.num_parameters(params) for _, spec, params in self.steps)
+
+    def prepare(self, features: core.Features, seed: Any) -> core.Features:
+        """One example's draws and annotation work for every step of the stage, on the host:
+        the example with its image untouched and its parameters in ``DEVICE_PARAMETERS``."""
+        vectors = []
+        for index, spec, params in self.steps:
+            features, vector = spec.device.prepare(
+                features, seed=self.augment.step_seed(seed, index), **params
+            )
+            vectors.append(tf.reshape(vector, [spec.device.num_parameters(params)]))
+        return {**features, fields.DEVICE_PARAMETERS: tf.concat(vectors, axis=0)}
+
+    def __call__(self, images: tf.Tensor, parameters: tf.Tensor) -> tf.Tensor:
+        """The pixels of a static-shape batch ``[B, H, W, C]`` (any real dtype) with its
+        ``[B, P]`` parameters; float32 on the [0, 255] scale out."""
+        if images.shape.rank != 4 or not images.shape[1:].is_fully_defined():
+            raise ValueError(
+                f"the device stage ({', '.join(self.names)}) needs batches [B, H, W, C] with H, "
+                f"W and C known when traced, got shape {images.shape}; batch with "
+                "make_dataset(image_size=..., batching='static')"
+            )
+        images = core.to_float(images)
+        parameters = tf.cast(parameters, tf.float32)
+        column = 0
+        for group in self._groups(images.shape[-1]):
+            sizes = [spec.device.num_parameters(params) for _, spec, params in group]
+            drawn = parameters[:, column : column + sum(sizes)]
+            column += sum(sizes)
+            if len(group) > 1 or group[0][1].device.fuses and images.shape[-1] == 3:
+                colour = FusedColor(tuple((i, spec.name, params) for i, spec, params in group))
+                images = colour(images, drawn)
+                continue
+            _, spec, params = group[0]
+            images = tf.ensure_shape(spec.device.apply(images, drawn, **params), images.shape)
+        return images
+
+    def _groups(self, channels: int) -> list[list[tuple[int, StepSpec, dict[str, Any]]]]:
+        """The steps in order, neighbouring colour steps of an RGB batch in one group."""
+        groups: list[list[tuple[int, StepSpec, dict[str, Any]]]] = []
+        for step in self.steps:
+            fuses = step[1].device.fuses and channels == 3
+            if fuses and groups and groups[-1][-1][1].device.fuses:
+                groups[-1].append(step)
+            else:
+                groups.append([step])
+        return groups
+
+    def as_config(self) -> list[dict[str, dict[str, Any]]]:
+        """The whole augmentation's steps, as the stage was built from."""
+        return self.augment.as_config()
+
+
+def apply_device_stage(batch: Mapping[str, tf.Tensor], augment: Any) -> dict[str, tf.Tensor]:
+    """A batch from ``make_dataset(trailing_steps="device")`` with its device stage applied:
+    ``DEVICE_PARAMETERS`` consumed, the image float32. For custom training loops: call it inside
+    the ``tf.function`` that runs on the accelerator (``augment`` is the pipeline's step list)."""
+    if fields.DEVICE_PARAMETERS not in batch:
+        raise ValueError(
+            f"the batch has no {fields.DEVICE_PARAMETERS!r}: make it with "
+            "make_dataset(..., trailing_steps='device')"
+        )
+    stage = DeviceStage.required(augment, "apply_device_stage")
+    out = dict(batch)
+    parameters = out.pop(fields.DEVICE_PARAMETERS)
+    out[fields.IMAGE] = stage(out[fields.IMAGE], parameters)
+    return out
