@@ -206,9 +206,7 @@ class DatasetOptions:
         _check_choice("output_dtype", self.output_dtype, OUTPUT_DTYPES)
         self._migrate_color_stage()
         _check_choice("trailing_steps", self.trailing_steps, TRAILING_STEPS)
-        if self.trailing_steps == "device" and (
-            self.image_size is None or self.batch_size is None
-        ):
+        if self.trailing_steps == "device" and (self.image_size is None or self.batch_size is None):
             raise ValueError(
                 "trailing_steps='device' needs image_size and batch_size: the device stage "
                 "runs on batches of one image size"
@@ -266,7 +264,6 @@ class DatasetOptions:
             )
         if self.shuffle is None:
             self.shuffle = self.source.shuffle_by_default
-
 
     def _migrate_color_stage(self) -> None:
         """``color_stage`` (before 0.2) is ``trailing_steps`` under its old name."""

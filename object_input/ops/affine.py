@@ -193,9 +193,7 @@ def _device_warp(draw: Callable[..., tf.Tensor]) -> device.DeviceStep:
         del params
         return device.warp(images, parameters, fill_value, interpolation)
 
-    return device.DeviceStep(
-        prepare, apply, size=6, fidelity="distribution", blocker=_resizes
-    )
+    return device.DeviceStep(prepare, apply, size=6, fidelity="distribution", blocker=_resizes)
 
 
 @register_step(

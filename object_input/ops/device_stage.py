@@ -118,7 +118,7 @@ class DeviceStage:
             sizes = [spec.device.num_parameters(params) for _, spec, params in group]
             drawn = parameters[:, column : column + sum(sizes)]
             column += sum(sizes)
-            if len(group) > 1 or group[0][1].device.fuses and images.shape[-1] == 3:
+            if group[0][1].device.fuses and images.shape[-1] == 3:
                 colour = FusedColor(tuple((i, spec.name, params) for i, spec, params in group))
                 images = colour(images, drawn)
                 continue

@@ -210,9 +210,7 @@ def _draw_factor(features, draw_seed, *, factor_range):
 def _sharpen_batch(images, drawn, *, factor_range):
     del factor_range
     factor = device.per_example(drawn[:, 0])
-    return _on_colour(
-        images, "random_sharpness", lambda c: autoaugment_ops.sharpness(c, factor)
-    )
+    return _on_colour(images, "random_sharpness", lambda c: autoaugment_ops.sharpness(c, factor))
 
 
 @register_step(
@@ -293,9 +291,7 @@ def _draw_threshold(features, draw_seed, *, threshold_range):
 def _solarize_batch(images, drawn, *, threshold_range):
     del threshold_range
     threshold = device.per_example(drawn[:, 0])
-    return _on_colour(
-        images, "random_solarize", lambda c: autoaugment_ops.solarize(c, threshold)
-    )
+    return _on_colour(images, "random_solarize", lambda c: autoaugment_ops.solarize(c, threshold))
 
 
 @register_step(

@@ -122,8 +122,8 @@ def _device_cutout() -> device.DeviceStep:
             rectangles = parameters[:, 1 + 4 * index : 5 + 4 * index]
             inside |= device.rectangle_mask(rectangles, images.shape[1], images.shape[2])
         if fill_value is None:
-            noise = core.uniform(device.batch_seed(parameters[:, -2:]), 0.0, 256.0, tf.shape(images))
-            fill = tf.floor(noise)
+            seed = device.batch_seed(parameters[:, -2:])
+            fill = tf.floor(core.uniform(seed, 0.0, 256.0, tf.shape(images)))
         else:
             fill = tf.fill(tf.shape(images), float(fill_value))
         return tf.where(inside & device.fires(parameters), fill, images)

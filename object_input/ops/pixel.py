@@ -217,9 +217,7 @@ def _draw_patch(image: tf.Tensor, seed, **params) -> tuple[tf.Tensor, ...]:
     height, width = core.image_size(image)
     keep_seed, size_seed, stddev_seed, y_seed, x_seed, noise_seed = core.split_seed(seed, 6)
     size = core.uniform_int(size_seed, params["min_patch_size"], params["max_patch_size"] + 1)
-    stddev = core.uniform(
-        stddev_seed, params["min_gaussian_stddev"], params["max_gaussian_stddev"]
-    )
+    stddev = core.uniform(stddev_seed, params["min_gaussian_stddev"], params["max_gaussian_stddev"])
     top = core.uniform_int(y_seed, 0, height) - size // 2
     left = core.uniform_int(x_seed, 0, width) - size // 2
     return core.bernoulli(keep_seed, params["random_coef"]), size, stddev, top, left, noise_seed
