@@ -1,4 +1,4 @@
-"""make_dataset's color_stage ("fused", "exact", "device") and JPEG DCT scaling."""
+"""make_dataset's trailing_steps for colour ("fused", "exact", "device") and JPEG DCT scaling."""
 
 import numpy as np
 import pytest
@@ -6,7 +6,7 @@ import tensorflow as tf
 
 import object_input as oi
 from object_input import fields
-from object_input.layers import FusedColorLayer
+from object_input.layers import DeviceAugmentation
 
 GEOMETRY = [("random_horizontal_flip", {}), ("random_crop_image", {"min_object_covered": 0.0})]
 COLOUR = [
@@ -27,7 +27,7 @@ def test_fused_equals_exact_when_the_colour_already_sees_the_output_size(synthet
     # resize_image to the output size before the colour: the final resize is then an identity,
     # so the exact order and the fused stage colour the same pixels.
     steps = [*GEOMETRY, ("resize_image", {"new_height": SIZE[0], "new_width": SIZE[1]}), *COLOUR]
-    exact = first_batch(synthetic_dir, steps, color_stage="exact")
+    exact = first_batch(synthetic_dir, steps, trailing_steps="exact")
     fused = first_batch(synthetic_dir, steps)
     assert fields.COLOR_PARAMETERS not in fused
     assert fused[fields.IMAGE].dtype == tf.float32
@@ -39,7 +39,7 @@ def test_fused_equals_exact_when_the_colour_already_sees_the_output_size(synthet
 
 
 def test_fused_differs_from_exact_by_interpolation_only(synthetic_dir):
-    exact = first_batch(synthetic_dir, [*GEOMETRY, *COLOUR], color_stage="exact")
+    exact = first_batch(synthetic_dir, [*GEOMETRY, *COLOUR], trailing_steps="exact")
     fused = first_batch(synthetic_dir, [*GEOMETRY, *COLOUR])
     np.testing.assert_array_equal(fused[fields.BOXES], exact[fields.BOXES])
     difference = np.abs(fused[fields.IMAGE].numpy() - exact[fields.IMAGE].numpy())
@@ -62,24 +62,24 @@ def test_fused_stage_output_dtype_is_its_float_colour_cast(synthetic_dir, dtype)
 
 def test_device_stage_defers_the_colour_to_the_layer(synthetic_dir):
     steps = [*GEOMETRY, *COLOUR]
-    device = first_batch(synthetic_dir, steps, color_stage="device", output_dtype="uint8")
+    device = first_batch(synthetic_dir, steps, trailing_steps="device", output_dtype="uint8")
     fused = first_batch(synthetic_dir, steps)
     geometry_only = first_batch(synthetic_dir, GEOMETRY, output_dtype="uint8")
     # Removing trailing steps leaves the earlier draws alone: the images are those uncoloured.
     np.testing.assert_array_equal(device[fields.IMAGE], geometry_only[fields.IMAGE])
-    parameters = device[fields.COLOR_PARAMETERS].numpy()
+    parameters = device[fields.DEVICE_PARAMETERS].numpy()
     assert parameters.shape == (6, 4)
     assert len(set(parameters[:, 2].tolist())) == 6  # one hue delta per image
     assert np.all(np.abs(parameters[:, 0]) <= 0.2) and np.all(np.abs(parameters[:, 2]) <= 0.02)
-    layer = FusedColorLayer(steps)
-    coloured = layer((device[fields.IMAGE], device[fields.COLOR_PARAMETERS]))
+    layer = DeviceAugmentation(steps)
+    coloured = layer((device[fields.IMAGE], device[fields.DEVICE_PARAMETERS]))
     # The fused batch was coloured from float pixels; the device batch was rounded to uint8 first.
     np.testing.assert_allclose(coloured, fused[fields.IMAGE], atol=2.0)
 
 
 def test_device_stage_for_keras_gives_images_and_parameters(synthetic_dir):
     inputs, targets = first_batch(
-        synthetic_dir, [*GEOMETRY, *COLOUR], color_stage="device", keras=True
+        synthetic_dir, [*GEOMETRY, *COLOUR], trailing_steps="device", keras=True
     )
     images, parameters = inputs
     assert images.shape == (6, *SIZE, 3) and parameters.shape == (6, 4)
@@ -89,7 +89,7 @@ def test_device_stage_for_keras_gives_images_and_parameters(synthetic_dir):
 def test_without_trailing_colour_nothing_moves(synthetic_dir):
     steps = [*COLOUR, *GEOMETRY]
     fused = first_batch(synthetic_dir, steps)
-    exact = first_batch(synthetic_dir, steps, color_stage="exact")
+    exact = first_batch(synthetic_dir, steps, trailing_steps="exact")
     assert fields.COLOR_PARAMETERS not in fused
     np.testing.assert_array_equal(fused[fields.IMAGE], exact[fields.IMAGE])
 
@@ -97,12 +97,18 @@ def test_without_trailing_colour_nothing_moves(synthetic_dir):
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"color_stage": "gpu"}, r"color_stage must be one of \('fused', 'exact', 'device'\)"),
-        ({"color_stage": "device", "image_size": None}, "color_stage='device' needs image_size"),
-        ({"color_stage": "device", "batch_size": None}, "and batch_size"),
+        (
+            {"trailing_steps": "gpu"},
+            r"trailing_steps must be one of \('fused', 'exact', 'device'\)",
+        ),
+        (
+            {"trailing_steps": "device", "image_size": None},
+            "trailing_steps='device' needs image_size",
+        ),
+        ({"trailing_steps": "device", "batch_size": None}, "and batch_size"),
     ],
 )
-def test_bad_color_stage_options(synthetic_dir, options, message):
+def test_bad_trailing_steps_options(synthetic_dir, options, message):
     with pytest.raises(ValueError, match=message):
         oi.make_dataset(synthetic_dir, **{"batch_size": 2, "image_size": SIZE, **options})
 

@@ -123,7 +123,15 @@ class DeviceStage:
                 images = colour(images, drawn)
                 continue
             _, spec, params = group[0]
-            images = tf.ensure_shape(spec.device.apply(images, drawn, **params), images.shape)
+            changed = spec.device.apply(images, drawn, **params)
+            # Checked when traced: EnsureShape has no GPU kernel, it would pin the batch to the
+            # host.
+            if not changed.shape.is_compatible_with(images.shape):
+                raise ValueError(
+                    f"{spec.name!r}'s device form changed the batch's shape from {images.shape} "
+                    f"to {changed.shape}"
+                )
+            images = changed
         return images
 
     def _groups(self, channels: int) -> list[list[tuple[int, StepSpec, dict[str, Any]]]]:

@@ -159,29 +159,6 @@ def test_rejects_non_rgb_batches():
         stage(tf.zeros([2, 4, 4, 1]), tf.zeros([2, 1]))
 
 
-def test_keras_layer_equals_stage_and_passes_through_at_inference():
-    from object_input.layers import FusedColorLayer
-
-    layer = FusedColorLayer(STANDARD_COLOUR)
-    images = tf.constant(make_batch(7))
-    parameters = tf.stack([layer.stage.draw(tf.constant([i, 0])) for i in range(4)])
-    np.testing.assert_array_equal(
-        layer((images, parameters)).numpy(), layer.stage(images, parameters).numpy()
-    )
-    uint8 = tf.cast(images, tf.uint8)
-    passed = layer((uint8, parameters), training=False)
-    np.testing.assert_array_equal(passed.numpy(), tf.cast(uint8, tf.float32).numpy())
-    rebuilt = FusedColorLayer.from_config(layer.get_config())
-    assert rebuilt.stage == layer.stage
-
-
-def test_keras_layer_needs_a_trailing_colour_step():
-    from object_input.layers import FusedColorLayer
-
-    with pytest.raises(ValueError, match="does not end with a fusable colour step"):
-        FusedColorLayer(["random_adjust_hue", "random_horizontal_flip"])
-
-
 @pytest.mark.parametrize("dtype", [tf.uint8, tf.bfloat16])
 def test_narrow_output_is_the_float_output_cast_like_the_steps(dtype):
     stage = FusedColor.split(STANDARD_COLOUR)[1]

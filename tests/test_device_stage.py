@@ -1,0 +1,137 @@
+"""make_dataset(trailing_steps="device") and the DeviceAugmentation layer."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import object_input as oi
+from object_input import fields
+from object_input.layers import DeviceAugmentation, FusedColorLayer
+
+SIZE = (40, 48)
+HEAVY = [
+    ("random_horizontal_flip", {}),
+    ("random_rotation", {"max_angle": 30.0}),
+    ("random_gaussian_blur", {"probability": 0.7}),
+    ("random_sharpness", {}),
+    ("random_cutout", {"probability": 0.7, "size_range": (0.3, 0.6)}),
+    "random_adjust_brightness",
+    "random_adjust_saturation",
+]
+CROP = [("random_crop_image", {"min_object_covered": 0.0})]
+
+
+def first_batch(directory, steps, **options):
+    options = {"batch_size": 6, "image_size": SIZE, "max_boxes": 8, "seed": 3, **options}
+    return next(iter(oi.make_dataset(directory, augment=steps, **options)))
+
+
+def test_annotations_are_those_of_the_host_pipeline(synthetic_dir):
+    device = first_batch(synthetic_dir, [*CROP, *HEAVY], trailing_steps="device")
+    exact = first_batch(synthetic_dir, [*CROP, *HEAVY], trailing_steps="exact")
+    for key in (fields.BOXES, fields.CLASSES, fields.NUM_BOXES, fields.NUM_DROPPED_BOXES):
+        np.testing.assert_array_equal(device[key], exact[key], err_msg=key)
+    # The host did the crop and left the trailing steps' pixels to the device.
+    crop_only = first_batch(synthetic_dir, CROP)
+    np.testing.assert_array_equal(device[fields.IMAGE], crop_only[fields.IMAGE])
+    assert device[fields.DEVICE_PARAMETERS].shape == (6, 1 + 6 + 3 + 2 + 7 + 1 + 1)
+
+
+def test_layer_pixels_equal_the_host_where_the_step_commutes_with_the_resize(synthetic_dir):
+    steps = [*CROP, ("random_horizontal_flip", {}), ("random_vertical_flip", {})]
+    device = first_batch(synthetic_dir, steps, trailing_steps="device")
+    exact = first_batch(synthetic_dir, steps, trailing_steps="exact")
+    flipped = DeviceAugmentation(steps)((device[fields.IMAGE], device[fields.DEVICE_PARAMETERS]))
+    np.testing.assert_allclose(flipped, tf.cast(exact[fields.IMAGE], tf.float32), atol=1e-3)
+    assert not np.array_equal(flipped, device[fields.IMAGE])
+
+
+def test_layer_pixels_match_the_host_in_distribution_after_the_resize(synthetic_dir):
+    steps = [*CROP, ("random_rotation", {"max_angle": 20.0})]
+    device = first_batch(synthetic_dir, steps, trailing_steps="device")
+    exact = first_batch(synthetic_dir, steps, trailing_steps="exact")
+    rotated = DeviceAugmentation(steps)((device[fields.IMAGE], device[fields.DEVICE_PARAMETERS]))
+    # Warped after the resize instead of before it: interpolation differences only.
+    difference = np.abs(rotated.numpy() - exact[fields.IMAGE].numpy())
+    assert np.median(difference) < 2.0
+    assert np.abs(rotated.numpy() - device[fields.IMAGE].numpy()).mean() > 2 * difference.mean()
+
+
+def test_batches_are_the_same_run_after_run(synthetic_dir):
+    first = first_batch(synthetic_dir, HEAVY, trailing_steps="device", num_parallel_calls=2)
+    second = first_batch(synthetic_dir, HEAVY, trailing_steps="device", num_parallel_calls=1)
+    for key in (fields.IMAGE, fields.BOXES, fields.DEVICE_PARAMETERS):
+        np.testing.assert_array_equal(first[key], second[key])
+
+
+def test_keras_inputs_are_images_and_parameters_and_targets_are_final(synthetic_dir):
+    inputs, targets = first_batch(synthetic_dir, HEAVY, trailing_steps="device", keras=True)
+    images, parameters = inputs
+    assert images.shape == (6, *SIZE, 3) and parameters.shape[0] == 6
+    exact = first_batch(synthetic_dir, HEAVY, trailing_steps="exact")
+    np.testing.assert_array_equal(targets["boxes"], exact[fields.BOXES])
+
+
+def test_layer_in_a_model_fits_saves_and_loads(synthetic_dir, tmp_path):
+    dataset = oi.make_dataset(
+        synthetic_dir,
+        augment=HEAVY,
+        batch_size=4,
+        image_size=SIZE,
+        max_boxes=8,
+        seed=1,
+        trailing_steps="device",
+        batching="static",
+        output_dtype="uint8",
+    ).map(
+        lambda batch: (
+            (batch[fields.IMAGE], batch[fields.DEVICE_PARAMETERS]),
+            tf.cast(batch[fields.NUM_BOXES], tf.float32),
+        )
+    )
+    images = keras.Input((*SIZE, 3), dtype="uint8")
+    parameters = keras.Input((dataset.element_spec[0][1].shape[1],))
+    augmented = DeviceAugmentation(HEAVY)((images, parameters))
+    output = keras.layers.Dense(1)(keras.layers.GlobalAveragePooling2D()(augmented))
+    model = keras.Model([images, parameters], output)
+    model.compile("sgd", "mse", jit_compile=True)
+    history = model.fit(dataset, epochs=1, verbose=0)
+    assert np.isfinite(history.history["loss"][0])
+    model.save(tmp_path / "model.keras")
+    loaded = keras.saving.load_model(tmp_path / "model.keras")
+    batch = next(iter(dataset))[0]
+    np.testing.assert_allclose(loaded(batch), model(batch), rtol=1e-5)
+
+
+def test_layer_passes_images_through_at_inference_and_takes_batch_dicts(synthetic_dir):
+    batch = first_batch(synthetic_dir, HEAVY, trailing_steps="device", output_dtype="uint8")
+    layer = DeviceAugmentation(HEAVY)
+    passed = layer((batch[fields.IMAGE], batch[fields.DEVICE_PARAMETERS]), training=False)
+    np.testing.assert_array_equal(passed, tf.cast(batch[fields.IMAGE], tf.float32))
+    out = layer(batch)
+    assert fields.DEVICE_PARAMETERS not in out
+    np.testing.assert_array_equal(out[fields.BOXES], batch[fields.BOXES])
+    np.testing.assert_allclose(
+        out[fields.IMAGE], oi.apply_device_stage(batch, HEAVY)[fields.IMAGE], atol=1e-3
+    )
+    rebuilt = DeviceAugmentation.from_config(layer.get_config())
+    assert rebuilt.stage.names == layer.stage.names
+
+
+def test_color_stage_is_the_old_name_of_trailing_steps(synthetic_dir):
+    with pytest.warns(DeprecationWarning, match="now trailing_steps"):
+        old = first_batch(synthetic_dir, HEAVY, color_stage="device")
+    new = first_batch(synthetic_dir, HEAVY, trailing_steps="device")
+    np.testing.assert_array_equal(old[fields.DEVICE_PARAMETERS], new[fields.DEVICE_PARAMETERS])
+    with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="disagree"):
+        first_batch(synthetic_dir, HEAVY, color_stage="exact", trailing_steps="device")
+    with pytest.warns(DeprecationWarning, match="now DeviceAugmentation"):
+        FusedColorLayer(HEAVY)
+
+
+def test_a_pipeline_whose_last_step_cannot_move_says_which_and_why(synthetic_dir):
+    with pytest.raises(ValueError, match="'random_crop_image' has no batched form"):
+        first_batch(synthetic_dir, [*HEAVY, *CROP], trailing_steps="device")
+    with pytest.raises(ValueError, match=r"DeviceAugmentation: .*'random_crop_image'"):
+        DeviceAugmentation(CROP)
