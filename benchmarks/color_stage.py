@@ -3,8 +3,8 @@
     python benchmarks/color_stage.py [--images 400] [--rounds 3] [--sizes 512,320]
 
 For each image set (noisy and photographs) and each output size, ``make_dataset`` with the
-standard six steps runs with ``color_stage="exact"`` (colour on the crop, per example, native
-kernels, before the resize) and ``color_stage="fused"`` (colour after the resize, on the batch,
+standard six steps runs with ``trailing_steps="exact"`` (colour on the crop, per example, native
+kernels, before the resize) and ``trailing_steps="fused"`` (colour after the resize, on the batch,
 one XLA-compiled function). The same seed gives both the same flips, crops and colour parameters,
 so their batches differ only by where the colour runs: the difference is measured on the first
 ``--compare-images`` images, in levels of 255. Then both are timed side by side (alternating
@@ -43,8 +43,8 @@ def dataset(pattern: str, size: int, steps=STANDARD_STEPS, **options):
 def difference(pattern: str, size: int, images: int) -> np.ndarray:
     """Absolute differences, fused minus exact colour stage, over ``images`` images."""
     pairs = zip(
-        dataset(pattern, size, color_stage="exact"),
-        dataset(pattern, size, color_stage="fused"),
+        dataset(pattern, size, trailing_steps="exact"),
+        dataset(pattern, size, trailing_steps="fused"),
         strict=False,
     )
     diffs = []
@@ -77,14 +77,14 @@ def main() -> None:
                     lambda p=pattern, s=size: dataset(p, s, steps=STANDARD_STEPS[:2])
                 ),
                 **{
-                    f"standard, color_stage={stage!r}": dataset_batches(
-                        lambda p=pattern, s=size, c=stage: dataset(p, s, color_stage=c)
+                    f"standard, trailing_steps={stage!r}": dataset_batches(
+                        lambda p=pattern, s=size, c=stage: dataset(p, s, trailing_steps=c)
                     )
                     for stage in ("exact", "fused")
                 },
             }
             results = interleaved_streams(candidates, args.rounds, args.images)
-            report_streams(results, "standard, color_stage='exact'")
+            report_streams(results, "standard, trailing_steps='exact'")
             base = results["flip + crop only"].cpu_s_per_image
             for name in list(candidates)[1:]:
                 cost = (results[name].cpu_s_per_image - base) * 1000

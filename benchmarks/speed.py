@@ -15,7 +15,7 @@ JPEG q90 with 1–20 random boxes (needs the ``bench`` extra). Batches of 8 at 5
 - make_dataset, no steps: the same work through ``object_input.make_dataset``.
 - standard: ``make_dataset`` with flip, crop, brightness, contrast, hue, saturation (every step
   with its defaults; the colour steps in the default fused stage after the resize), and the same
-  with ``color_stage="exact"``.
+  with ``trailing_steps="exact"``.
 - verified data: no steps and standard again on the same files verified first (``object-input
   inspect --verify``, run here): read and decoded without the per-record checks and their catch.
   Every other ``make_dataset`` row checks every record (``trust_manifest=False``).
@@ -256,7 +256,7 @@ def pipelines(
             lambda: standard_dataset(pattern, args.batch_size, decoding=trusted)
         ),
         "standard_exact": dataset_batches(
-            lambda: standard_dataset(pattern, args.batch_size, color_stage="exact")
+            lambda: standard_dataset(pattern, args.batch_size, trailing_steps="exact")
         ),
         "od_api": dataset_batches(lambda: od_api_dataset(files, args.batch_size)),
         "keras": dataset_batches(lambda: keras_dataset(files, args.batch_size)),
@@ -272,7 +272,7 @@ LABELS = {
     "standard": "standard (make_dataset, 6 steps)",
     "no_steps_trusted": "make_dataset, no steps, verified data",
     "standard_trusted": "standard, verified data",
-    "standard_exact": "standard, color_stage='exact'",
+    "standard_exact": "standard, trailing_steps='exact'",
     "od_api": "OD API preprocess() style (tf.data)",
     "keras": "Keras 3 layers (flip, jitter, resize)",
     "queues": "queue runners (TF1, 6 steps)",

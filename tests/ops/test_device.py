@@ -360,3 +360,12 @@ def test_apply_device_stage_consumes_the_parameters():
     assert fields.DEVICE_PARAMETERS not in out and out[fields.IMAGE].dtype == tf.float32
     with pytest.raises(ValueError, match="trailing_steps='device'"):
         apply_device_stage(out, steps)
+
+
+def test_the_op_reference_lists_each_device_step_with_its_fidelity():
+    from pathlib import Path
+
+    text = (Path(__file__).parents[2] / "docs" / "ops.md").read_text()
+    for name in DEVICE_STEPS:
+        fidelity = get_step(name).device.fidelity
+        assert f"| `{name}` | {fidelity} |" in text, name

@@ -1,0 +1,168 @@
+"""The device stage: what moving the heavy steps off the host saves it, and what they cost there.
+
+    python benchmarks/device.py [--images 128] [--rounds 3] [--images-set photos]
+
+Photographs (scikit-image's, 640 × 480 JPEG) resized to 512 × 512, batches of 8, as
+``benchmarks/ops.py`` runs them. Three parts, in one process:
+
+1. Host: the pipeline's CPU ms per image with each heavy step (rotation, affine, blur, sharpness,
+   and the YOLO recipe with its flip, affine and colour) on the host (``trailing_steps="exact"``)
+   and moved to the device (``trailing_steps="device"``), against no steps; every pipeline
+   built afresh each round, the rounds alternating the candidates.
+2. Device: :class:`object_input.layers.DeviceAugmentation`'s time per image on one batch
+   (compiled with XLA, on this process's default device), against the step's added host cost.
+3. With an accelerator: images/s of the pipeline with rotation, blur and colour moved, the
+   layer applied to each batch on the accelerator, against the pipeline with no steps (the floor).
+
+Targets (issue 29): moved steps ≤ 1.15× no steps on the host; the YOLO recipe moved ≤ 0.6× the
+same recipe on the host; the layer on CPU no dearer per image than the host step; on an
+accelerator ≥ 0.9× the floor's images/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import tensorflow as tf
+from common import IMAGE_SETS, cpu_seconds, interleaved_streams, report_streams
+from speed import dataset_batches, standard_dataset
+
+from object_input import fields, recipes
+from object_input.ops.device_stage import DeviceStage
+
+SIZE = 512
+HEAVY: dict[str, list] = {
+    "rotation": [("random_rotation", {"max_angle": 15.0})],
+    "affine": [
+        (
+            "random_affine",
+            {
+                "max_rotation": 10.0,
+                "max_shear": 5.0,
+                "max_translation": 0.1,
+                "scale_range": (0.9, 1.1),
+            },
+        )
+    ],
+    "blur": [("random_gaussian_blur", {"probability": 1.0})],
+    "sharpness": [("random_sharpness", {"probability": 1.0})],
+    "rotation, blur, colour": [
+        ("random_rotation", {"max_angle": 15.0}),
+        ("random_gaussian_blur", {"probability": 1.0}),
+        "random_adjust_brightness",
+        "random_adjust_saturation",
+    ],
+}
+YOLO = "yolo recipe"
+FLOOR = "no steps"
+
+
+def dataset(pattern: str, augment: list, stage: str) -> tf.data.Dataset:
+    """The benchmark pipeline: uint8 batches, as a pipeline feeding a device ships them."""
+    return standard_dataset(
+        pattern, 8, steps=(), augment=augment, trailing_steps=stage, output_dtype="uint8"
+    )
+
+
+def host_side(pattern: str, rows: dict[str, list], images: int, rounds: int) -> dict:
+    """Median timings of every row on the host and moved, and of no steps."""
+    candidates = {FLOOR: dataset_batches(lambda: dataset(pattern, [], "exact"))}
+    for name, augment in rows.items():
+        for stage in ("exact", "device"):
+            candidates[f"{name} [{stage}]"] = dataset_batches(
+                lambda a=augment, s=stage: dataset(pattern, a, s)
+            )
+    for start in candidates.values():
+        next(start())  # traces once, so that every timed build is warm
+    results = interleaved_streams(candidates, rounds, images)
+    report_streams(results, FLOOR)
+    return results
+
+
+def layer_time(pattern: str, augment: list, repeats: int) -> tuple[float, float]:
+    """(wall, CPU) ms per image of the compiled device stage of ``augment`` on one batch."""
+    stage = DeviceStage.required(augment, "benchmark")
+    batch = next(iter(dataset(pattern, augment, "device")))
+    images, parameters = batch[fields.IMAGE], batch[fields.DEVICE_PARAMETERS]
+    compiled = tf.function(stage.__call__, jit_compile=True, autograph=False)
+    compiled(images, parameters).numpy()
+    wall, cpu = time.perf_counter(), cpu_seconds()
+    for _ in range(repeats):
+        compiled(images, parameters).numpy()
+    count = repeats * int(images.shape[0])
+    return (
+        (time.perf_counter() - wall) * 1000 / count,
+        (cpu_seconds() - cpu) * 1000 / count,
+    )
+
+
+def device_side(pattern: str, rows: dict[str, list], host: dict, repeats: int) -> None:
+    floor = host[FLOOR].cpu_s_per_image * 1000
+    print(
+        f"\n{'device stage':28s} {'layer ms/img':>13s} {'layer CPU ms/img':>17s} "
+        f"{'host step +CPU ms/img':>22s} {'layer CPU / host':>17s}"
+    )
+    for name, augment in rows.items():
+        wall, cpu = layer_time(pattern, augment, repeats)
+        added = host[f"{name} [exact]"].cpu_s_per_image * 1000 - floor
+        print(f"{name:28s} {wall:13.2f} {cpu:17.2f} {added:22.2f} {cpu / added:17.2f}")
+    print(f"(device: {tf.config.list_logical_devices()[-1].name}; layer times on one batch of 8)")
+
+
+def accelerator_side(pattern: str, augment: list, images: int) -> None:
+    """Images/s of the pipeline plus the layer on the accelerator, against the floor."""
+    if not tf.config.list_physical_devices("GPU"):
+        print("\naccelerator: none here; part 3 runs where one is")
+        return
+    stage = tf.function(
+        DeviceStage.required(augment, "benchmark").__call__, jit_compile=True, autograph=False
+    )
+
+    def rate(make, apply) -> float:
+        batches = iter(make())
+        apply(next(batches))
+        began, seen = time.perf_counter(), 0
+        for batch in batches:
+            apply(batch)
+            seen += int(batch[fields.IMAGE].shape[0])
+            if seen >= images:
+                break
+        return seen / (time.perf_counter() - began)
+
+    with tf.device("/GPU:0"):
+        floor = rate(
+            lambda: dataset(pattern, [], "exact"),
+            lambda b: tf.cast(b[fields.IMAGE], tf.float32).numpy(),
+        )
+        moved = rate(
+            lambda: dataset(pattern, augment, "device"),
+            lambda b: stage(b[fields.IMAGE], b[fields.DEVICE_PARAMETERS]).numpy(),
+        )
+    print(
+        f"\naccelerator: floor {floor:.1f} images/s, pipeline + layer {moved:.1f} images/s, "
+        f"{moved / floor:.2f}x the floor (target ≥ 0.9)"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--images", type=int, default=128)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--images-set", choices=sorted(IMAGE_SETS), default="photos")
+    parser.add_argument("--data", default="/tmp/object_input_bench")
+    args = parser.parse_args()
+    pattern = IMAGE_SETS[args.images_set](os.path.join(args.data, args.images_set))
+    rows = {**HEAVY, YOLO: recipes.yolo(SIZE)}
+    print(f"host side: {args.images_set}, {args.images} images x {args.rounds} rounds")
+    host = host_side(pattern, rows, args.images, args.rounds)
+    device_side(pattern, HEAVY, host, args.repeats)
+    accelerator_side(pattern, HEAVY["rotation, blur, colour"], 4 * args.images)
+
+
+if __name__ == "__main__":
+    main()
