@@ -210,7 +210,7 @@ def _draw_factor(features, draw_seed, *, factor_range):
 def _sharpen_batch(images, drawn, *, factor_range):
     del factor_range
     factor = device.per_example(drawn[:, 0])
-    return _on_colour(images, "random_sharpness", lambda c: autoaugment_ops.sharpness(c, factor))
+    return _on_colour(images, "random_sharpness", lambda c: device.sharpness(c, factor))
 
 
 @register_step(
