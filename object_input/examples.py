@@ -39,7 +39,7 @@ class ExampleSteps:
       device: the trailing steps whose pixels go to the training device (they start at
         ``device.start``; their draws and annotations happen here), or None.
       image_size, pad_image_size: resize to, or pad up to, ``(height, width)``.
-      trailing_steps, output_dtype, max_boxes, box_overflow: as ``make_dataset`` takes them.
+      output_dtype, max_boxes, box_overflow: as ``make_dataset`` takes them.
     """
 
     source: Source
@@ -53,7 +53,6 @@ class ExampleSteps:
     device: DeviceStage | None
     image_size: tuple[int, int] | None
     pad_image_size: tuple[int, int] | None
-    trailing_steps: str
     output_dtype: str | None
     max_boxes: int | None
     box_overflow: str
@@ -178,7 +177,6 @@ def plan(
         device=device,
         image_size=image_size,
         pad_image_size=pad_image_size,
-        trailing_steps=trailing_steps,
         output_dtype=output_dtype,
         max_boxes=max_boxes,
         box_overflow=box_overflow,

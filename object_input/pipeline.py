@@ -397,7 +397,7 @@ def _colour_stage(
     deterministic: bool,
 ) -> tf.data.Dataset:
     """The trailing colour steps on whole batches, compiled (``trailing_steps="fused"``)."""
-    if steps.trailing_steps != "fused" or fields.COLOR_PARAMETERS not in dataset.element_spec:
+    if steps.colour is None or fields.COLOR_PARAMETERS not in dataset.element_spec:
         return dataset
     return dataset.map(
         functools.partial(

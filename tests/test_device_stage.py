@@ -131,7 +131,7 @@ def test_color_stage_is_the_old_name_of_trailing_steps(synthetic_dir):
 
 
 def test_a_pipeline_whose_last_step_cannot_move_says_which_and_why(synthetic_dir):
-    with pytest.raises(ValueError, match="'random_crop_image' has no batched form"):
+    with pytest.raises(ValueError, match="'random_crop_image' has no device form"):
         first_batch(synthetic_dir, [*HEAVY, *CROP], trailing_steps="device")
     with pytest.raises(ValueError, match=r"DeviceAugmentation: .*'random_crop_image'"):
         DeviceAugmentation(CROP)

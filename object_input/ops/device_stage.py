@@ -31,8 +31,8 @@ def why_not(spec: StepSpec, params: Mapping[str, Any]) -> str | None:
     """Why step ``spec`` with ``params`` cannot run on the device, or None."""
     if spec.device is None:
         return (
-            f"{spec.name!r} has no batched form (it changes sizes, combines examples or works "
-            "per box), so it runs on the host"
+            f"{spec.name!r} has no device form (docs/ops.md lists the steps that have one), so "
+            "it runs on the host"
         )
     problem = spec.device.why_not(params)
     return None if problem is None else f"{spec.name!r} {problem}"
@@ -114,15 +114,15 @@ class DeviceStage:
         images = core.to_float(images)
         parameters = tf.cast(parameters, tf.float32)
         column = 0
-        for group in self._groups(images.shape[-1]):
-            sizes = [spec.device.num_parameters(params) for _, spec, params in group]
-            drawn = parameters[:, column : column + sum(sizes)]
-            column += sum(sizes)
-            if group[0][1].device.fuses and images.shape[-1] == 3:
+        for fused, group in self._groups(images.shape[-1]):
+            width = sum(spec.device.num_parameters(params) for _, spec, params in group)
+            drawn = parameters[:, column : column + width]
+            column += width
+            if fused:
                 colour = FusedColor(tuple((i, spec.name, params) for i, spec, params in group))
                 images = colour(images, drawn)
                 continue
-            _, spec, params = group[0]
+            ((_, spec, params),) = group
             changed = spec.device.apply(images, drawn, **params)
             # Checked when traced: EnsureShape has no GPU kernel, it would pin the batch to the
             # host.
@@ -134,15 +134,18 @@ class DeviceStage:
             images = changed
         return images
 
-    def _groups(self, channels: int) -> list[list[tuple[int, StepSpec, dict[str, Any]]]]:
-        """The steps in order, neighbouring colour steps of an RGB batch in one group."""
-        groups: list[list[tuple[int, StepSpec, dict[str, Any]]]] = []
+    def _groups(
+        self, channels: int
+    ) -> list[tuple[bool, list[tuple[int, StepSpec, dict[str, Any]]]]]:
+        """``(fused, steps)`` in order: neighbouring colour steps of an RGB batch together, to
+        run as one compiled colour pass (``fused``), every other step alone."""
+        groups: list[tuple[bool, list[tuple[int, StepSpec, dict[str, Any]]]]] = []
         for step in self.steps:
             fuses = step[1].device.fuses and channels == 3
-            if fuses and groups and groups[-1][-1][1].device.fuses:
-                groups[-1].append(step)
+            if fuses and groups and groups[-1][0]:
+                groups[-1][1].append(step)
             else:
-                groups.append([step])
+                groups.append((fuses, [step]))
         return groups
 
     def as_config(self) -> list[dict[str, dict[str, Any]]]:

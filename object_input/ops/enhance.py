@@ -45,10 +45,7 @@ def _maybe(
 
 
 def _device_gated(
-    draw: Callable[..., list[tf.Tensor]],
-    change: Callable[..., tf.Tensor],
-    size: int,
-    fidelity: str = "distribution",
+    draw: Callable[..., list[tf.Tensor]], change: Callable[..., tf.Tensor], size: int
 ) -> device.DeviceStep:
     """The device form of a step gated by ``probability`` as :func:`_maybe` gates it: the gate
     and ``draw(features, draw_seed, **params)`` (``size`` values) from the step seed on the
@@ -64,7 +61,32 @@ def _device_gated(
         changed = change(images, parameters[:, 1:], **params)
         return tf.where(device.fires(parameters), changed, images)
 
-    return device.DeviceStep(prepare, apply, size=1 + size, fidelity=fidelity)
+    return device.DeviceStep(prepare, apply, size=1 + size, fidelity="distribution")
+
+
+def _uniform(param: str) -> Callable[..., list[tf.Tensor]]:
+    """A ``draw`` of one value U(``params[param]``), the draw of sharpness and solarize."""
+
+    def draw(features, draw_seed, **params):
+        del features
+        low, high = params[param]
+        return [core.uniform(draw_seed, low, high)]
+
+    return draw
+
+
+def _on_colour_per_image(
+    step: str, fn: Callable[[tf.Tensor, tf.Tensor], tf.Tensor]
+) -> Callable[..., tf.Tensor]:
+    """A ``change`` applying ``fn(colour, value)`` with each image's drawn value
+    (``[B, 1, 1, 1]``) to the colour channels of a batch."""
+
+    def change(images, drawn, **params):
+        del params
+        value = device.per_example(drawn[:, 0])
+        return _on_colour(images, step, lambda c: fn(c, value))
+
+    return change
 
 
 def _on_colour(
@@ -202,22 +224,16 @@ def random_gaussian_blur(
     return _maybe(features, seed, probability, blur)
 
 
-def _draw_factor(features, draw_seed, *, factor_range):
-    del features
-    return [core.uniform(draw_seed, factor_range[0], factor_range[1])]
-
-
-def _sharpen_batch(images, drawn, *, factor_range):
-    del factor_range
-    factor = device.per_example(drawn[:, 0])
-    return _on_colour(images, "random_sharpness", lambda c: device.sharpness(c, factor))
+_draw_factor = _uniform("factor_range")
 
 
 @register_step(
     kind="color",
     checks={"factor_range": range_pair(0.0, 10.0), "probability": in_range(0.0, 1.0)},
     demo_params={"probability": 1.0},
-    device=_device_gated(_draw_factor, _sharpen_batch, 1),
+    device=_device_gated(
+        _draw_factor, _on_colour_per_image("random_sharpness", device.sharpness), 1
+    ),
 )
 def random_sharpness(
     features: core.Features,
@@ -244,17 +260,13 @@ def _draw_bits(features, draw_seed, *, bits_range):
     return [core.uniform_int(draw_seed, bits_range[0], bits_range[1] + 1)]
 
 
-def _posterize_batch(images, drawn, *, bits_range):
-    del bits_range
-    bits = device.per_example(drawn[:, 0])
-    return _on_colour(images, "random_posterize", lambda c: autoaugment_ops.posterize(c, bits))
-
-
 @register_step(
     kind="color",
     checks={"bits_range": range_pair(1, 8), "probability": in_range(0.0, 1.0)},
     demo_params={"probability": 1.0, "bits_range": (2, 3)},
-    device=_device_gated(_draw_bits, _posterize_batch, 1),
+    device=_device_gated(
+        _draw_bits, _on_colour_per_image("random_posterize", autoaugment_ops.posterize), 1
+    ),
 )
 def random_posterize(
     features: core.Features,
@@ -283,22 +295,16 @@ def random_posterize(
     return _maybe(features, seed, probability, posterize, keep_dtype=True)
 
 
-def _draw_threshold(features, draw_seed, *, threshold_range):
-    del features
-    return [core.uniform(draw_seed, threshold_range[0], threshold_range[1])]
-
-
-def _solarize_batch(images, drawn, *, threshold_range):
-    del threshold_range
-    threshold = device.per_example(drawn[:, 0])
-    return _on_colour(images, "random_solarize", lambda c: autoaugment_ops.solarize(c, threshold))
+_draw_threshold = _uniform("threshold_range")
 
 
 @register_step(
     kind="color",
     checks={"threshold_range": range_pair(0.0, 256.0), "probability": in_range(0.0, 1.0)},
     demo_params={"probability": 1.0, "threshold_range": (50.0, 60.0)},
-    device=_device_gated(_draw_threshold, _solarize_batch, 1),
+    device=_device_gated(
+        _draw_threshold, _on_colour_per_image("random_solarize", autoaugment_ops.solarize), 1
+    ),
 )
 def random_solarize(
     features: core.Features,

@@ -7,6 +7,8 @@ batch says how many objects augmentation removed.
 
 from __future__ import annotations
 
+import functools
+
 import tensorflow as tf
 
 from object_input import fields
@@ -117,16 +119,20 @@ def _device_cutout() -> device.DeviceStep:
 
     def apply(images, parameters, *, num_patches, fill_value, **params):
         del params
-        inside = tf.zeros_like(images[..., :1], tf.bool)
-        for index in range(num_patches):
-            rectangles = parameters[:, 1 + 4 * index : 5 + 4 * index]
-            inside |= device.rectangle_mask(rectangles, images.shape[1], images.shape[2])
+        if not num_patches:
+            return images
+        patches = [
+            device.rectangle_mask(parameters[:, 1 + 4 * i : 5 + 4 * i], *images.shape[1:3])
+            for i in range(num_patches)
+        ]
+        inside = device.fires(parameters) & functools.reduce(tf.logical_or, patches)
         if fill_value is None:
             seed = device.batch_seed(parameters[:, -2:])
             fill = tf.floor(core.uniform(seed, 0.0, 256.0, tf.shape(images)))
         else:
-            fill = tf.fill(tf.shape(images), float(fill_value))
-        return tf.where(inside & device.fires(parameters), fill, images)
+            # A scalar broadcast in the select: no image-sized fill.
+            fill = float(fill_value)
+        return tf.where(inside, fill, images)
 
     return device.DeviceStep(
         prepare,
