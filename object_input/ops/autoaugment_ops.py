@@ -99,7 +99,7 @@ def sharpness(image: tf.Tensor, factor) -> tf.Tensor:
     return tf.concat([top, middle, bottom], axis=-3)
 
 
-def _as_levels(image: tf.Tensor) -> tf.Tensor:
+def as_levels(image: tf.Tensor) -> tf.Tensor:
     """Integer grey levels 0..255 of a float image on the [0, 255] scale."""
     return tf.cast(tf.clip_by_value(tf.round(image), 0.0, 255.0), tf.int32)
 
@@ -150,6 +150,26 @@ def autocontrast(image: tf.Tensor) -> tf.Tensor:
     )
 
 
+def equalize_lookup(histogram: tf.Tensor, num_pixels) -> tuple[tf.Tensor, tf.Tensor]:
+    """``(lut, step)``: PIL's equalize lookup (float32 ``[..., 256]``) for int32 level
+    histograms ``[..., 256]`` of ``num_pixels`` pixels each, and each histogram's step
+    (``[...]``; 0 means the channel keeps its values)."""
+    # The brightest level is the last one with pixels.
+    occupied = tf.cast(histogram > 0, tf.int32) * tf.range(256)
+    brightest = tf.gather(
+        histogram, tf.reduce_max(occupied, axis=-1), batch_dims=histogram.shape.rank - 1
+    )
+    step = (num_pixels - brightest) // 255
+    safe_step = tf.maximum(step, 1)[..., tf.newaxis]
+    cumulative = tf.cumsum(histogram, axis=-1)
+    # The lookup for level v counts the pixels strictly below v, hence the shift by one.
+    lut = tf.concat(
+        [tf.zeros_like(cumulative[..., :1]), (cumulative[..., :-1] + safe_step // 2) // safe_step],
+        axis=-1,
+    )
+    return tf.cast(tf.minimum(lut, 255), tf.float32), step
+
+
 def equalize(image: tf.Tensor) -> tf.Tensor:
     """PIL ``ImageOps.equalize`` per channel on the rounded 8-bit levels.
 
@@ -159,23 +179,13 @@ def equalize(image: tf.Tensor) -> tf.Tensor:
     num_pixels = tf.size(image) // channels
     # One index per value, level + 256 · channel, serves both the histogram and the lookup.
     offsets = _channel_tiled(tf.range(channels) * 256, num_pixels)
-    index = tf.reshape(_as_levels(image), [-1]) + offsets
+    index = tf.reshape(as_levels(image), [-1]) + offsets
     histogram = tf.reshape(
         tf.math.bincount(index, minlength=256 * channels, maxlength=256 * channels),
         [channels, 256],
     )
-    # The brightest level is the last one with pixels.
-    occupied = tf.cast(histogram > 0, tf.int32) * tf.range(256)
-    brightest = tf.gather(histogram, tf.reduce_max(occupied, axis=1), batch_dims=1)
-    step = (num_pixels - brightest) // 255
-    safe_step = tf.maximum(step, 1)[:, tf.newaxis]
-    cumulative = tf.cumsum(histogram, axis=1)
-    # The lookup for level v counts the pixels strictly below v, hence the shift by one.
-    lut = tf.concat(
-        [tf.zeros([channels, 1], tf.int32), (cumulative[:, :-1] + safe_step // 2) // safe_step],
-        axis=1,
-    )
-    lut = tf.cast(tf.reshape(tf.minimum(lut, 255), [-1]), tf.float32)
+    lut, step = equalize_lookup(histogram, num_pixels)
+    lut = tf.reshape(lut, [-1])
     equalized = tf.reshape(tf.gather(lut, index), tf.shape(image))
     # Only a channel with step 0 keeps its values; the broadcasting select runs only then.
     return tf.cond(

@@ -31,7 +31,7 @@ import numpy as np
 import tensorflow as tf
 
 from object_input import fields
-from object_input.ops import core
+from object_input.ops import autoaugment_ops, core
 
 #: How a moved step's pixels compare with the host's (docs/ops.md lists each step's).
 FIDELITIES = ("exact", "distribution")
@@ -263,3 +263,34 @@ def sharpness(images: tf.Tensor, factor: tf.Tensor) -> tf.Tensor:
     border[:, [0, -1]] = True
     border[:, :, [0, -1]] = True
     return tf.where(tf.constant(border), tf.clip_by_value(images, 0.0, 255.0), blended)
+
+
+# --- level ops ------------------------------------------------------------------------------
+
+
+def equalize(images: tf.Tensor) -> tf.Tensor:
+    """:func:`object_input.ops.autoaugment_ops.equalize` of each image of a float32 batch
+    ``[B, H, W, C]``: every channel of every image gets its own histogram."""
+    batch, height, width, channels = images.shape
+    levels = autoaugment_ops.as_levels(images)
+    # One index per value, level + 256 · (image, channel), for the histograms and the lookup.
+    lanes = tf.reshape(tf.range(batch * channels) * 256, [batch, 1, 1, channels])
+    index = levels + lanes
+    # Float counts (exact below 2**24 pixels) sum on every device; int32 segment sums do not.
+    counts = tf.math.unsorted_segment_sum(
+        tf.ones_like(images), index, num_segments=batch * channels * 256
+    )
+    histogram = tf.reshape(tf.cast(counts, tf.int32), [batch, channels, 256])
+    lut, step = autoaugment_ops.equalize_lookup(histogram, height * width)
+    equalized = tf.gather(tf.reshape(lut, [-1]), index)
+    return tf.where((step > 0)[:, tf.newaxis, tf.newaxis, :], equalized, images)
+
+
+def autocontrast(images: tf.Tensor) -> tf.Tensor:
+    """:func:`object_input.ops.autoaugment_ops.autocontrast` of each image of a float32 batch:
+    each channel stretched so its minimum maps to 0 and its maximum to 255 (flat ones kept)."""
+    low = tf.reduce_min(images, axis=[1, 2], keepdims=True)
+    high = tf.reduce_max(images, axis=[1, 2], keepdims=True)
+    spread = high > low
+    stretched = (images - low) * (255.0 / tf.where(spread, high - low, 1.0))
+    return tf.where(spread, tf.clip_by_value(stretched, 0.0, 255.0), images)

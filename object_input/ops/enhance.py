@@ -1,9 +1,10 @@
-"""Per-image filters and level ops: Gaussian blur, sharpness, posterize, solarize.
+"""Per-image filters and level ops: Gaussian blur, sharpness, posterize, solarize, equalize,
+autocontrast, invert.
 
 Each step draws its own parameter per image from the example's seed and applies it with
 probability ``probability`` (otherwise the image passes through). Images come out float32 on the
 [0, 255] scale, whether the step fired or not, so every example of a pipeline has one dtype.
-Sharpness, posterize and solarize act on the colour channels (3, or 1 for grayscale) and pass
+The level ops and sharpness act on the colour channels (3, or 1 for grayscale) and pass
 further channels through; the blur smooths every channel.
 """
 
@@ -45,7 +46,10 @@ def _maybe(
 
 
 def _device_gated(
-    draw: Callable[..., list[tf.Tensor]], change: Callable[..., tf.Tensor], size: int
+    draw: Callable[..., list[tf.Tensor]],
+    change: Callable[..., tf.Tensor],
+    size: int,
+    fidelity: str = "distribution",
 ) -> device.DeviceStep:
     """The device form of a step gated by ``probability`` as :func:`_maybe` gates it: the gate
     and ``draw(features, draw_seed, **params)`` (``size`` values) from the step seed on the
@@ -61,7 +65,7 @@ def _device_gated(
         changed = change(images, parameters[:, 1:], **params)
         return tf.where(device.fires(parameters), changed, images)
 
-    return device.DeviceStep(prepare, apply, size=1 + size, fidelity="distribution")
+    return device.DeviceStep(prepare, apply, size=1 + size, fidelity=fidelity)
 
 
 def _uniform(param: str) -> Callable[..., list[tf.Tensor]]:
@@ -85,6 +89,24 @@ def _on_colour_per_image(
         del params
         value = device.per_example(drawn[:, 0])
         return _on_colour(images, step, lambda c: fn(c, value))
+
+    return change
+
+
+def _no_draw(features, draw_seed, **params):
+    """The ``draw`` of a step with nothing to draw but its gate."""
+    del features, draw_seed, params
+    return []
+
+
+def _on_colour_of_batch(
+    step: str, fn: Callable[[tf.Tensor], tf.Tensor]
+) -> Callable[..., tf.Tensor]:
+    """A ``change`` applying ``fn`` to the colour channels of a batch."""
+
+    def change(images, drawn, **params):
+        del drawn, params
+        return _on_colour(images, step, fn)
 
     return change
 
@@ -336,3 +358,65 @@ def random_solarize(
         )
 
     return _maybe(features, seed, probability, solarize, keep_dtype=True)
+
+
+@register_step(
+    kind="color",
+    checks={"probability": in_range(0.0, 1.0)},
+    demo_params={"probability": 1.0},
+    device=_device_gated(_no_draw, _on_colour_of_batch("random_equalize", device.equalize), 0),
+)
+def random_equalize(
+    features: core.Features, *, seed=None, probability: float = 0.5
+) -> core.Features:
+    """With ``probability``, equalize the histogram of each colour channel (PIL's
+    ``ImageOps.equalize`` on the rounded levels; a channel of one level is kept). Float32 out."""
+
+    def equalize(image: tf.Tensor, draw_seed: tf.Tensor) -> tf.Tensor:
+        del draw_seed
+        return _on_colour(image, "random_equalize", autoaugment_ops.equalize)
+
+    return _maybe(features, seed, probability, equalize)
+
+
+@register_step(
+    kind="color",
+    checks={"probability": in_range(0.0, 1.0)},
+    demo_params={"probability": 1.0},
+    device=_device_gated(
+        _no_draw, _on_colour_of_batch("random_autocontrast", device.autocontrast), 0
+    ),
+)
+def random_autocontrast(
+    features: core.Features, *, seed=None, probability: float = 0.5
+) -> core.Features:
+    """With ``probability``, stretch each colour channel linearly so that its darkest value
+    becomes 0 and its brightest 255 (a flat channel is kept). Float32 out."""
+
+    def stretch(image: tf.Tensor, draw_seed: tf.Tensor) -> tf.Tensor:
+        del draw_seed
+        return _on_colour(image, "random_autocontrast", autoaugment_ops.autocontrast)
+
+    return _maybe(features, seed, probability, stretch)
+
+
+def _invert(colour: tf.Tensor) -> tf.Tensor:
+    return 255.0 - colour
+
+
+@register_step(
+    kind="color",
+    checks={"probability": in_range(0.0, 1.0)},
+    demo_params={"probability": 1.0},
+    device=_device_gated(
+        _no_draw, _on_colour_of_batch("random_invert", _invert), 0, fidelity="exact"
+    ),
+)
+def random_invert(features: core.Features, *, seed=None, probability: float = 0.5) -> core.Features:
+    """With ``probability``, invert the colour channels (255 − x). Float32 out."""
+
+    def invert(image: tf.Tensor, draw_seed: tf.Tensor) -> tf.Tensor:
+        del draw_seed
+        return _on_levels(image, "random_invert", lambda c: 255 - c, _invert)
+
+    return _maybe(features, seed, probability, invert, keep_dtype=True)

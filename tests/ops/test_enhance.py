@@ -1,4 +1,5 @@
-"""random_gaussian_blur, random_sharpness, random_posterize, random_solarize: exact values."""
+"""The filter and level steps (blur, sharpness, posterize, solarize, equalize, autocontrast,
+invert): exact values."""
 
 import numpy as np
 import pytest
@@ -9,7 +10,10 @@ from object_input import fields
 from object_input.ops import (
     ConfigError,
     get_step,
+    random_autocontrast,
+    random_equalize,
     random_gaussian_blur,
+    random_invert,
     random_posterize,
     random_sharpness,
     random_solarize,
@@ -103,6 +107,39 @@ def test_solarize_exact():
     np.testing.assert_array_equal(out, [[[0, 99, 155], [154, 0, 50]]])
 
 
+def test_equalize_exact():
+    # 8 pixels: levels 0 (×2), 10 (×2), 20 (×3), 200 (×1). PIL's step is (8 - 1) // 255 = 0, so
+    # a channel this small is kept; 2040 pixels make a step of 7 (the brightest level has one).
+    small = np.array([[0, 0, 10, 10], [20, 20, 20, 200]], np.uint8)[..., np.newaxis]
+    np.testing.assert_array_equal(_run(random_equalize, small, probability=1.0), small)
+    image = np.repeat(small, 255, axis=1)  # 2 × 1020: every count × 255
+    out = _run(random_equalize, image, probability=1.0)
+    # step = (2040 - 255) // 255 = 7; level v maps to (pixels below v + 3) // 7.
+    expected = {0: 0, 10: (510 + 3) // 7, 20: (1020 + 3) // 7, 200: (1785 + 3) // 7}
+    np.testing.assert_array_equal(out, np.vectorize(expected.get)(image).astype(np.float32))
+
+
+def test_autocontrast_exact_and_flat_channels_kept():
+    image = np.zeros((2, 2, 3), np.uint8)
+    image[..., 0] = [[50, 100], [150, 60]]
+    image[..., 1] = [[0, 255], [10, 20]]
+    image[..., 2] = 77
+    out = _run(random_autocontrast, image, probability=1.0)
+    np.testing.assert_allclose(out[..., 0], (image[..., 0] - 50.0) * 255.0 / 100.0, atol=1e-4)
+    np.testing.assert_array_equal(out[..., 1], image[..., 1])
+    np.testing.assert_array_equal(out[..., 2], 77.0)
+
+
+@pytest.mark.parametrize("channels", [1, 3, 4])
+def test_invert_exact_on_bytes_and_floats_colour_only(channels):
+    image = _image((3, 4, channels), seed=3)
+    for given in (image, image.astype(np.float32)):
+        out = _run(random_invert, given, probability=1.0)
+        colour = min(channels, 3) if channels != 2 else 1
+        np.testing.assert_array_equal(out[..., :colour], 255.0 - image[..., :colour])
+        np.testing.assert_array_equal(out[..., colour:], image[..., colour:])
+
+
 @pytest.mark.parametrize("channels", [1, 3, 4])
 @pytest.mark.parametrize(
     ("op", "params"),
@@ -132,10 +169,14 @@ def test_posterize_and_solarize_on_bytes_equal_the_float_values(op, params, chan
         (random_sharpness, {"factor_range": (0.0, 0.5)}),
         (random_posterize, {"bits_range": (4, 4)}),
         (random_solarize, {"threshold_range": (100.0, 100.0)}),
+        (random_equalize, {}),
+        (random_autocontrast, {}),
+        (random_invert, {}),
     ],
 )
 def test_probability_gates_per_image_and_output_is_float(op, params):
-    image = _image()
+    # Equalize keeps images of fewer than 256 pixels.
+    image = _image((16, 17, 3))
     np.testing.assert_array_equal(_run(op, image, probability=0.0), image.astype(np.float32))
     changed = over_seeds(
         lambda s: tf.reduce_any(
@@ -155,6 +196,7 @@ def test_probability_gates_per_image_and_output_is_float(op, params):
         ("random_posterize", {"bits_range": (0, 8)}, "bits_range"),
         ("random_solarize", {"threshold_range": (100.0, 300.0)}, "threshold_range"),
         ("random_sharpness", {"probability": 2.0}, "probability"),
+        ("random_invert", {"probability": -0.1}, "probability"),
     ],
 )
 def test_validation(step, params, name):
