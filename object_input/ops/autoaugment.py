@@ -19,7 +19,7 @@ import tensorflow as tf
 
 from object_input import fields
 from object_input.ops import autoaugment_ops as ops
-from object_input.ops import core, transform
+from object_input.ops import core, device, policy_device, transform
 from object_input.ops.registry import MOVED, PER_BOX, ConfigError, register_step, rule
 
 SubPolicy = Sequence[tuple[str, float, int]]
@@ -135,14 +135,20 @@ def _paste(full: tf.Tensor, patch: tf.Tensor, region: Region) -> tf.Tensor:
     return tf.ensure_shape(core.fill_rectangle(full, patch, tf.stack([y0, x0])), full.shape)
 
 
-def _cutout(colour: tf.Tensor, pad_size: Any, seed: tf.Tensor) -> tf.Tensor:
-    """Grey out a ``2·pad_size`` square centred on a uniformly drawn pixel (clipped at edges)."""
-    height, width = tf.shape(colour)[0], tf.shape(colour)[1]
+def _cutout_square(pad_size: Any, seed: tf.Tensor, height, width) -> tuple[Any, ...]:
+    """Cutout's square: a uniformly drawn centre pixel and ``pad_size`` either side of it,
+    as :func:`ops.fill_square` takes them."""
     y_seed, x_seed = core.split_seed(seed, 2)
     center_y = core.uniform_int(y_seed, 0, height)
     center_x = core.uniform_int(x_seed, 0, width)
     half = tf.cast(pad_size, tf.int32)
-    return ops.fill_square(colour, center_y, center_x, (half, half), FILL_VALUE)
+    return center_y, center_x, (half, half)
+
+
+def _cutout(colour: tf.Tensor, pad_size: Any, seed: tf.Tensor) -> tf.Tensor:
+    """Grey out a ``2·pad_size`` square centred on a uniformly drawn pixel (clipped at edges)."""
+    height, width = tf.shape(colour)[0], tf.shape(colour)[1]
+    return ops.fill_square(colour, *_cutout_square(pad_size, seed, height, width), FILL_VALUE)
 
 
 # Geometry on the whole feature dict -------------------------------------------------------------
@@ -189,6 +195,19 @@ def warp_features(features: core.Features, matrix: tf.Tensor) -> core.Features:
     return transform.apply(features, transform.Affine(size, matrix, fill_value=FILL_VALUE))
 
 
+def _box_square(
+    boxes: tf.Tensor, pad_fraction: Any, seed: tf.Tensor, height, width
+) -> tuple[Any, ...]:
+    """BBox_Cutout's square: around a random pixel of one random box (of one or more), half
+    ``pad_fraction`` of that box's size either side, as :func:`ops.fill_square` takes it."""
+    pick_seed, y_seed, x_seed = core.split_seed(seed, 3)
+    box = tf.gather(boxes, core.uniform_int(pick_seed, 0, tf.shape(boxes)[0]))
+    y0, y1, x0, x1 = _pixel_region(box, height, width)
+    box_size = tf.cast(tf.stack([y1 - y0, x1 - x0]), tf.float32)
+    half = tf.cast(tf.floor(pad_fraction * box_size / 2.0), tf.int32)
+    return core.uniform_int(y_seed, y0, y1), core.uniform_int(x_seed, x0, x1), (half[0], half[1])
+
+
 def _bbox_cutout(features: core.Features, pad_fraction: Any, seed: tf.Tensor) -> core.Features:
     """Grey out a square around a random pixel of one random box, sized by that box."""
     if fields.BOXES not in features:
@@ -197,17 +216,8 @@ def _bbox_cutout(features: core.Features, pad_fraction: Any, seed: tf.Tensor) ->
     boxes = features[fields.BOXES]
 
     def cut() -> tf.Tensor:
-        pick_seed, y_seed, x_seed = core.split_seed(seed, 3)
-        height, width = core.image_size(image)
-        box = tf.gather(boxes, core.uniform_int(pick_seed, 0, tf.shape(boxes)[0]))
-        y0, y1, x0, x1 = _pixel_region(box, height, width)
-        box_size = tf.cast(tf.stack([y1 - y0, x1 - x0]), tf.float32)
-        half = tf.cast(tf.floor(pad_fraction * box_size / 2.0), tf.int32)
-        center_y = core.uniform_int(y_seed, y0, y1)
-        center_x = core.uniform_int(x_seed, x0, x1)
-        return _colour(
-            image, lambda c: ops.fill_square(c, center_y, center_x, (half[0], half[1]), FILL_VALUE)
-        )
+        square = _box_square(boxes, pad_fraction, seed, *core.image_size(image))
+        return _colour(image, lambda c: ops.fill_square(c, *square, FILL_VALUE))
 
     out = dict(features)
     out[fields.IMAGE] = tf.cond(tf.shape(boxes)[0] > 0, cut, lambda: image)
@@ -528,49 +538,72 @@ def apply_policy(
     entirely out of the image are dropped with every per-box field. Image dtype is kept.
     """
     _check_policy(policy)
-    kinds, members, length, tables = _policy_tables(policy)
+    kinds, members, length, _ = _policy_tables(policy)
     if fields.KEYPOINTS in features and "Flip_Only_BBoxes" in members.get("region_warp", ()):
         raise ValueError(
             "Flip_Only_BBoxes mirrors the content of boxes, which swaps left and right "
             "keypoints, but the example has keypoints and no keypoint permutation is known"
         )
+    rows, ops_seed = _choose(policy, seed)
+    return run_entries(features, Entries(kinds, members, length, rows, ops_seed))
+
+
+def _choose(policy: Sequence[SubPolicy], seed: Any) -> tuple[dict[str, tf.Tensor], tf.Tensor]:
+    """``(rows of the sub-policy drawn from seed, the seed of its entries)``."""
+    tables = _policy_tables(policy)[3]
     select_seed, ops_seed = core.split_seed(seed, 2)
     choice = core.uniform_int(select_seed, 0, len(policy))
-    rows = {key: tf.gather(tf.constant(table), choice) for key, table in tables.items()}
-    return run_entries(features, kinds, members, length, rows, ops_seed)
+    return {key: tf.gather(tf.constant(table), choice) for key, table in tables.items()}, ops_seed
 
 
-def run_entries(
-    features: core.Features,
-    kinds: Sequence[str],
-    members: dict[str, list[str]],
-    length: int,
-    rows: dict[str, tf.Tensor],
-    seed: tf.Tensor,
-) -> core.Features:
-    """Apply ``length`` op entries in order, each looked up at run time in ``rows``.
+def _draw_entry(
+    rows: dict[str, tf.Tensor], position: tf.Tensor, seed: tf.Tensor
+) -> tuple[_Entry, tf.Tensor]:
+    """Entry ``position`` of ``rows`` with its random sign, and whether its gate fires."""
+    gate_seed, sign_seed, op_seed = core.split_seed(core.fold_seed(seed, position), 3)
+    arg = rows["arg"][position]
+    flip_sign = (rows["signed"][position] > 0) & core.bernoulli(sign_seed, 0.5)
+    entry = _Entry(
+        kind=rows["kind"][position],
+        member=rows["member"][position],
+        probability=rows["probability"][position],
+        arg=tf.where(flip_sign, -arg, arg),
+        seed=op_seed,
+    )
+    return entry, core.bernoulli(gate_seed, entry.probability)
+
+
+@dataclasses.dataclass(frozen=True)
+class Entries:
+    """The op entries one example runs, each looked up at run time in ``rows``.
 
     ``rows`` maps ``kind`` (0: nothing to do, else 1 + index into ``kinds``), ``member`` (index
     of the op among ``members[kind]``), ``signed``, ``probability`` and ``arg`` to ``[length]``
-    tensors. Entry ``i`` draws from ``fold_in(seed, i)``. The image dtype is kept.
+    tensors. Entry ``i`` draws from ``fold_in(seed, i)``.
     """
-    image = features[fields.IMAGE]
+
+    kinds: Sequence[str]
+    members: dict[str, list[str]]
+    length: int
+    rows: dict[str, tf.Tensor]
+    seed: tf.Tensor
+
+
+def _moved(features: core.Features) -> core.Features:
+    """The fields a geometric op moves, present in ``features``."""
     moved = (*fields.per_box_fields(), *transform.moved_fields())
-    work = {name: features[name] for name in moved if name in features}
+    return {name: features[name] for name in moved if name in features}
+
+
+def run_entries(features: core.Features, entries: Entries) -> core.Features:
+    """Apply ``entries`` in order; the image dtype is kept."""
+    kinds, members, rows, seed = entries.kinds, entries.members, entries.rows, entries.seed
+    image = features[fields.IMAGE]
+    work = _moved(features)
     work[fields.IMAGE] = core.to_float(image)
 
     def body(position, work):
-        gate_seed, sign_seed, op_seed = core.split_seed(core.fold_seed(seed, position), 3)
-        arg = rows["arg"][position]
-        flip_sign = (rows["signed"][position] > 0) & core.bernoulli(sign_seed, 0.5)
-        entry = _Entry(
-            kind=rows["kind"][position],
-            member=rows["member"][position],
-            probability=rows["probability"][position],
-            arg=tf.where(flip_sign, -arg, arg),
-            seed=op_seed,
-        )
-        fires = core.bernoulli(gate_seed, entry.probability)
+        entry, fires = _draw_entry(rows, position, seed)
         branches = [lambda: work] + [
             functools.partial(_apply_kind, work, kind, members[kind], entry, fires)
             for kind in kinds
@@ -578,7 +611,7 @@ def run_entries(
         return position + 1, tf.switch_case(entry.kind, branches)
 
     _, result = tf.while_loop(
-        lambda position, _: position < length,
+        lambda position, _: position < entries.length,
         body,
         (tf.constant(0), work),
         shape_invariants=(tf.TensorShape([]), _loop_shapes(work)),
@@ -587,6 +620,156 @@ def run_entries(
     out.update(result)
     out[fields.IMAGE] = core.like(result[fields.IMAGE], image.dtype)
     return out
+
+
+# The device form ---------------------------------------------------------------------------------
+
+
+def _device_vector(code: Any, arg: Any, matrix: Any, square: Any) -> tf.Tensor:
+    """One position's parameters (see :mod:`policy_device`)."""
+    return tf.concat(
+        [device.vector(code, arg), tf.cast(matrix, tf.float32), tf.cast(square, tf.float32)], 0
+    )
+
+
+_NO_SQUARE = (0.0, 0.0, 0.0, 0.0)
+
+
+def _square_parameters(square: tuple[Any, ...], height, width) -> list[tf.Tensor]:
+    """A square as :func:`ops.fill_square` takes it, as fractions of the image."""
+    top, bottom, left, right = ops.square_bounds(height, width, *square)
+    return device.normalized_rectangle(top, left, bottom, right, height, width)
+
+
+def _prepare_kind(
+    work: core.Features,
+    kind: str,
+    names: Sequence[str],
+    entry: _Entry,
+    fires: tf.Tensor,
+    size: tuple[tf.Tensor, tf.Tensor],
+) -> tuple[core.Features, tf.Tensor]:
+    """The annotation work of ``entry`` (an op of ``kind``, one of ``names``) on ``work`` (the
+    example without its image, of ``size``), and its device parameters."""
+    height, width = size
+    if kind == "warp":
+        impls = [_OPS[name].impl for name in names]
+        matrix = _switch(entry.member, [functools.partial(i, entry.arg, *size) for i in impls])
+        moved = tf.cond(
+            fires,
+            lambda: transform.apply(work, transform.Affine(size, matrix, fill_value=FILL_VALUE)),
+            lambda: work,
+        )
+        parameters = _device_vector(
+            tf.where(fires, policy_device.WARP, 0),
+            0.0,
+            device.normalized_matrix(matrix, height, width),
+            _NO_SQUARE,
+        )
+        return moved, parameters
+    if kind == "box_cutout":
+        boxes = work.get(fields.BOXES, tf.zeros([0, 4]))
+        has_boxes = tf.shape(boxes)[0] > 0
+        square = tf.cond(
+            has_boxes,
+            lambda: tf.stack(
+                _square_parameters(
+                    _box_square(boxes, entry.arg, entry.seed, height, width), height, width
+                )
+            ),
+            lambda: tf.constant(_NO_SQUARE),
+        )
+        code = tf.where(fires & has_boxes, policy_device.FILL, 0)
+        return work, _device_vector(code, 0.0, policy_device.IDENTITY_MATRIX, square)
+    # A pixel op: its code and argument; Cutout's square (drawn whatever the op, used by Cutout).
+    codes = tf.constant([policy_device.code(name) for name in names])
+    square = _square_parameters(_cutout_square(entry.arg, entry.seed, height, width), *size)
+    code = tf.where(fires, tf.gather(codes, entry.member), 0)
+    return work, _device_vector(code, entry.arg, policy_device.IDENTITY_MATRIX, square)
+
+
+def prepare_entries(features: core.Features, entries: Entries) -> tuple[core.Features, tf.Tensor]:
+    """:func:`run_entries` on the host half of the device stage: the same draws, the warps'
+    work on every field but the image, and ``[length · ENTRY_SIZE]`` parameters for
+    :func:`policy_device.apply_entries`."""
+    kinds, members, rows, seed = entries.kinds, entries.members, entries.rows, entries.seed
+    rest, image = device.without_image(features)
+    size = core.image_size(image)
+    work = _moved(rest)
+    nothing = _device_vector(0, 0.0, policy_device.IDENTITY_MATRIX, _NO_SQUARE)
+
+    def body(position, work, parameters):
+        entry, fires = _draw_entry(rows, position, seed)
+        branches = [lambda: (work, nothing)] + [
+            functools.partial(_prepare_kind, work, kind, members[kind], entry, fires, size)
+            for kind in kinds
+        ]
+        work, vector = tf.switch_case(entry.kind, branches)
+        parameters = tf.tensor_scatter_nd_update(parameters, [[position]], vector[tf.newaxis])
+        return position + 1, work, parameters
+
+    _, result, parameters = tf.while_loop(
+        lambda position, *_: position < entries.length,
+        body,
+        (tf.constant(0), work, tf.zeros([entries.length, policy_device.ENTRY_SIZE])),
+        shape_invariants=(
+            tf.TensorShape([]),
+            _loop_shapes(work),
+            tf.TensorShape([entries.length, policy_device.ENTRY_SIZE]),
+        ),
+    )
+    return device.with_image({**rest, **result}, image), tf.reshape(parameters, [-1])
+
+
+Plan = tuple[Sequence[str], dict[str, list[str]], int]  # kinds, members by kind, positions
+
+
+def device_form(
+    step: str,
+    plan: Callable[..., Plan],
+    draw: Callable[..., tuple[dict[str, tf.Tensor], tf.Tensor]],
+    blocker: Callable[[Any], str | None] | None = None,
+) -> device.DeviceStep:
+    """The device form of policy step ``step``: ``plan(**params)`` gives its kinds, members and
+    number of positions, ``draw(seed, **params)`` the rows one example runs and their seed, as
+    the host step draws them."""
+
+    def prepare(features, *, seed=None, **params):
+        kinds, members, length = plan(**params)
+        rows, ops_seed = draw(seed, **params)
+        return prepare_entries(features, Entries(kinds, members, length, rows, ops_seed))
+
+    def apply(images, parameters, **params):
+        _, members, _ = plan(**params)
+        return policy_device.apply_entries(images, parameters, members, step)
+
+    return device.DeviceStep(
+        prepare,
+        apply,
+        size=lambda params: policy_device.ENTRY_SIZE * plan(**params)[2],
+        fidelity="distribution",
+        blocker=blocker,
+    )
+
+
+def _named_plan(*, policy_name: str) -> Plan:
+    return _policy_tables(POLICIES[policy_name])[:3]
+
+
+def _named_draw(seed: Any, *, policy_name: str) -> tuple[dict[str, tf.Tensor], tf.Tensor]:
+    return _choose(POLICIES[policy_name], seed)
+
+
+def _per_box_ops(params: Any) -> str | None:
+    """Why a named policy cannot move: its ops inside each box work box by box on the host."""
+    _, members, _ = _named_plan(policy_name=params["policy_name"])
+    inside = sorted({*members.get("region_warp", ()), *members.get("region_pixels", ())})
+    if not inside:
+        return None
+    return (
+        f"with policy {params['policy_name']!r} has ops inside each box ({', '.join(inside)}), "
+        "which change pixels box by box and run only on the host; policies v2 and v3 can move"
+    )
 
 
 @rule("v0, v1, v2 or v3")
@@ -600,6 +783,7 @@ def _policy_name_check(value: str) -> str | None:
     kind="geometry",
     checks={"policy_name": _policy_name_check},
     demo_params={"policy_name": "v3"},
+    device=device_form("autoaugment_image", _named_plan, _named_draw, _per_box_ops),
 )
 def autoaugment_image(
     features: core.Features, *, seed=None, policy_name: str = "v0"

@@ -193,14 +193,20 @@ def equalize(image: tf.Tensor) -> tf.Tensor:
     )
 
 
-def fill_square(image: tf.Tensor, center_y, center_x, half_size, value: float = 128.0) -> tf.Tensor:
-    """``image`` ``[H, W, C]`` with ``value`` in rows ``[cy − s, cy + s)`` × columns
-    ``[cx − s, cx + s)`` (``half_size`` = (s for rows, s for columns)), clipped to the image."""
-    height, width = tf.shape(image)[0], tf.shape(image)[1]
+def square_bounds(height, width, center_y, center_x, half_size) -> tuple[tf.Tensor, ...]:
+    """``(top, bottom, left, right)``: rows ``[cy − s, cy + s)`` × columns ``[cx − s, cx + s)``
+    (``half_size`` = (s for rows, s for columns)) clipped to a ``height`` × ``width`` image."""
     top = tf.clip_by_value(center_y - half_size[0], 0, height)
     bottom = tf.clip_by_value(center_y + half_size[0], top, height)
     left = tf.clip_by_value(center_x - half_size[1], 0, width)
     right = tf.clip_by_value(center_x + half_size[1], left, width)
+    return top, bottom, left, right
+
+
+def fill_square(image: tf.Tensor, center_y, center_x, half_size, value: float = 128.0) -> tf.Tensor:
+    """``image`` ``[H, W, C]`` with ``value`` in the square :func:`square_bounds` gives."""
+    height, width = tf.shape(image)[0], tf.shape(image)[1]
+    top, bottom, left, right = square_bounds(height, width, center_y, center_x, half_size)
     patch = tf.fill(tf.stack([bottom - top, right - left, tf.shape(image)[2]]), value)
     filled = core.fill_rectangle(image, tf.cast(patch, image.dtype), tf.stack([top, left]))
     return tf.ensure_shape(filled, image.shape)

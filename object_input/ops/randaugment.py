@@ -8,6 +8,8 @@ random sign. Magnitudes use AutoAugment's level scale, 0–10.
 
 from __future__ import annotations
 
+from typing import Any
+
 import tensorflow as tf
 
 from object_input.ops import autoaugment, core
@@ -31,6 +33,21 @@ RANDAUGMENT_OPS = (
 )
 
 
+def _plan(*, num_layers: int, magnitude: int, probability: float) -> autoaugment.Plan:
+    kinds, members, _ = autoaugment.op_table(RANDAUGMENT_OPS, magnitude, probability)
+    return kinds, members, num_layers
+
+
+def _draw(
+    seed: Any, *, num_layers: int, magnitude: int, probability: float
+) -> tuple[dict[str, tf.Tensor], tf.Tensor]:
+    """The rows of the ops one example runs (drawn with replacement), and their seed."""
+    table = autoaugment.op_table(RANDAUGMENT_OPS, magnitude, probability)[2]
+    select_seed, ops_seed = core.split_seed(seed, 2)
+    picks = core.uniform_int(select_seed, 0, len(RANDAUGMENT_OPS), shape=[num_layers])
+    return {key: tf.gather(tf.constant(values), picks) for key, values in table.items()}, ops_seed
+
+
 @register_step(
     reads=(MOVED, PER_BOX),
     writes=(MOVED, PER_BOX),
@@ -40,6 +57,7 @@ RANDAUGMENT_OPS = (
         "magnitude": in_range(0, autoaugment.MAX_LEVEL),
         "probability": in_range(0.0, 1.0),
     },
+    device=autoaugment.device_form("randaugment_detection", _plan, _draw),
 )
 def randaugment_detection(
     features: core.Features,
@@ -55,8 +73,8 @@ def randaugment_detection(
     Boxes a geometric op moves out of the image are dropped with every per-box field; the image
     dtype is kept.
     """
-    kinds, members, table = autoaugment.op_table(RANDAUGMENT_OPS, magnitude, probability)
-    select_seed, ops_seed = core.split_seed(seed, 2)
-    picks = core.uniform_int(select_seed, 0, len(RANDAUGMENT_OPS), shape=[num_layers])
-    rows = {key: tf.gather(tf.constant(values), picks) for key, values in table.items()}
-    return autoaugment.run_entries(features, kinds, members, num_layers, rows, ops_seed)
+    params = {"num_layers": num_layers, "magnitude": magnitude, "probability": probability}
+    kinds, members, _ = _plan(**params)
+    rows, ops_seed = _draw(seed, **params)
+    entries = autoaugment.Entries(kinds, members, num_layers, rows, ops_seed)
+    return autoaugment.run_entries(features, entries)

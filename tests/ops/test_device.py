@@ -49,6 +49,9 @@ PARITY = [
     ("random_adjust_saturation", {"min_delta": 0.2, "max_delta": 2.0}, 1e-2),
     ("random_distort_color", {"color_ordering": 1}, 1e-2),
     ("random_rgb_to_gray", {"probability": 0.5}, 1e-2),
+    ("randaugment_detection", {"magnitude": 9, "num_layers": 3}, 1e-3),
+    ("autoaugment_image", {"policy_name": "v2"}, 1e-3),
+    ("autoaugment_image", {"policy_name": "v3"}, 1e-3),
 ]
 
 
@@ -93,9 +96,13 @@ def host_and_device(name, params, count=6, salt=0, masks=False):
     return host, prepared, compiled(images, parameters).numpy()
 
 
+_WITH_MASKS = ("random_rotation", "randaugment_detection", "autoaugment_image")
+
+
 @pytest.mark.parametrize(("name", "params", "tolerance"), PARITY)
 def test_annotations_are_the_host_steps_and_pixels_match(name, params, tolerance):
-    host, prepared, pixels = host_and_device(name, params, masks=name in ("random_rotation",))
+    count = 16 if name in _WITH_MASKS else 6
+    host, prepared, pixels = host_and_device(name, params, count, masks=name in _WITH_MASKS)
     for index, (expected, got) in enumerate(zip(host, prepared, strict=True)):
         assert set(got) - {fields.DEVICE_PARAMETERS} == set(expected)
         for key in expected:
@@ -111,6 +118,13 @@ def test_annotations_are_the_host_steps_and_pixels_match(name, params, tolerance
         assert np.mean(np.abs(pixels - expected_pixels) > 1e-3) < 0.01
     else:
         np.testing.assert_allclose(pixels, expected_pixels, atol=tolerance, rtol=0)
+
+
+def test_policies_warp_some_images_and_change_the_pixels_of_others():
+    # Each position carries one code per image: the batch mixes warps, pixel ops and nothing.
+    _, prepared, _ = host_and_device("randaugment_detection", {"magnitude": 5}, count=16)
+    codes = np.stack([p[fields.DEVICE_PARAMETERS].numpy()[0::12] for p in prepared])
+    assert {0, 1} <= set(codes.ravel()) and codes.max() > 2
 
 
 def test_steps_act_on_some_images_and_not_others():
@@ -286,6 +300,8 @@ def test_every_step_with_a_device_form_is_listed():
         "random_adjust_saturation",
         "random_distort_color",
         "random_rgb_to_gray",
+        "randaugment_detection",
+        "autoaugment_image",
     }
 
 
@@ -324,6 +340,11 @@ def test_device_form_has_gpu_kernels_and_compiles_with_xla(name):
     [
         (["random_adjust_hue", "random_crop_image"], "'random_crop_image' has no device form"),
         ([("random_rotation", {"output_size": (8, 8)})], "'random_rotation' has output_size set"),
+        (
+            [("autoaugment_image", {"policy_name": "v1"})],
+            r"'autoaugment_image' with policy 'v1' has ops inside each box \(Cutout_Only_BBoxes, "
+            "Equalize_Only_BBoxes, ShearX_Only_BBoxes",
+        ),
         ([], "there are no steps"),
     ],
 )
