@@ -7,9 +7,17 @@ import tensorflow as tf
 import object_input as oi
 from object_input import fields
 from object_input.config import load_pipeline_config
-from object_input.ops import ConfigError, get_step, register_step, registered_steps, unregister_step
+from object_input.ops import (
+    ConfigError,
+    fused_color,
+    get_step,
+    register_step,
+    registered_steps,
+    unregister_step,
+)
 from object_input.ops.crop import crop_to_window
 from object_input.ops.deferred import deferrable_prefix
+from object_input.ops.device import DeviceStep, vector
 from object_input.ops.fused_color import FusedColor
 from object_input.ops.registry import MOVED, in_range
 from object_input.writers import build_example, write_tfrecords
@@ -21,6 +29,26 @@ def user_add_constant(features, *, seed=None, amount: float = 10.0):
     out = dict(features)
     out[fields.IMAGE] = tf.cast(features[fields.IMAGE], tf.float32) + amount
     return out
+
+
+def _tint_prepare(features, *, seed=None, amount):
+    del seed
+    return features, vector(amount / 255.0)
+
+
+def _tint_apply(images, parameters, *, amount):
+    del amount
+    return tf.clip_by_value(images + 255.0 * parameters[:, :1, tf.newaxis, tf.newaxis], 0, 255)
+
+
+# A user colour step's device form that runs in the fused colour pass as a brightness change.
+USER_TINT = DeviceStep(
+    _tint_prepare,
+    _tint_apply,
+    size=1,
+    fidelity="exact",
+    fused=lambda params: (fused_color.BRIGHTNESS,),
+)
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -78,7 +106,7 @@ def test_bad_step_definitions_are_refused():
     with pytest.raises(ValueError, match="deferral must be None or one of"):
         register_step(deferral="flip")
     with pytest.raises(ValueError, match="only colour steps can be fused, got kind 'geometry'"):
-        register_step(kind="geometry", fused="delta")
+        register_step(kind="geometry", device=USER_TINT)
     for facts in ({"od_api_fields": {"nope": "x"}}, {"demo_params": {"nope": 1}}):
         with pytest.raises(TypeError, match=r"name unknown parameters \['nope'\]"):
             register_step(**facts)(user_add_constant)
@@ -106,7 +134,7 @@ def user_facts():
         od_api_fields={"low_high": ("low", "high"), "tag": "label"},
         demo_params={"tag": 3},
     )(user_top_half)
-    register_step("user_tint", kind="color", fused="delta")(user_add_constant)
+    register_step("user_tint", kind="color", device=USER_TINT)(user_add_constant)
     yield
     unregister_step("user_top_half")
     unregister_step("user_tint")
@@ -118,6 +146,11 @@ def test_registration_facts_reach_the_stages_that_read_them(tmp_path, user_facts
     assert deferrable_prefix(names) == 2
     start, stage = FusedColor.split([*names[:3], "user_tint", "random_adjust_hue"])
     assert start == 3 and stage.names == ("user_tint", "random_adjust_hue")
+    # One registration makes it a part of the compiled colour pass: +10 levels, then no hue.
+    stage = FusedColor.split([("user_tint", {}), ("random_adjust_hue", {"max_delta": 0.0})])[1]
+    images = tf.fill([2, 3, 3, 3], 100.0)
+    out = stage(images, tf.stack([stage.draw(tf.constant([0, i])) for i in range(2)]))
+    np.testing.assert_allclose(out.numpy(), 110.0, atol=1e-3)
     path = tmp_path / "pipeline.config"
     path.write_text(
         "train_config { data_augmentation_options { user_top_half { low: 0.25 high: 0.5 "

@@ -7,7 +7,6 @@ from object_input.ops.affine import random_affine, random_rotation
 from object_input.ops.autoaugment import autoaugment_image
 from object_input.ops.caffe import caffe_transform
 from object_input.ops.color import (
-    COLOR_STEPS,
     ColorStep,
     adjust_gamma,
     random_adjust_brightness,
@@ -100,7 +99,6 @@ from object_input.ops.ssd import (
 )
 
 __all__ = [
-    "COLOR_STEPS",
     "IMAGE_CLASSES_MULTI_HOT",
     "Augmentation",
     "ColorStep",

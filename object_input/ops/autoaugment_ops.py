@@ -23,8 +23,6 @@ from object_input.ops.transform import (  # noqa: F401
     warp,
 )
 
-_LUMA = (0.2989, 0.5870, 0.1140)
-
 
 def _clip(image: tf.Tensor) -> tf.Tensor:
     return tf.clip_by_value(image, 0.0, 255.0)
@@ -48,7 +46,7 @@ def _luma_weights(channels) -> tf.Tensor:
     """``[C]``: the luma weights for RGB, the plain mean for other channel counts."""
     return tf.cond(
         tf.equal(channels, 3),
-        lambda: tf.constant(_LUMA),
+        lambda: tf.constant(core.LUMA_WEIGHTS),
         lambda: tf.fill([channels], 1.0 / tf.cast(channels, tf.float32)),
     )
 

@@ -1,6 +1,6 @@
 """Colour steps, each split into a random draw and a pure, batchable apply.
 
-Every step in :data:`COLOR_STEPS` runs as ``apply(image, **draw(seed, **params))``:
+Every random colour step runs as ``apply(image, **draw(seed, **params))`` (a :class:`ColorStep`):
 
 - ``draw_<x>(seed, **params)`` returns a dict of scalar float32/bool tensors, the step's random
   parameters. It depends on ``seed`` alone, so a pipeline may draw per example and apply per batch.
@@ -8,8 +8,9 @@ Every step in :data:`COLOR_STEPS` runs as ``apply(image, **draw(seed, **params))
   ``[B, H, W, C]`` with parameters of shape ``[]`` or ``[B]`` (one value per image); any dtype in,
   float32 on the [0, 255] scale out, clipped to [0, 255] like the Object Detection API.
 
-:data:`COLOR_STEPS` maps each step name to its :class:`ColorStep`, so a pipeline can fuse
-neighbouring colour steps and run them on a batch without knowing any one of them.
+Each step's registration carries its device form: the draws as the batch's parameters, the
+batched apply, and the :class:`~object_input.ops.fused_color.ColourPart` each draw drives, so a
+pipeline fuses neighbouring colour steps and runs them on a batch without knowing any one of them.
 
 Channels: an image with 3 or more channels has colour in channels 0-2; one with fewer is grayscale
 in channel 0. Other channels pass through unchanged (cast to float32). Hue, saturation and the
@@ -27,20 +28,16 @@ import tensorflow as tf
 
 from object_input import fields
 from object_input.ops import core
+from object_input.ops import fused_color as fused
 from object_input.ops.device import DeviceStep, vector
 from object_input.ops.registry import (
-    FUSED_PARTS,
     ConfigError,
-    get_step,
     in_range,
     non_negative,
     ordered,
     register_step,
     rule,
 )
-
-# ITU-R 601 luma weights, the ones tf.image.rgb_to_grayscale uses.
-LUMA_WEIGHTS = (0.2989, 0.5870, 0.1140)
 
 # Parameters random_distort_color draws from, per the Object Detection API.
 _DISTORT_BRIGHTNESS_DELTA = 32.0 / 255.0
@@ -207,7 +204,7 @@ def apply_saturation(image: tf.Tensor, factor: Any) -> tf.Tensor:
 
 def luma(rgb: tf.Tensor) -> tf.Tensor:
     """Luma ``[..., 1]`` of float ``[..., 3]`` RGB values."""
-    return tf.tensordot(rgb, tf.constant(LUMA_WEIGHTS), axes=[[-1], [0]])[..., tf.newaxis]
+    return tf.tensordot(rgb, tf.constant(core.LUMA_WEIGHTS), axes=[[-1], [0]])[..., tf.newaxis]
 
 
 def draw_grayscale(seed: Any, *, probability: float) -> dict[str, tf.Tensor]:
@@ -221,7 +218,7 @@ def apply_grayscale(image: tf.Tensor, to_gray: Any) -> tf.Tensor:
     def gray(rgb: tf.Tensor) -> tf.Tensor:
         # One product by a 3 × 3 matrix of luma columns writes the luma to every channel at
         # about half the cost of the luma broadcast over the channels.
-        spread = tf.tile(tf.constant(LUMA_WEIGHTS)[:, tf.newaxis], [1, 3])
+        spread = tf.tile(tf.constant(core.LUMA_WEIGHTS)[:, tf.newaxis], [1, 3])
         return tf.reshape(tf.matmul(tf.reshape(rgb, [-1, 3]), spread), tf.shape(rgb))
 
     def adjust(rgb: tf.Tensor) -> tf.Tensor:
@@ -294,25 +291,28 @@ def draw_distort_color(seed: Any) -> dict[str, tf.Tensor]:
     }
 
 
-# The single steps random_distort_color chains in each colour ordering, with the draw each takes.
-DISTORT_PARTS: dict[int, tuple[tuple[str, str], ...]] = {
+# What random_distort_color chains in each colour ordering: each single step's apply, its part of
+# the fused colour pass, and the draw it takes.
+DISTORT_PARTS: dict[int, tuple[tuple[Callable[..., tf.Tensor], fused.ColourPart, str], ...]] = {
     0: (
-        ("random_adjust_brightness", "brightness_delta"),
-        ("random_adjust_saturation", "saturation_factor"),
-        ("random_adjust_hue", "hue_delta"),
-        ("random_adjust_contrast", "contrast_factor"),
+        (apply_brightness, fused.BRIGHTNESS, "brightness_delta"),
+        (apply_saturation, fused.SATURATION, "saturation_factor"),
+        (apply_hue, fused.HUE, "hue_delta"),
+        (apply_contrast, fused.CONTRAST, "contrast_factor"),
     ),
     1: (
-        ("random_adjust_brightness", "brightness_delta"),
-        ("random_adjust_contrast", "contrast_factor"),
-        ("random_adjust_saturation", "saturation_factor"),
-        ("random_adjust_hue", "hue_delta"),
+        (apply_brightness, fused.BRIGHTNESS, "brightness_delta"),
+        (apply_contrast, fused.CONTRAST, "contrast_factor"),
+        (apply_saturation, fused.SATURATION, "saturation_factor"),
+        (apply_hue, fused.HUE, "hue_delta"),
     ),
 }
 
 
-def distort_parts(params: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
-    """The ``(single step, draw)`` chain of random_distort_color with ``params``."""
+def distort_parts(
+    params: Mapping[str, Any],
+) -> tuple[tuple[Callable[..., tf.Tensor], fused.ColourPart, str], ...]:
+    """The ``(apply, colour part, draw)`` chain of random_distort_color with ``params``."""
     ordering = params.get("color_ordering", 0)
     if ordering not in DISTORT_PARTS:
         raise ConfigError(
@@ -340,12 +340,12 @@ def apply_distort_color(
         "hue_delta": hue_delta,
         "contrast_factor": contrast_factor,
     }
-    for step, key in distort_parts({"color_ordering": color_ordering}):
-        image = COLOR_STEPS[step].apply(image, drawn[key])
+    for apply, _, key in distort_parts({"color_ordering": color_ordering}):
+        image = apply(image, drawn[key])
     return image
 
 
-# The table a fusing pipeline uses ---------------------------------------------------------------
+# Steps as draw and apply -------------------------------------------------------------------------
 
 
 @dataclasses.dataclass(frozen=True)
@@ -359,9 +359,6 @@ class ColorStep:
     draw: Callable[..., dict[str, tf.Tensor]]
     apply: Callable[..., tf.Tensor]
     static: tuple[str, ...] = ()
-    #: for a step that chains single colour steps: its ``(single step, draw)`` chain for given
-    #: config parameters, which the fused stage runs part by part.
-    parts: Callable[[Mapping[str, Any]], tuple[tuple[str, str], ...]] | None = None
 
     def sample(self, seed: Any, params: Mapping[str, Any]) -> dict[str, tf.Tensor]:
         """Draw the random parameters of one image from its step seed and config ``params``."""
@@ -373,48 +370,47 @@ class ColorStep:
         """Apply to ``[H, W, C]`` (scalar draws) or ``[B, H, W, C]`` (draws stacked to ``[B]``)."""
         return self.apply(image, **drawn, **{k: params[k] for k in self.static})
 
-
-COLOR_STEPS: dict[str, ColorStep] = {
-    "random_adjust_brightness": ColorStep(draw_delta, apply_brightness),
-    "random_adjust_contrast": ColorStep(draw_factor, apply_contrast),
-    "random_adjust_hue": ColorStep(draw_delta, apply_hue),
-    "random_adjust_saturation": ColorStep(draw_factor, apply_saturation),
-    "random_distort_color": ColorStep(
-        draw_distort_color, apply_distort_color, static=("color_ordering",), parts=distort_parts
-    ),
-    "random_rgb_to_gray": ColorStep(draw_grayscale, apply_grayscale),
-    "adjust_gamma": ColorStep(draw_gamma, apply_gamma),
-}
+    def __call__(self, features: core.Features, seed: Any, **params: Any) -> core.Features:
+        """The step on one example."""
+        drawn = self.sample(seed, params)
+        return {**features, fields.IMAGE: self.run(features[fields.IMAGE], drawn, params)}
 
 
-def _run(name: str, features: core.Features, seed: Any, **params: Any) -> core.Features:
-    step = COLOR_STEPS[name]
-    out = dict(features)
-    out[fields.IMAGE] = step.run(features[fields.IMAGE], step.sample(seed, params), params)
-    return out
+BRIGHTNESS = ColorStep(draw_delta, apply_brightness)
+CONTRAST = ColorStep(draw_factor, apply_contrast)
+HUE = ColorStep(draw_delta, apply_hue)
+SATURATION = ColorStep(draw_factor, apply_saturation)
+DISTORT_COLOR = ColorStep(draw_distort_color, apply_distort_color, static=("color_ordering",))
+TO_GRAY = ColorStep(draw_grayscale, apply_grayscale)
+GAMMA = ColorStep(draw_gamma, apply_gamma)
+
+Parts = Callable[[Mapping[str, Any]], tuple[tuple[fused.ColourPart, str], ...]]
 
 
-def _device(name: str) -> DeviceStep:
-    """The device form of colour step ``name``: the draws its fused form takes (``fused`` of its
-    registration) as the parameters, applied per batch; neighbouring colour steps fuse."""
-
-    def keys(params: Mapping[str, Any]) -> list[str]:
-        fused = get_step(name).fused
-        if fused == FUSED_PARTS:
-            return [key for _, key in COLOR_STEPS[name].parts(params)]
-        return [fused]
+def _device(step: ColorStep, parts: Parts) -> DeviceStep:
+    """The device form of a colour step: ``parts(params)`` lists the ``(colour part, draw)``
+    each parameter column carries; the batch runs ``step``'s batched apply, or those parts in
+    the fused colour pass with neighbouring colour steps."""
 
     def prepare(features: core.Features, *, seed=None, **params: Any):
-        drawn = COLOR_STEPS[name].sample(seed, params)
-        return features, vector(*(drawn[k] for k in keys(params)))
+        drawn = step.sample(seed, params)
+        return features, vector(*(drawn[key] for _, key in parts(params)))
 
     def apply(images: tf.Tensor, parameters: tf.Tensor, **params: Any) -> tf.Tensor:
-        drawn = {k: parameters[:, column] for column, k in enumerate(keys(params))}
-        return COLOR_STEPS[name].run(images, drawn, params)
+        drawn = {key: parameters[:, column] for column, (_, key) in enumerate(parts(params))}
+        return step.run(images, drawn, params)
 
     return DeviceStep(
-        prepare, apply, size=lambda params: len(keys(params)), fidelity="distribution", fuses=True
+        prepare,
+        apply,
+        size=lambda params: len(parts(params)),
+        fidelity="distribution",
+        fused=lambda params: tuple(part for part, _ in parts(params)),
     )
+
+
+def _one_part(part: fused.ColourPart, key: str) -> Parts:
+    return lambda params: ((part, key),)
 
 
 # Registered steps -------------------------------------------------------------------------------
@@ -423,14 +419,13 @@ def _device(name: str) -> DeviceStep:
 @register_step(
     kind="color",
     checks={"max_delta": non_negative},
-    fused="delta",
-    device=_device("random_adjust_brightness"),
+    device=_device(BRIGHTNESS, _one_part(fused.BRIGHTNESS, "delta")),
 )
 def random_adjust_brightness(
     features: core.Features, *, seed=None, max_delta: float = 0.2
 ) -> core.Features:
     """Add a brightness delta U(-max_delta, max_delta) (on the [0, 1] scale); float32 out."""
-    return _run("random_adjust_brightness", features, seed, max_delta=max_delta)
+    return BRIGHTNESS(features, seed, max_delta=max_delta)
 
 
 _FACTOR_CHECKS = {"min_delta": non_negative, "max_delta": non_negative}
@@ -440,43 +435,38 @@ _FACTOR_CHECKS = {"min_delta": non_negative, "max_delta": non_negative}
     kind="color",
     checks=_FACTOR_CHECKS,
     validate=ordered(("min_delta", "max_delta")),
-    fused="factor",
-    device=_device("random_adjust_contrast"),
+    device=_device(CONTRAST, _one_part(fused.CONTRAST, "factor")),
 )
 def random_adjust_contrast(
     features: core.Features, *, seed=None, min_delta: float = 0.8, max_delta: float = 1.25
 ) -> core.Features:
     """Scale contrast by a factor U(min_delta, max_delta); float32 out."""
-    return _run("random_adjust_contrast", features, seed, min_delta=min_delta, max_delta=max_delta)
+    return CONTRAST(features, seed, min_delta=min_delta, max_delta=max_delta)
 
 
 @register_step(
     kind="color",
     checks={"max_delta": in_range(0.0, 0.5)},
-    fused="delta",
-    device=_device("random_adjust_hue"),
+    device=_device(HUE, _one_part(fused.HUE, "delta")),
 )
 def random_adjust_hue(
     features: core.Features, *, seed=None, max_delta: float = 0.02
 ) -> core.Features:
     """Rotate the hue by U(-max_delta, max_delta) turns; float32 out."""
-    return _run("random_adjust_hue", features, seed, max_delta=max_delta)
+    return HUE(features, seed, max_delta=max_delta)
 
 
 @register_step(
     kind="color",
     checks=_FACTOR_CHECKS,
     validate=ordered(("min_delta", "max_delta")),
-    fused="factor",
-    device=_device("random_adjust_saturation"),
+    device=_device(SATURATION, _one_part(fused.SATURATION, "factor")),
 )
 def random_adjust_saturation(
     features: core.Features, *, seed=None, min_delta: float = 0.8, max_delta: float = 1.25
 ) -> core.Features:
     """Scale saturation by a factor U(min_delta, max_delta); float32 out."""
-    return _run(
-        "random_adjust_saturation", features, seed, min_delta=min_delta, max_delta=max_delta
-    )
+    return SATURATION(features, seed, min_delta=min_delta, max_delta=max_delta)
 
 
 @rule("0 or 1")
@@ -487,28 +477,29 @@ def _ordering_check(value: int) -> str | None:
 @register_step(
     kind="color",
     checks={"color_ordering": _ordering_check},
-    fused=FUSED_PARTS,
-    device=_device("random_distort_color"),
+    device=_device(
+        DISTORT_COLOR,
+        lambda params: tuple((part, key) for _, part, key in distort_parts(params)),
+    ),
 )
 def random_distort_color(
     features: core.Features, *, seed=None, color_ordering: int = 0
 ) -> core.Features:
     """Random brightness, saturation, hue and contrast in one of two fixed orders; float32 out."""
-    return _run("random_distort_color", features, seed, color_ordering=color_ordering)
+    return DISTORT_COLOR(features, seed, color_ordering=color_ordering)
 
 
 @register_step(
     kind="color",
     checks={"probability": in_range(0.0, 1.0)},
     demo_params={"probability": 1.0},
-    fused="to_gray",
-    device=_device("random_rgb_to_gray"),
+    device=_device(TO_GRAY, _one_part(fused.TO_GRAY, "to_gray")),
 )
 def random_rgb_to_gray(
     features: core.Features, *, seed=None, probability: float = 0.1
 ) -> core.Features:
     """With ``probability``, replace RGB by its luma in all 3 channels; float32 out."""
-    return _run("random_rgb_to_gray", features, seed, probability=probability)
+    return TO_GRAY(features, seed, probability=probability)
 
 
 @register_step(kind="color", checks={"gamma": non_negative, "gain": non_negative})
@@ -516,7 +507,7 @@ def adjust_gamma(
     features: core.Features, *, seed=None, gamma: float = 1.0, gain: float = 1.0
 ) -> core.Features:
     """``gain * (image / 255) ** gamma * 255``, clipped to [0, 255]; float32 out."""
-    return _run("adjust_gamma", features, seed, gamma=gamma, gain=gain)
+    return GAMMA(features, seed, gamma=gamma, gain=gain)
 
 
 @register_step(kind="image")

@@ -18,6 +18,10 @@ Features = dict[str, Any]
 _INT32_MAX = 2**31 - 1
 
 
+#: ITU-R 601 luma weights of RGB, the ones tf.image.rgb_to_grayscale uses.
+LUMA_WEIGHTS = (0.2989, 0.5870, 0.1140)
+
+
 def as_seed(seed: Any) -> tf.Tensor:
     """Turn ``seed`` (None, int, or a shape-[2] integer tensor) into a shape-[2] int32 tensor.
 

@@ -46,8 +46,9 @@ class DeviceStep:
     on the same seeds: ``"exact"`` (equal up to float rounding when the image is already at the
     output size; resizing commutes with the step), or ``"distribution"`` (the same draws applied
     after the resize instead of before it). ``blocker(params)`` returns why a configuration
-    cannot move (None: it can). ``fuses`` marks colour steps that the stage runs together in one
-    compiled colour pass.
+    cannot move (None: it can). ``fused(params)``, for a colour step, lists the
+    :class:`~object_input.ops.fused_color.ColourPart` each parameter column drives: the stage
+    then runs neighbouring colour steps together in one compiled colour pass.
     """
 
     prepare: Callable[..., tuple[core.Features, tf.Tensor]]
@@ -55,11 +56,16 @@ class DeviceStep:
     size: int | Callable[[Mapping[str, Any]], int]
     fidelity: str
     blocker: Callable[[Mapping[str, Any]], str | None] | None = None
-    fuses: bool = False
+    fused: Callable[[Mapping[str, Any]], tuple[Any, ...]] | None = None
 
     def __post_init__(self) -> None:
         if self.fidelity not in FIDELITIES:
             raise ValueError(f"fidelity must be one of {FIDELITIES}, got {self.fidelity!r}")
+
+    @property
+    def fuses(self) -> bool:
+        """Whether the step runs in the fused colour pass."""
+        return self.fused is not None
 
     def num_parameters(self, params: Mapping[str, Any]) -> int:
         """Length of the parameter vector for config ``params``."""

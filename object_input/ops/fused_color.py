@@ -1,7 +1,10 @@
 """The fused colour stage: brightness, contrast, hue, saturation and grayscale compiled together
 with XLA.
 
-``random_distort_color`` runs here too, as the four steps it chains in its colour ordering.
+A step takes part by its registration: its device form (:class:`~object_input.ops.device.
+DeviceStep`) lists, for its config, the :class:`ColourPart` each of its parameters drives
+(``random_distort_color`` runs as the four parts it chains in its colour ordering). Nothing here
+names a step.
 
 A run of those steps at the end of an augmentation can leave the per-example map and run on the
 static-shape batch after the resize, as ``tf.function(jit_compile=True)``: XLA fuses the steps
@@ -40,8 +43,24 @@ from typing import Any
 import tensorflow as tf
 
 from object_input.ops import core, registry
-from object_input.ops.color import COLOR_STEPS, LUMA_WEIGHTS
 from object_input.ops.compose import Augmentation
+
+
+@dataclasses.dataclass(frozen=True)
+class ColourPart:
+    """One single colour change in the fused pass: ``run(state, parameter, means)`` with the
+    images' ``[B]`` parameter (and, when ``reduces``, the ``[B, 3]`` channel means of the colour
+    before it). ``mixes``: after it the colour is no longer per-channel affine in the input.
+    ``name`` is the single step the part computes, for messages and tests."""
+
+    name: str
+    run: Callable[..., Any]
+    reduces: bool = False
+    mixes: bool = False
+
+
+def _fused(spec: registry.StepSpec) -> bool:
+    return spec.device is not None and spec.device.fused is not None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,7 +79,7 @@ class FusedColor:
         if not isinstance(augment, Augmentation):
             augment = Augmentation(augment)
         start = len(augment)
-        while start > 0 and augment.steps[start - 1][0].fused is not None:
+        while start > 0 and _fused(augment.steps[start - 1][0]):
             start -= 1
         steps = tuple(
             (index, spec.name, dict(params))
@@ -74,26 +93,24 @@ class FusedColor:
         """The step names, in order."""
         return tuple(name for _, name, _ in self.steps)
 
-    @staticmethod
-    def _parts(name: str, params: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
-        """``(single step, key of its draw)`` the stage runs for step ``name``: the step itself,
-        or the steps it chains (``register_step``'s ``fused``)."""
-        fused = registry.get_step(name).fused
-        if fused == registry.FUSED_PARTS:
-            return COLOR_STEPS[name].parts(params)
-        return ((name, fused),)
+    @property
+    def parts(self) -> tuple[ColourPart, ...]:
+        """The colour parts the stage runs, one per parameter column, in order."""
+        return tuple(
+            part
+            for _, name, params in self.steps
+            for part in registry.get_step(name).device.fused(params)
+        )
 
     @property
     def singles(self) -> tuple[str, ...]:
         """The single steps the stage runs, in order (a chaining step's parts in its place)."""
-        return tuple(
-            single for _, name, params in self.steps for single, _ in self._parts(name, params)
-        )
+        return tuple(part.name for part in self.parts)
 
     @property
     def num_parameters(self) -> int:
         """Length of the per-image parameter vector."""
-        return len(self.singles)
+        return len(self.parts)
 
     def draw(self, seed: Any) -> tf.Tensor:
         """Float32 ``[P]``: one image's parameters, from its example seed (as Augmentation draws).
@@ -103,9 +120,10 @@ class FusedColor:
         values = []
         for index, name, params in self.steps:
             step_seed = None if seed is None else core.fold_seed(seed, index)
-            drawn = COLOR_STEPS[name].sample(step_seed, params)
-            values.extend(tf.cast(drawn[key], tf.float32) for _, key in self._parts(name, params))
-        return tf.stack(values)
+            # A colour step's host half draws from the seed alone; it reads no field.
+            _, drawn = registry.get_step(name).device.prepare({}, seed=step_seed, **params)
+            values.append(drawn)
+        return tf.concat(values, axis=0)
 
     def __call__(
         self, images: tf.Tensor, parameters: tf.Tensor, dtype: tf.DType | str = tf.float32
@@ -119,7 +137,7 @@ class FusedColor:
             raise ValueError(
                 f"the fused colour stage takes RGB batches [B, H, W, 3], got shape {images.shape}"
             )
-        colour = _compiled(self.singles)(images, tf.cast(parameters, tf.float32))
+        colour = _compiled(self.parts)(images, tf.cast(parameters, tf.float32))
         dtype = tf.as_dtype(dtype)
         if dtype.is_integer:
             # Rounding and saturating take three of TensorFlow's passes over the batch and one
@@ -129,30 +147,26 @@ class FusedColor:
         return core.like(colour, dtype)
 
 
-# Steps after which the colour is no longer per-channel affine in the input.
-_MIXING_STEPS = ("random_adjust_hue", "random_adjust_saturation", "random_rgb_to_gray")
-
-
-def _stored_before(names: Sequence[str]) -> int | None:
-    """Where to store the colour so far: before the first contrast step that follows a hue,
-    saturation or grayscale step (None: no such contrast).
+def _stored_before(parts: Sequence[ColourPart]) -> int | None:
+    """Where to store the colour so far: before the first reducing part (contrast) that follows
+    a mixing one (hue, saturation, grayscale); None: no such part.
 
     A contrast step reduces the colour before it to channel means; XLA on CPU computes that
     reduction one value after another, which over a colour computed through hue and saturation
     measured 3.5x the cost of the whole stage (the OD API's ``random_distort_color`` ordering
     0). Stored once, the colour reduces fast and the rest of the steps read it back."""
-    for index, name in enumerate(names):
-        if name == "random_adjust_contrast" and any(n in _MIXING_STEPS for n in names[:index]):
+    for index, part in enumerate(parts):
+        if part.reduces and any(before.mixes for before in parts[:index]):
             return index
     return None
 
 
 @functools.cache
-def _compiled(names: tuple[str, ...]) -> Callable[[tf.Tensor, tf.Tensor], tf.Tensor]:
-    """One set of XLA-compiled functions per step list, shared by every pipeline that uses it."""
-    cut = _stored_before(names)
+def _compiled(parts: tuple[ColourPart, ...]) -> Callable[[tf.Tensor, tf.Tensor], tf.Tensor]:
+    """One set of XLA-compiled functions per part list, shared by every pipeline that uses it."""
+    cut = _stored_before(parts)
     if cut is not None:
-        head, tail = _compiled(names[:cut]), _compiled(names[cut:])
+        head, tail = _compiled(parts[:cut]), _compiled(parts[cut:])
         return lambda images, parameters: tail(
             head(images, parameters[:, :cut]), parameters[:, cut:]
         )
@@ -160,17 +174,17 @@ def _compiled(names: tuple[str, ...]) -> Callable[[tf.Tensor, tf.Tensor], tf.Ten
     compile_ = functools.partial(
         tf.function, jit_compile=True, reduce_retracing=True, autograph=False
     )
-    # One means function per contrast step, over the colour just before it.
-    before_contrast = [
-        compile_(functools.partial(_channel_means, names[:index]))
-        for index, name in enumerate(names)
-        if name == "random_adjust_contrast"
+    # One means function per reducing part, over the colour just before it.
+    before_reducing = [
+        compile_(functools.partial(_channel_means, parts[:index]))
+        for index, part in enumerate(parts)
+        if part.reduces
     ]
-    main = compile_(functools.partial(_colour, names))
+    main = compile_(functools.partial(_colour, parts))
 
     def fused(images: tf.Tensor, parameters: tf.Tensor) -> tf.Tensor:
         means: tuple[tf.Tensor, ...] = ()
-        for channel_means in before_contrast:
+        for channel_means in before_reducing:
             means = (*means, channel_means(images, parameters, means))
         return main(images, parameters, means)
 
@@ -189,40 +203,31 @@ def _compiled_like(dtype: tf.DType) -> Callable[[tf.Tensor], tf.Tensor]:
 
 
 def _run(
-    names: Sequence[str], images: tf.Tensor, parameters: tf.Tensor, means: Sequence[tf.Tensor]
+    parts: Sequence[ColourPart],
+    images: tf.Tensor,
+    parameters: tf.Tensor,
+    means: Sequence[tf.Tensor],
 ) -> _State:
-    """The colour after ``names``; contrast step ``j`` uses ``means[j]`` (``[B, 3]``)."""
+    """The colour after ``parts``; reducing part ``j`` uses ``means[j]`` (``[B, 3]``)."""
     state: _State = _Pixels(tf.cast(images, tf.float32))
-    contrasts = iter(means)
-    for column, name in enumerate(names):
+    reductions = iter(means)
+    for column, part in enumerate(parts):
         parameter = parameters[:, column]
-        if name == "random_adjust_brightness":
-            state = state.affine(None, tf.tile(255.0 * parameter[:, tf.newaxis], [1, 3]))
-        elif name == "random_adjust_contrast":
-            # (x - mean) * factor + mean, as one multiply-add per value.
-            state = state.affine(parameter, next(contrasts) * (1.0 - parameter[:, tf.newaxis]))
-        elif name == "random_adjust_hue":
-            # The rotated colour keeps V and C inside [0, 255]: the step's clip is a no-op here.
-            hsv = state.hsv()
-            state = _Hsv(hsv.hue + 6.0 * _per_image(parameter), hsv.value, hsv.chroma)
-        elif name == "random_adjust_saturation":
-            hsv = state.hsv()
-            factor = _per_image(tf.maximum(parameter, 0.0))
-            state = _Hsv(hsv.hue, hsv.value, tf.minimum(hsv.chroma * factor, hsv.value))
-        elif name == "random_rgb_to_gray":
-            pixels = state.pixels()
-            luma = sum(pixels[..., c : c + 1] * weight for c, weight in enumerate(LUMA_WEIGHTS))
-            state = _Pixels(tf.where(_per_image(parameter) > 0.5, _spread(luma), pixels))
+        if part.reduces:
+            state = part.run(state, parameter, next(reductions))
         else:
-            raise ValueError(f"step {name!r} is registered as fused, but the stage cannot run it")
+            state = part.run(state, parameter)
     return state
 
 
 def _colour(
-    names: Sequence[str], images: tf.Tensor, parameters: tf.Tensor, means: Sequence[tf.Tensor]
+    parts: Sequence[ColourPart],
+    images: tf.Tensor,
+    parameters: tf.Tensor,
+    means: Sequence[tf.Tensor],
 ) -> tf.Tensor:
-    """Every step of ``names``, ``[B, H, W, 3]`` float32 out."""
-    return _run(names, images, parameters, means).pixels()
+    """Every part, ``[B, H, W, 3]`` float32 out."""
+    return _run(parts, images, parameters, means).pixels()
 
 
 # Pairwise halvings of the pixel sums before the reduction; 3 measured fastest (1/8 left).
@@ -230,10 +235,13 @@ _PAIRWISE_LEVELS = 3
 
 
 def _channel_means(
-    names: Sequence[str], images: tf.Tensor, parameters: tf.Tensor, means: Sequence[tf.Tensor]
+    parts: Sequence[ColourPart],
+    images: tf.Tensor,
+    parameters: tf.Tensor,
+    means: Sequence[tf.Tensor],
 ) -> tf.Tensor:
-    """``[B, 3]``: each image's channel means of the colour after ``names``."""
-    pixels = _run(names, images, parameters, means).pixels()
+    """``[B, 3]``: each image's channel means of the colour after ``parts``."""
+    pixels = _run(parts, images, parameters, means).pixels()
     # Shapes may be unknown when traced (reduce_retracing); XLA sees them as constants.
     shape = tf.shape(pixels)
     count = shape[1] * shape[2]
@@ -330,3 +338,45 @@ class _Hsv:
 
 
 _State = _Pixels | _Hsv
+
+
+# The parts ---------------------------------------------------------------------------------------
+
+
+def _brightness(state: _State, delta: tf.Tensor) -> _State:
+    return state.affine(None, tf.tile(255.0 * delta[:, tf.newaxis], [1, 3]))
+
+
+def _contrast(state: _State, factor: tf.Tensor, means: tf.Tensor) -> _State:
+    # (x - mean) * factor + mean, as one multiply-add per value.
+    return state.affine(factor, means * (1.0 - factor[:, tf.newaxis]))
+
+
+def _hue(state: _State, delta: tf.Tensor) -> _State:
+    # The rotated colour keeps V and C inside [0, 255]: the step's clip is a no-op here.
+    hsv = state.hsv()
+    return _Hsv(hsv.hue + 6.0 * _per_image(delta), hsv.value, hsv.chroma)
+
+
+def _saturation(state: _State, factor: tf.Tensor) -> _State:
+    hsv = state.hsv()
+    factor = _per_image(tf.maximum(factor, 0.0))
+    return _Hsv(hsv.hue, hsv.value, tf.minimum(hsv.chroma * factor, hsv.value))
+
+
+def _to_gray(state: _State, to_gray: tf.Tensor) -> _State:
+    pixels = state.pixels()
+    luma = sum(pixels[..., c : c + 1] * weight for c, weight in enumerate(core.LUMA_WEIGHTS))
+    return _Pixels(tf.where(_per_image(to_gray) > 0.5, _spread(luma), pixels))
+
+
+#: Add a brightness delta (on the [0, 1] scale), clip.
+BRIGHTNESS = ColourPart("random_adjust_brightness", _brightness)
+#: Scale each channel's distance from its mean by a factor, clip.
+CONTRAST = ColourPart("random_adjust_contrast", _contrast, reduces=True)
+#: Rotate the hue by a delta in turns.
+HUE = ColourPart("random_adjust_hue", _hue, mixes=True)
+#: Scale the saturation by a factor, capped at 1.
+SATURATION = ColourPart("random_adjust_saturation", _saturation, mixes=True)
+#: Where the parameter is 1, the luma in all three channels.
+TO_GRAY = ColourPart("random_rgb_to_gray", _to_gray, mixes=True)

@@ -40,7 +40,7 @@ class StepSpec:
     without moving or dropping boxes. A test runs every registered step and holds it to all three.
 
     The other facts are those other stages read (see :func:`register_step`): ``deferral``,
-    ``fused``, ``output_size``, ``prepare``, ``od_api_fields``, ``demo_params`` and ``device``.
+    ``output_size``, ``prepare``, ``od_api_fields``, ``demo_params`` and ``device``.
     """
 
     name: str
@@ -55,7 +55,6 @@ class StepSpec:
     validate: Validate | None = None
     examples: int = 1
     deferral: str | None = None
-    fused: str | None = None
     output_size: str | None = None
     prepare: Callable[..., dict] | None = None
     od_api_fields: Mapping[str, str | tuple[str, str]] = dataclasses.field(default_factory=dict)
@@ -123,9 +122,6 @@ def _expand(names: Sequence[str]) -> tuple[str, ...]:
 
 _STEPS: dict[str, StepSpec] = {}
 
-#: ``fused`` of a colour step that the fused stage runs as the single steps it chains.
-FUSED_PARTS = "<its parts>"
-
 KINDS = ("color", "geometry", "label", "image")
 # How a step runs before its image is decoded (object_input.ops.deferred): "view" only moves the
 # window to decode, "crop" narrows it (a deferred decode pays off only for a crop).
@@ -142,7 +138,6 @@ def register_step(
     validate: Validate | None = None,
     examples: int = 1,
     deferral: str | None = None,
-    fused: str | None = None,
     output_size: str | None = None,
     prepare: Callable[..., dict] | None = None,
     od_api_fields: Mapping[str, str | tuple[str, str]] | None = None,
@@ -165,10 +160,6 @@ def register_step(
 
     - ``deferral``: the step may run on an image not yet decoded (a prefix of such steps runs
       before decoding): ``"view"`` moves the window to decode, ``"crop"`` narrows it.
-    - ``fused``: the fused colour stage (:mod:`object_input.ops.fused_color`, which holds the
-      compiled form of each step it runs) takes the step, and this parameter of its draw;
-      :data:`FUSED_PARTS` for a step that chains such steps (``random_distort_color``), which
-      the stage runs as the parts its colour table lists (``ColorStep.parts``).
     - ``output_size``: the step's parameter that makes it output a ``(height, width)`` image
       directly; a pipeline's resize right after the step passes its size there instead of
       resizing (the step then resamples once, e.g. a warp with the resize's scale in its matrix).
@@ -182,7 +173,8 @@ def register_step(
       probabilities at 1), with which the step-spec tests run it.
     - ``device``: a :class:`object_input.ops.device.DeviceStep`: how the step draws and
       annotates on the host and changes the pixels of a batch on the training device, so that
-      it can run in the device stage (``make_dataset(trailing_steps="device")``).
+      it can run in the device stage (``make_dataset(trailing_steps="device")``); a colour
+      step's device form with ``fused`` parts also runs in the fused colour stage.
     """
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
@@ -192,7 +184,7 @@ def register_step(
         raise ValueError(f"deferral must be None or one of {DEFERRALS}, got {deferral!r}")
     if prepare is not None and examples < 2:
         raise ValueError("prepare applies to combining steps (examples > 1) only")
-    if fused is not None and kind != "color":
+    if device is not None and device.fuses and kind != "color":
         raise ValueError(f"only colour steps can be fused, got kind {kind!r}")
 
     def decorate(fn: Callable[..., dict]) -> Callable[..., dict]:
@@ -246,7 +238,6 @@ def register_step(
             validate=validate,
             examples=examples,
             deferral=deferral,
-            fused=fused,
             output_size=output_size,
             prepare=prepare,
             od_api_fields=dict(od_api_fields or {}),

@@ -150,7 +150,7 @@ def test_split_takes_the_trailing_fusable_run(steps, start, names):
     got_start, stage = FusedColor.split(steps)
     assert got_start == start
     assert (stage.names if stage else None) == names
-    assert all(get_step(name).fused is not None for name in names or ())
+    assert all(get_step(name).device.fuses for name in names or ())
 
 
 def test_rejects_non_rgb_batches():
