@@ -6,17 +6,18 @@ Photographs (scikit-image's, 640 × 480 JPEG) resized to 512 × 512, batches of 
 ``benchmarks/ops.py`` runs them. Three parts, in one process:
 
 1. Host: the pipeline's CPU ms per image with each heavy step (rotation, affine, blur, sharpness,
-   and the YOLO recipe with its flip, affine and colour) on the host (``trailing_steps="exact"``)
-   and moved to the device (``trailing_steps="device"``), against no steps; every pipeline
-   built afresh each round, the rounds alternating the candidates.
+   RandAugment, AutoAugment v3, and the YOLO recipe with its flip, affine and colour) on the
+   host (``trailing_steps="exact"``) and moved to the device (``trailing_steps="device"``),
+   against no steps; every pipeline built afresh each round, the rounds alternating the
+   candidates.
 2. Device: :class:`object_input.layers.DeviceAugmentation`'s time per image on one batch
    (compiled with XLA, on this process's default device), against the step's added host cost.
 3. With an accelerator: images/s of the pipeline with rotation, blur and colour moved, the
    layer applied to each batch on the accelerator, against the pipeline with no steps (the floor).
 
-Targets (issue 29): moved steps ≤ 1.15× no steps on the host; the YOLO recipe moved ≤ 0.6× the
-same recipe on the host; the layer on CPU no dearer per image than the host step; on an
-accelerator ≥ 0.9× the floor's images/s.
+Targets (issue 29): moved steps (rotation, affine, blur, sharpness, RandAugment) ≤ 1.15× no
+steps on the host; the YOLO recipe moved ≤ 0.6× the same recipe on the host; the layer on CPU no
+dearer per image than the host step; on an accelerator ≥ 0.9× the floor's images/s.
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ HEAVY: dict[str, list] = {
     ],
     "blur": [("random_gaussian_blur", {"probability": 1.0})],
     "sharpness": [("random_sharpness", {"probability": 1.0})],
+    "randaugment": [("randaugment_detection", {"num_layers": 2, "magnitude": 9})],
+    "autoaugment v3": [("autoaugment_image", {"policy_name": "v3"})],
     "rotation, blur, colour": [
         ("random_rotation", {"max_angle": 15.0}),
         ("random_gaussian_blur", {"probability": 1.0}),
