@@ -15,6 +15,7 @@ import shlex
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -693,11 +694,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _show_warning(message: Warning | str, category: type[Warning], *_: Any, **__: Any) -> None:
+    """A warning as one line naming the command's program, not Python's source line."""
+    print(f"object-input: warning: {message}", file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``object-input`` console script."""
     args = build_parser().parse_args(argv)
     load_tensorflow(args.verbose)
-    return args.run(args)
+    with warnings.catch_warnings():
+        if not args.verbose:
+            warnings.showwarning = _show_warning
+        return args.run(args)
 
 
 if __name__ == "__main__":

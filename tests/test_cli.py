@@ -251,3 +251,27 @@ def test_bench_prints_images_per_second_and_cpu_time(synthetic_dir, tmp_path, ca
     assert "(4 images in 2 batches of 2" in capsys.readouterr().out
     assert cli.main([*argv, "--image-size", "1", "2", "3"]) == 1
     assert "--image-size takes SIZE or HEIGHT WIDTH" in capsys.readouterr().err
+
+
+def test_demo_again_leaves_no_stale_manifest_and_warnings_are_one_line(
+    tmp_path, monkeypatch, capsys
+):
+    pytest.importorskip("matplotlib")
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["demo", "--output", "data", *SMALL["demo"]]) == 0
+    verify = ["inspect", "--verify", "data/train-*.tfrecord", "--config", "data/pipeline.config"]
+    assert cli.main(verify) == 0
+    assert os.path.exists("data/object_input_manifest.json")
+    capsys.readouterr()
+    assert cli.main(["demo", "--output", "data", *SMALL["demo"]]) == 0
+    assert not os.path.exists("data/object_input_manifest.json")
+    assert capsys.readouterr().err == ""
+    assert cli.main(verify) == 0
+    capsys.readouterr()
+    assert cli.main(["show", "data/train-*.tfrecord", "-n", "1", "-o", "grid.png"]) == 0
+    assert capsys.readouterr().err == (
+        "object-input: warning: verified manifest not used, every record is checked: all 2 "
+        "files: verified with a label_map of 3 classes, read with label_map=None; read them with "
+        "the settings they were verified with, or verify them under these: object-input inspect "
+        "--verify FILES with the same --label-map, --masks and --num-keypoints\n"
+    )

@@ -67,8 +67,7 @@ class TFRecord(Source):
         self.decoding = build(DecodeOptions, "decoding", decoding)
         self.decoder = self._decoder(label_map, masks, num_keypoints, "flag")
         if self.decoding.trust_manifest:
-            settings = manifest.settings_fingerprint(self.decoder.settings())
-            self.verified = manifest.trusted(self.files, settings)
+            self.verified = manifest.trusted(self.files, self.decoder.settings())
         if self.verified:
             self.decoder = self._decoder(label_map, masks, num_keypoints, errors.TRUST)
 
