@@ -12,6 +12,7 @@ import dataclasses
 import json
 import os
 import shlex
+import shutil
 import sys
 import tempfile
 import time
@@ -19,6 +20,9 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
+from object_input import wording
+
+PROG = "object-input"
 # Set before TensorFlow loads: only errors from its C++ logging; gRPC quiet too.
 QUIET_ENVIRONMENT = {"TF_CPP_MIN_LOG_LEVEL": "2", "GRPC_VERBOSITY": "ERROR"}
 
@@ -61,6 +65,18 @@ def load_tensorflow(verbose: bool = False) -> None:
         finally:
             os.dup2(saved, 2)
             os.close(saved)
+
+
+def program() -> str:
+    """How to run ``object-input`` from here: the bare name when it is on PATH, else the script
+    beside this Python (``.venv/bin/object-input`` in a venv that is not activated)."""
+    if shutil.which(PROG):
+        return PROG
+    script = os.path.join(os.path.dirname(sys.executable), PROG)
+    if not os.path.isfile(script):
+        return f"{shlex.quote(sys.executable)} -m object_input.cli"
+    relative = os.path.relpath(script)
+    return shlex.quote(script if relative.startswith("..") else relative)
 
 
 def _fail(command: str, err: BaseException) -> int:
@@ -113,7 +129,8 @@ def _demo(args: argparse.Namespace) -> int:
         with open(config, "w", encoding="utf-8") as file:
             file.write(DEMO_CONFIG.format(batch_size=args.batch_size, max_boxes=args.max_boxes))
         print(
-            f"wrote {args.num_examples} synthetic examples to {len(paths)} TFRecord shards, "
+            f"wrote {wording.count(args.num_examples, 'synthetic example')} to "
+            f"{wording.count(len(paths), 'TFRecord shard')}, "
             f"a label map and a pipeline.config in {directory}"
         )
         dataset = oi.make_dataset(
@@ -139,7 +156,7 @@ def _demo(args: argparse.Namespace) -> int:
             images += int(batch[oi.fields.IMAGE].shape[0])
         elapsed = time.perf_counter() - start
     print(
-        f"{batches} batches, {images} images in {elapsed:.2f} s: "
+        f"{wording.count(batches, 'batch')}, {wording.count(images, 'image')} in {elapsed:.2f} s: "
         f"{images / elapsed:.1f} images/s (first batch after {first:.2f} s)"
     )
     if not args.output:
@@ -147,9 +164,9 @@ def _demo(args: argparse.Namespace) -> int:
         return 0
     pattern = shlex.quote(os.path.join(args.output, "train-*.tfrecord"))
     print("next: look inside the records, then draw what the pipeline.config does to them")
-    print(f"  object-input inspect {pattern}")
+    print(f"  {program()} inspect {pattern}")
     print(
-        f"  object-input show --config {shlex.quote(config)} -n 16 "
+        f"  {program()} show --config {shlex.quote(config)} -n 16 "
         f"-o {shlex.quote(os.path.join(args.output, 'grid.png'))}"
     )
     return 0
@@ -347,11 +364,12 @@ def _convert(args: argparse.Namespace) -> int:
         print(f"  skipped: {message}")
     for message in result.left_out:
         print(f"  left out: {message}")
-    print(f"next: object-input inspect {shlex.quote(result.pattern)}")
+    print(f"next: {program()} inspect {shlex.quote(result.pattern)}")
     if result.left_out and args.on_error is None:
         print(
-            f"object-input convert {args.format}: {len(result.left_out)} images failed their "
-            f"check and were left out (listed above); exit status {LEFT_OUT_STATUS} "
+            f"object-input convert {args.format}: "
+            f"{wording.count(len(result.left_out), 'image')} failed their check and were left out "
+            f"(listed above); exit status {LEFT_OUT_STATUS} "
             "(--on-error skip accepts that, --on-error raise stops at the first)",
             file=sys.stderr,
         )
@@ -404,8 +422,10 @@ def _bench(args: argparse.Namespace) -> int:
         return _fail("bench", err)
     print(
         f"{images / wall:.1f} images/s, {1000 * cpu / images:.2f} CPU ms per image "
-        f"({images} images in {args.steps} batches of {options['batch_size']}, {wall:.2f} s "
-        f"after {args.warmup} warm-up batches; {os.cpu_count()} CPUs)"
+        f"({wording.count(images, 'image')} in {wording.count(args.steps, 'batch')} "
+        f"of {options['batch_size']}, "
+        f"{wall:.2f} s after {wording.count(args.warmup, 'warm-up batch')}; "
+        f"{wording.count(os.cpu_count() or 1, 'CPU')})"
     )
     _print_skips(dataset)
     return 0
@@ -672,7 +692,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``object-input``."""
     common = _common_options()
     parser = argparse.ArgumentParser(
-        prog="object-input",
+        prog=PROG,
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
