@@ -203,13 +203,12 @@ def _show(args: argparse.Namespace) -> int:
         source = args.source or options.get("source")
         if not source:
             raise ValueError("give a SOURCE (glob, folder or files) or a --config with inputs")
+        # Every box the steps leave is drawn, crowded images too: the box limit is reported
+        # apart, so that the drop count names only what decoding and the steps removed.
+        max_boxes = options.pop("max_boxes", None)
+        overflow = options.pop("box_overflow", "error")
         options.update(
-            source=source,
-            batch_size=1,
-            num_epochs=1,
-            drop_remainder=False,
-            # Show what training sees, but never fail on a crowded image: count the cut boxes.
-            box_overflow="truncate",
+            source=source, batch_size=1, num_epochs=1, drop_remainder=False, batching="dynamic"
         )
         if args.label_map:
             options["label_map"] = args.label_map
@@ -237,7 +236,20 @@ def _show(args: argparse.Namespace) -> int:
         return _fail("show", err)
     dropped = sum(int(e.get(oi.fields.NUM_DROPPED_BOXES, 0)) for e in examples)
     if dropped:
-        print(f"{dropped} boxes beyond max_boxes were dropped and are not drawn")
+        by = "decoding or the steps" if options.get("augment") else "decoding"
+        print(
+            f"{wording.count(dropped, 'box')} dropped by {by} (crops, box filters, clipping, "
+            "unknown classes): not drawn"
+        )
+    crowded = max_boxes and sum(len(e.get(oi.fields.BOXES, ())) > max_boxes for e in examples)
+    if crowded:
+        training = (
+            f"keeps their first {max_boxes}" if overflow == "truncate" else "stops with an error"
+        )
+        print(
+            f"{wording.count(crowded, 'image')} with more than max_boxes={max_boxes} boxes, all "
+            f"drawn: training {training} (box_overflow={overflow!r})"
+        )
     _print_skips(full)
     print(path)
     return 0
@@ -504,10 +516,12 @@ def _add_show(commands: Any, common: argparse.ArgumentParser) -> None:
     show.add_argument(
         "--masks",
         choices=("png", "numerical"),
-        help="how the records store masks (default: detected from the records)",
+        help="how the records store masks (default: the config's, else detected from the records)",
     )
     show.add_argument(
-        "--num-keypoints", type=int, help="keypoints per box (default: detected from the records)"
+        "--num-keypoints",
+        type=int,
+        help="keypoints per box (default: the config's, else detected from the records)",
     )
     show.add_argument(
         "--no-augment", action="store_true", help="show the decoded data, unaugmented"
