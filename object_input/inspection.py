@@ -31,7 +31,7 @@ from object_input.label_map import LabelMapSource, label_map_to_names
 from object_input.options import DecodeOptions, build
 from object_input.pipeline import make_dataset
 from object_input.sources.files import list_files
-from object_input.sources.tfrecord import READ_BUFFER_BYTES, SUFFIXES, TFRecord, compression_of
+from object_input.sources.tfrecord import SUFFIXES, TFRecord, compression_of
 
 _KINDS = {feature_list: kind for kind, feature_list in schema.FEATURE_LISTS.items()}
 
@@ -87,9 +87,7 @@ def iterate_records(files: Sequence[str]) -> Iterator[tuple[str, int, bytes | Co
     """``(file, index, serialized record or CorruptRecord)`` for every record of ``files``."""
     for path in files:
         compression = compression_of(path)
-        dataset = tf.data.TFRecordDataset(
-            path, compression_type=compression, buffer_size=READ_BUFFER_BYTES
-        )
+        dataset = tf.data.TFRecordDataset(path, compression_type=compression)
         iterator = iter(dataset)
         index = framed = 0
         while True:

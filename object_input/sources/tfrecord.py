@@ -18,10 +18,6 @@ from object_input.sources.files import PathSource, list_files, read_files
 from object_input.sources.resolve import PathOptions, register_format
 
 SUFFIXES = (".tfrecord", ".tfrecords", ".tfrecord.gz", ".tfrecords.gz", ".record", ".record.gz")
-# Bytes each TFRecordDataset reads ahead: TensorFlow's own default, given explicitly because
-# leaving it unspecified logs "TFRecordDataset `buffer_size` is unspecified". (TensorFlow 2.21
-# still logs, once per process at INFO level, that a given size overrides its default.)
-READ_BUFFER_BYTES = 256 * 1024
 
 
 def compression_of(path: str, compression: str | None = "auto") -> str:
@@ -105,9 +101,7 @@ class TFRecord(Source):
             # Verified files read to their end: no byte accounting.
             return read_files(
                 self.files,
-                lambda path: tf.data.TFRecordDataset(
-                    path, compression_table.lookup(path), READ_BUFFER_BYTES
-                ),
+                lambda path: tf.data.TFRecordDataset(path, compression_table.lookup(path)),
                 context,
             )
         expected = integrity.expected_sizes(self.files, compressions)
@@ -120,7 +114,6 @@ class TFRecord(Source):
                 compression_table.lookup(path),
                 context.on_error,
                 record_id,
-                READ_BUFFER_BYTES,
             )
 
         return read_files(self.files, read, context, checked=True)
