@@ -154,6 +154,12 @@ def settings_difference(verified: Mapping[str, Any], now: Mapping[str, Any]) -> 
     return f"verified with {before}, read with {after}"
 
 
+def record_count(files: Sequence[str]) -> int:
+    """The records of ``files`` by their manifest entries (every file must have one)."""
+    entries = {manifest: load(manifest) for manifest in {manifest_path(path) for path in files}}
+    return sum(entries[manifest_path(path)][os.path.basename(path)]["records"] for path in files)
+
+
 def trusted(files: Sequence[str], settings: Mapping[str, Any]) -> bool:
     """Whether every one of ``files`` has a manifest entry that holds under the decoding
     ``settings`` (``ExampleDecoder.settings()``).

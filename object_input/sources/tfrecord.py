@@ -66,6 +66,7 @@ class TFRecord(Source):
             self.verified = manifest.trusted(self.files, self.decoder.settings())
         if self.verified:
             self.decoder = self._decoder(label_map, masks, num_keypoints, errors.TRUST)
+            self.known_records = manifest.record_count(self.files)
 
     def _decoder(
         self,
