@@ -377,6 +377,11 @@ def _convert(args: argparse.Namespace) -> int:
     for message in result.left_out:
         print(f"  left out: {message}")
     print(f"next: {program()} inspect {shlex.quote(result.pattern)}")
+    if args.format == "folders":
+        print(
+            f"  make_dataset({result.pattern!r}, keras='classification') gives (images, labels) "
+            "for a Keras classifier"
+        )
     if result.left_out and args.on_error is None:
         print(
             f"object-input convert {args.format}: "

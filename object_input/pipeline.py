@@ -106,7 +106,9 @@ def make_dataset(
       seed: with a seed, batches are identical run after run whatever the parallelism.
       label_map, masks, num_keypoints: decoding of detection records from path sources.
       keras: yield ``(images, targets)`` tuples for ``model.fit``: True gives
-        ``{"boxes", "classes"}`` (pipeline boxes, padded rows class -1); "detection" gives
+        ``{"boxes", "classes"}`` (pipeline boxes, padded rows class -1), or the ``label`` of
+        examples without boxes; "classification" gives ``labels``: the ``label`` field, else
+        each image's one image-level class - 1 (``convert folders`` data); "detection" gives
         ``{"boxes", "labels"}`` for KerasHub detectors: boxes in ``bounding_box_format``, labels
         ``class id - 1``, padded rows labelled -1.
       bounding_box_format: the Keras 3 box format of ``keras="detection"`` targets: "xyxy",

@@ -25,7 +25,6 @@ FENCE = re.compile(r"^```python[^\n]*\n(.*?)^```", re.M | re.S)
 NOT_RUN = re.compile(r"<!-- not run: (\S.*?) -->\s*$")
 
 
-
 def python_samples(page: pathlib.Path) -> list[tuple[int, str, str | None]]:
     """``(line, code, reason not run or None)`` of every fenced Python block of ``page``."""
     text = page.read_text()
