@@ -80,7 +80,14 @@ def program() -> str:
 
 
 def _fail(command: str, err: BaseException) -> int:
-    message = getattr(err, "message", None) or str(err)
+    import tensorflow as tf
+
+    from object_input.errors import pipeline_message
+
+    if isinstance(err, tf.errors.OpError):
+        message = pipeline_message(err)
+    else:
+        message = getattr(err, "message", None) or str(err)
     print(f"object-input {command}: error: {message}", file=sys.stderr)
     return 1
 

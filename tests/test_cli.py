@@ -323,3 +323,20 @@ def test_counts_of_one_are_singular(tmp_path, capsys):
         "1 of 1 file verified",
         f"  {out}-00000-of-00001.tfrecord: 1 good record, verified",
     ]
+
+
+def test_pipeline_errors_are_reported_with_our_message_first(tmp_path, capsys):
+    from object_input.writers import encode_image
+
+    data = encode_image(np.zeros((32, 32, 3), np.uint8), "jpeg")
+    bad = build_example(data[: len(data) // 2], image_format="jpeg", height=32, width=32)
+    good = build_example(np.zeros((32, 32, 3), np.uint8))
+    (path,) = write_tfrecords([good, bad], tmp_path / "bad")
+    argv = ["bench", path, "--steps", "3", "--warmup", "0", "--batch-size", "1", "--no-progress"]
+    assert cli.main(argv) == 1
+    err = capsys.readouterr().err
+    # Shuffled and repeated: the bad record may come twice in a row, named twice then.
+    assert re.match(
+        rf"object-input bench: error: records? {re.escape(path)}:1\b.*: undecodable: ", err
+    ), err
+    assert "function_node" not in err and "[[" not in err
