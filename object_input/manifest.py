@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -178,8 +179,18 @@ def trusted(files: Sequence[str], settings: Mapping[str, Any]) -> bool:
         if why is not None:
             reasons.setdefault(why, []).append(path)
     if reasons:
-        warnings.warn(untrusted_message(reasons, len(files)), stacklevel=3)
+        warnings.warn(untrusted_message(reasons, len(files)), stacklevel=_caller_level())
     return not reasons
+
+
+def _caller_level() -> int:
+    """The ``stacklevel`` of the first caller outside object_input, for its caller: a warning
+    then shows the user's line (``make_dataset(...)``), not the package's."""
+    # By module name: dataclass __init__ methods have no file of the package.
+    frame, level = sys._getframe(2), 2
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("object_input."):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def untrusted_message(reasons: Mapping[str, Sequence[str]], total: int) -> str:

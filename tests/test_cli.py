@@ -340,3 +340,18 @@ def test_pipeline_errors_are_reported_with_our_message_first(tmp_path, capsys):
         rf"object-input bench: error: records? {re.escape(path)}:1\b.*: undecodable: ", err
     ), err
     assert "function_node" not in err and "[[" not in err
+
+
+def test_convert_folders_says_how_a_classifier_reads_it(tmp_path, capsys):
+    import tensorflow as tf
+
+    (tmp_path / "flowers" / "rose").mkdir(parents=True)
+    image = tf.io.encode_png(np.zeros((4, 4, 3), np.uint8)).numpy()
+    (tmp_path / "flowers" / "rose" / "a.png").write_bytes(image)
+    out = tmp_path / "train"
+    argv = ["convert", "folders", str(tmp_path / "flowers"), "-o", str(out), "--no-progress"]
+    assert cli.main(argv) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        f"  make_dataset({str(out) + '-00000-of-00001.tfrecord'!r}, keras='classification') "
+        "gives (images, labels) for a Keras classifier"
+    )

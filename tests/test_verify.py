@@ -178,6 +178,7 @@ def test_other_settings_fall_back_with_one_sentence_on_what_differs(tmp_path):
         "with the settings they were verified with, or verify them under these: object-input "
         "inspect --verify FILES with the same --label-map, --masks and --num-keypoints"
     ]
+    assert seen[0].filename == __file__  # the caller's line, not the package's
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert not TFRecord(str(tmp_path), decoding={"trust_manifest": False}).verified
