@@ -26,6 +26,7 @@ _EXPORTS = {
     "decode_example": "object_input.decoders",
     "load_pipeline_config": "object_input.config",
     "make_dataset": "object_input.pipeline",
+    "readable_errors": "object_input.errors",
     "stats": "object_input.skips",
     "unpad_batch": "object_input.batching",
 }
@@ -65,6 +66,7 @@ __all__ = [
     "load_pipeline_config",
     "make_dataset",
     "ops",
+    "readable_errors",
     "recipes",
     "sources",
     "stats",
@@ -91,6 +93,7 @@ if TYPE_CHECKING:
     from object_input.config import PipelineConfig, load_pipeline_config
     from object_input.decoders import ExampleDecoder, decode_example
     from object_input.distribute import dataset_fn
+    from object_input.errors import readable_errors
     from object_input.ops.device_stage import apply_device_stage
     from object_input.options import DecodeOptions, ReadOptions, ServiceOptions
     from object_input.pipeline import DatasetOptions, make_dataset

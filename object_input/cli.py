@@ -12,12 +12,17 @@ import dataclasses
 import json
 import os
 import shlex
+import shutil
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
+from object_input import wording
+
+PROG = "object-input"
 # Set before TensorFlow loads: only errors from its C++ logging; gRPC quiet too.
 QUIET_ENVIRONMENT = {"TF_CPP_MIN_LOG_LEVEL": "2", "GRPC_VERBOSITY": "ERROR"}
 
@@ -62,8 +67,27 @@ def load_tensorflow(verbose: bool = False) -> None:
             os.close(saved)
 
 
+def program() -> str:
+    """How to run ``object-input`` from here: the bare name when it is on PATH, else the script
+    beside this Python (``.venv/bin/object-input`` in a venv that is not activated)."""
+    if shutil.which(PROG):
+        return PROG
+    script = os.path.join(os.path.dirname(sys.executable), PROG)
+    if not os.path.isfile(script):
+        return f"{shlex.quote(sys.executable)} -m object_input.cli"
+    relative = os.path.relpath(script)
+    return shlex.quote(script if relative.startswith("..") else relative)
+
+
 def _fail(command: str, err: BaseException) -> int:
-    message = getattr(err, "message", None) or str(err)
+    import tensorflow as tf
+
+    from object_input.errors import pipeline_message
+
+    if isinstance(err, tf.errors.OpError):
+        message = pipeline_message(err)
+    else:
+        message = getattr(err, "message", None) or str(err)
     print(f"object-input {command}: error: {message}", file=sys.stderr)
     return 1
 
@@ -112,7 +136,8 @@ def _demo(args: argparse.Namespace) -> int:
         with open(config, "w", encoding="utf-8") as file:
             file.write(DEMO_CONFIG.format(batch_size=args.batch_size, max_boxes=args.max_boxes))
         print(
-            f"wrote {args.num_examples} synthetic examples to {len(paths)} TFRecord shards, "
+            f"wrote {wording.count(args.num_examples, 'synthetic example')} to "
+            f"{wording.count(len(paths), 'TFRecord shard')}, "
             f"a label map and a pipeline.config in {directory}"
         )
         dataset = oi.make_dataset(
@@ -138,7 +163,7 @@ def _demo(args: argparse.Namespace) -> int:
             images += int(batch[oi.fields.IMAGE].shape[0])
         elapsed = time.perf_counter() - start
     print(
-        f"{batches} batches, {images} images in {elapsed:.2f} s: "
+        f"{wording.count(batches, 'batch')}, {wording.count(images, 'image')} in {elapsed:.2f} s: "
         f"{images / elapsed:.1f} images/s (first batch after {first:.2f} s)"
     )
     if not args.output:
@@ -146,9 +171,9 @@ def _demo(args: argparse.Namespace) -> int:
         return 0
     pattern = shlex.quote(os.path.join(args.output, "train-*.tfrecord"))
     print("next: look inside the records, then draw what the pipeline.config does to them")
-    print(f"  object-input inspect {pattern}")
+    print(f"  {program()} inspect {pattern}")
     print(
-        f"  object-input show --config {shlex.quote(config)} -n 16 "
+        f"  {program()} show --config {shlex.quote(config)} -n 16 "
         f"-o {shlex.quote(os.path.join(args.output, 'grid.png'))}"
     )
     return 0
@@ -185,13 +210,12 @@ def _show(args: argparse.Namespace) -> int:
         source = args.source or options.get("source")
         if not source:
             raise ValueError("give a SOURCE (glob, folder or files) or a --config with inputs")
+        # Every box the steps leave is drawn, crowded images too: the box limit is reported
+        # apart, so that the drop count names only what decoding and the steps removed.
+        max_boxes = options.pop("max_boxes", None)
+        overflow = options.pop("box_overflow", "error")
         options.update(
-            source=source,
-            batch_size=1,
-            num_epochs=1,
-            drop_remainder=False,
-            # Show what training sees, but never fail on a crowded image: count the cut boxes.
-            box_overflow="truncate",
+            source=source, batch_size=1, num_epochs=1, drop_remainder=False, batching="dynamic"
         )
         if args.label_map:
             options["label_map"] = args.label_map
@@ -219,7 +243,20 @@ def _show(args: argparse.Namespace) -> int:
         return _fail("show", err)
     dropped = sum(int(e.get(oi.fields.NUM_DROPPED_BOXES, 0)) for e in examples)
     if dropped:
-        print(f"{dropped} boxes beyond max_boxes were dropped and are not drawn")
+        by = "decoding or the steps" if options.get("augment") else "decoding"
+        print(
+            f"{wording.count(dropped, 'box')} dropped by {by} (crops, box filters, clipping, "
+            "unknown classes): not drawn"
+        )
+    crowded = max_boxes and sum(len(e.get(oi.fields.BOXES, ())) > max_boxes for e in examples)
+    if crowded:
+        training = (
+            f"keeps their first {max_boxes}" if overflow == "truncate" else "stops with an error"
+        )
+        print(
+            f"{wording.count(crowded, 'image')} with more than max_boxes={max_boxes} boxes, all "
+            f"drawn: training {training} (box_overflow={overflow!r})"
+        )
     _print_skips(full)
     print(path)
     return 0
@@ -346,11 +383,17 @@ def _convert(args: argparse.Namespace) -> int:
         print(f"  skipped: {message}")
     for message in result.left_out:
         print(f"  left out: {message}")
-    print(f"next: object-input inspect {shlex.quote(result.pattern)}")
+    print(f"next: {program()} inspect {shlex.quote(result.pattern)}")
+    if args.format == "folders":
+        print(
+            f"  make_dataset({result.pattern!r}, keras='classification') gives (images, labels) "
+            "for a Keras classifier"
+        )
     if result.left_out and args.on_error is None:
         print(
-            f"object-input convert {args.format}: {len(result.left_out)} images failed their "
-            f"check and were left out (listed above); exit status {LEFT_OUT_STATUS} "
+            f"object-input convert {args.format}: "
+            f"{wording.count(len(result.left_out), 'image')} failed their check and were left out "
+            f"(listed above); exit status {LEFT_OUT_STATUS} "
             "(--on-error skip accepts that, --on-error raise stops at the first)",
             file=sys.stderr,
         )
@@ -403,8 +446,10 @@ def _bench(args: argparse.Namespace) -> int:
         return _fail("bench", err)
     print(
         f"{images / wall:.1f} images/s, {1000 * cpu / images:.2f} CPU ms per image "
-        f"({images} images in {args.steps} batches of {options['batch_size']}, {wall:.2f} s "
-        f"after {args.warmup} warm-up batches; {os.cpu_count()} CPUs)"
+        f"({wording.count(images, 'image')} in {wording.count(args.steps, 'batch')} "
+        f"of {options['batch_size']}, "
+        f"{wall:.2f} s after {wording.count(args.warmup, 'warm-up batch')}; "
+        f"{wording.count(os.cpu_count() or 1, 'CPU')})"
     )
     _print_skips(dataset)
     return 0
@@ -483,10 +528,12 @@ def _add_show(commands: Any, common: argparse.ArgumentParser) -> None:
     show.add_argument(
         "--masks",
         choices=("png", "numerical"),
-        help="how the records store masks (default: detected from the records)",
+        help="how the records store masks (default: the config's, else detected from the records)",
     )
     show.add_argument(
-        "--num-keypoints", type=int, help="keypoints per box (default: detected from the records)"
+        "--num-keypoints",
+        type=int,
+        help="keypoints per box (default: the config's, else detected from the records)",
     )
     show.add_argument(
         "--no-augment", action="store_true", help="show the decoded data, unaugmented"
@@ -671,7 +718,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``object-input``."""
     common = _common_options()
     parser = argparse.ArgumentParser(
-        prog="object-input",
+        prog=PROG,
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -693,11 +740,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _show_warning(message: Warning | str, category: type[Warning], *_: Any, **__: Any) -> None:
+    """A warning as one line naming the command's program, not Python's source line."""
+    print(f"object-input: warning: {message}", file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``object-input`` console script."""
     args = build_parser().parse_args(argv)
     load_tensorflow(args.verbose)
-    return args.run(args)
+    with warnings.catch_warnings():
+        if not args.verbose:
+            warnings.showwarning = _show_warning
+        return args.run(args)
 
 
 if __name__ == "__main__":

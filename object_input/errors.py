@@ -8,7 +8,9 @@ counts it by reason (see :mod:`object_input.stats`). Code 0 means the record is 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import contextlib
+import re
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import tensorflow as tf
@@ -269,3 +271,47 @@ def placeholder(specs: Mapping[str, tf.TensorSpec], **overrides: Any) -> dict[st
         out[key] = tf.zeros(shape, spec.dtype)
     out.update({k: tf.convert_to_tensor(v, specs[k].dtype) for k, v in overrides.items()})
     return out
+
+
+# What TensorFlow wraps around an error raised inside a tf.data pipeline: the function node
+# before it, the transformation that ran the function, and the graph nodes after it.
+_ASSERTION = re.compile(r"assertion failed: \[(.*?)\]\n\t \[\[", re.S)
+_WRAPPING = re.compile(
+    r"^\{\{function_node [^}]*\}\}\s*"
+    r"(?:Error in user-defined function passed to \S+ transformation with iterator: \S+: )?"
+)
+_NODES = re.compile(r"(?:\n\t \[\[.*)?\s*(?:\[Op:\w+\])?(?: name: \S*)?$", re.S)
+_ESCAPED = re.compile(r"\\([\"'\\])")
+
+
+def pipeline_message(error: tf.errors.OpError) -> str:
+    """The message of an error raised inside a tf.data pipeline without TensorFlow's wrapping:
+    object_input's own (``record <file:index>: ...``) when an assertion of it failed, else
+    TensorFlow's message without the function and node names around it."""
+    ours = _ASSERTION.search(error.message)
+    if ours:
+        return _ESCAPED.sub(r"\1", ours.group(1))
+    return _NODES.sub("", _WRAPPING.sub("", error.message)).strip() or error.message
+
+
+def readable(error: tf.errors.OpError) -> tf.errors.OpError:
+    """``error`` as an error of the same class whose message is :func:`pipeline_message`."""
+    message = pipeline_message(error)
+    if message == error.message or type(error) is tf.errors.OpError:
+        return error
+    return type(error)(error.node_def, error.op, message)
+
+
+@contextlib.contextmanager
+def readable_errors() -> Iterator[None]:
+    """Within it, a TensorFlow error out of a tf.data pipeline (iterating a dataset,
+    ``model.fit``) is raised again with the message object_input wrote first and TensorFlow's
+    wrapping (``{{function_node __wrapped__IteratorGetNext...}}``) left out; also a decorator.
+    """
+    try:
+        yield
+    except tf.errors.OpError as error:
+        clean = readable(error)
+        if clean is error:
+            raise
+        raise clean from None

@@ -25,13 +25,13 @@ from typing import Any
 import tensorflow as tf
 from google.protobuf.message import DecodeError
 
-from object_input import fields, manifest, schema, skips
+from object_input import fields, manifest, schema, skips, wording
 from object_input.image_files import ImageError, decode_image_file, op_message
 from object_input.label_map import LabelMapSource, label_map_to_names
 from object_input.options import DecodeOptions, build
 from object_input.pipeline import make_dataset
 from object_input.sources.files import list_files
-from object_input.sources.tfrecord import READ_BUFFER_BYTES, SUFFIXES, TFRecord, compression_of
+from object_input.sources.tfrecord import SUFFIXES, TFRecord, compression_of
 
 _KINDS = {feature_list: kind for kind, feature_list in schema.FEATURE_LISTS.items()}
 
@@ -87,9 +87,7 @@ def iterate_records(files: Sequence[str]) -> Iterator[tuple[str, int, bytes | Co
     """``(file, index, serialized record or CorruptRecord)`` for every record of ``files``."""
     for path in files:
         compression = compression_of(path)
-        dataset = tf.data.TFRecordDataset(
-            path, compression_type=compression, buffer_size=READ_BUFFER_BYTES
-        )
+        dataset = tf.data.TFRecordDataset(path, compression_type=compression)
         iterator = iter(dataset)
         index = framed = 0
         while True:
@@ -284,7 +282,8 @@ class Report:
         """A plain-text report."""
         data = self.to_dict()
         lines = [
-            f"{len(self.files)} files, {self.num_records} records, {len(self.corrupt)} corrupt"
+            f"{wording.count(len(self.files), 'file')}, "
+            f"{wording.count(self.num_records, 'record')}, {len(self.corrupt)} corrupt"
         ]
         counts = [self.records_per_file[f] for f in self.files]
         if len(counts) > 1:
@@ -315,8 +314,8 @@ class Report:
         boxes = data["boxes_per_image"]
         if boxes:
             lines.append(
-                f"boxes per image: {_text(boxes)}; {boxes['total']} boxes, "
-                f"{boxes['images_without_boxes']} images without boxes"
+                f"boxes per image: {_text(boxes)}; {wording.count(boxes['total'], 'box')}, "
+                f"{wording.count(boxes['images_without_boxes'], 'image')} without boxes"
             )
         for title, classes in (
             ("classes (boxes)", data["classes"]),
@@ -428,10 +427,12 @@ class Verification:
     def format(self) -> str:
         """A plain-text report: one line per file, then the bad records of each."""
         good = [v for v in self.files if v.verified]
-        lines = [f"{len(good)} of {len(self.files)} files verified"]
+        lines = [f"{len(good)} of {wording.count(len(self.files), 'file')} verified"]
         for verdict in self.files:
-            state = "verified" if verdict.verified else f"{verdict.num_bad} bad records"
-            lines.append(f"  {verdict.file}: {verdict.records} good records, {state}")
+            state = "verified" if verdict.verified else wording.count(verdict.num_bad, "bad record")
+            lines.append(
+                f"  {verdict.file}: {wording.count(verdict.records, 'good record')}, {state}"
+            )
             lines.extend(f"    {line}" for line in verdict.bad)
             if verdict.num_bad > len(verdict.bad):
                 lines.append(f"    ... and {verdict.num_bad - len(verdict.bad)} more")
@@ -476,8 +477,7 @@ def verify_files(
         if verdict.verified and manifest.file_facts(path) != before:
             verdict = FileVerdict(path, counts.passed, 1, (f"{path}: changed while verified",))
         if verdict.verified:
-            settings = manifest.settings_fingerprint(tfrecord.decoder.settings())
-            passed[path] = manifest.entry(before, counts.passed, settings)
+            passed[path] = manifest.entry(before, counts.passed, tfrecord.decoder.settings())
         verdicts.append(verdict)
     failed = [v.file for v in verdicts if not v.verified]
     written = manifest.record(passed, failed) if write else []

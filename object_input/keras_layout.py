@@ -2,6 +2,9 @@
 
 - ``make_dataset(keras=True)``: ``(images, {"boxes", "classes"})``, boxes as in the pipeline,
   padded rows with class -1.
+- ``make_dataset(keras="classification")``: ``(images, labels)``: the ``label`` field as stored
+  (CIFAR, CSV), else the one image-level class of each image, 0-based (class id - 1): what
+  ``object-input convert folders`` writes, for ``SparseCategoricalCrossentropy``.
 - ``make_dataset(keras="detection", bounding_box_format=F)``: ``(images, {"boxes", "labels"})``
   with boxes in the Keras 3 format ``F`` and 0-based labels (class id - 1), padded rows labelled
   -1: what ``keras_hub.models.*ObjectDetector.fit`` takes.
@@ -25,7 +28,7 @@ from object_input import fields
 from object_input.ops import core
 from object_input.ops.compose import Augmentation
 
-KERAS_MODES = (False, True, "detection")
+KERAS_MODES = (False, True, "classification", "detection")
 PADDING_LABEL = -1
 
 
@@ -55,6 +58,8 @@ def keras_output(
     check_options(keras, bounding_box_format)
     if keras is True:
         return to_keras
+    if keras == "classification":
+        return to_keras_classification
     if keras == "detection":
         return lambda batch: to_keras_detection(batch, bounding_box_format)
     return None
@@ -86,20 +91,56 @@ def _inputs(batch: Mapping[str, tf.Tensor]) -> Any:
 
 
 def to_keras_classification(batch: Mapping[str, tf.Tensor]) -> tuple[Any, tf.Tensor]:
-    """``(images, labels)`` of classification data, labels as stored (CIFAR-10: 0-9).
+    """``(images, labels)`` of classification data: the ``label`` field as stored (CIFAR-10:
+    0-9), else each image's one image-level class, 0-based (class id - 1); an image with
+    another number of image classes is an error naming its record.
 
     Without an image (a CSV of numbers), the inputs are the dict of every other field, for a
     model with one named input per column.
     """
+    if fields.LABEL not in batch and fields.IMAGE_CLASSES in batch and fields.IMAGE in batch:
+        return batch[fields.IMAGE], _one_image_class(batch)
     if fields.LABEL not in batch:
         raise ValueError(
-            f"keras=True needs boxes (detection) or a {fields.LABEL!r} field (classification); "
+            f"keras=True needs boxes (detection) or a {fields.LABEL!r} field (classification), "
+            f"and keras='classification' a {fields.LABEL!r} or {fields.IMAGE_CLASSES!r} field; "
             f"the examples have {sorted(batch)}"
         )
     if fields.IMAGE in batch:
         return batch[fields.IMAGE], batch[fields.LABEL]
     side = {fields.LABEL, fields.RECORD_ID} | {fields.shape_key(name) for name in batch}
     return {k: v for k, v in batch.items() if k not in side}, batch[fields.LABEL]
+
+
+def _one_image_class(batch: Mapping[str, tf.Tensor]) -> tf.Tensor:
+    """The 0-based image class of each example of a batch (or of one example), once every
+    example has exactly one."""
+    classes = batch[fields.IMAGE_CLASSES]
+    if classes.shape.rank == 1:
+        classes, counts = classes[tf.newaxis], tf.shape(classes)[:1]
+        record_ids = tf.reshape(batch[fields.RECORD_ID], [1])
+    else:
+        counts = batch[fields.shape_key(fields.IMAGE_CLASSES)][:, 0]
+        record_ids = batch[fields.RECORD_ID]
+    wrong = tf.not_equal(counts, 1)
+
+    def message() -> tf.Tensor:
+        first = tf.argmax(tf.cast(wrong, tf.int32))
+        return tf.strings.join(
+            [
+                "record ",
+                record_ids[first],
+                ": ",
+                tf.strings.as_string(counts[first]),
+                f" {fields.IMAGE_CLASSES}; keras classification takes one per image",
+            ]
+        )
+
+    fine = tf.logical_not(tf.reduce_any(wrong))
+    checked = tf.debugging.Assert(fine, [tf.cond(fine, lambda: tf.constant(""), message)])
+    with tf.control_dependencies([checked]):
+        labels = classes[:, 0] - 1
+    return labels if batch[fields.IMAGE_CLASSES].shape.rank == 2 else labels[0]
 
 
 def keras_boxes(features: Mapping[str, tf.Tensor], bounding_box_format: str) -> tf.Tensor:

@@ -4,9 +4,10 @@
 record of a file through the pipeline's checks; a file whose records all pass and that reads to
 its end gets an entry in :data:`MANIFEST_NAME` in its folder: its size, modification time, a
 fingerprint of its first and last :data:`FINGERPRINT_BYTES`, its record count, the fingerprint
-of the decoding settings it was verified under and the package version. ``make_dataset`` reads
-a source's files without the checks when every file's entry still matches
-(:func:`trusted`); otherwise it checks them all, and warns naming what changed.
+of the decoding settings it was verified under (and the settings themselves, to say what
+differs) and the package version. ``make_dataset`` reads a source's files without the checks
+when every file's entry still matches (:func:`trusted`); otherwise it checks them all, and warns
+once saying what differs and what to run. Writing a file (:func:`forget`) drops its entry.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -90,47 +92,125 @@ def record(verified: Mapping[str, dict[str, Any]], failed: Iterable[str]) -> lis
     return sorted(changes)
 
 
-def entry(facts: Mapping[str, Any], records: int, settings: str) -> dict[str, Any]:
-    """A file's manifest entry: its :func:`file_facts`, record count, settings fingerprint."""
-    return {**facts, "records": records, "settings": settings, "version": __version__}
+def forget(paths: Iterable[str]) -> None:
+    """Drop the entries of ``paths`` (files about to be written) from the manifests beside them;
+    a manifest left without entries is removed. Folders without a manifest are left alone."""
+    by_manifest: dict[str, set[str]] = {}
+    for path in paths:
+        by_manifest.setdefault(manifest_path(os.fspath(path)), set()).add(
+            os.path.basename(os.fspath(path))
+        )
+    for manifest, names in by_manifest.items():
+        files = load(manifest)
+        if not names & set(files):
+            continue
+        if set(files) <= names:
+            tf.io.gfile.remove(manifest)
+        else:
+            record({}, [os.path.join(os.path.dirname(manifest), name) for name in names])
 
 
-def mismatch(path: str, found: Mapping[str, Any] | None, settings: str) -> str | None:
-    """Why the manifest entry ``found`` of ``path`` does not hold now, or None when it does."""
+def entry(facts: Mapping[str, Any], records: int, settings: Mapping[str, Any]) -> dict[str, Any]:
+    """A file's manifest entry: its :func:`file_facts`, record count, the decoding ``settings``
+    and their fingerprint."""
+    return {
+        **facts,
+        "records": records,
+        "settings": settings_fingerprint(settings),
+        "decoding": dict(settings),
+        "version": __version__,
+    }
+
+
+def mismatch(path: str, found: Mapping[str, Any] | None, settings: Mapping[str, Any]) -> str | None:
+    """Why the manifest entry ``found`` of ``path`` does not hold under the decoding
+    ``settings``, or None when it does."""
     if found is None:
         return "not in the manifest"
     if found.get("version") != __version__:
         return f"verified by object_input {found.get('version')}, this is {__version__}"
-    if found.get("settings") != settings:
-        return "verified under other decoding settings (label map, masks, keypoints, options)"
+    if found.get("settings") != settings_fingerprint(settings):
+        if "decoding" in found:
+            return settings_difference(found["decoding"], settings)
+        return "verified under other decoding settings"
     facts = file_facts(path)
     changed = [key for key in _FILE_KEYS if found.get(key) != facts[key]]
     return f"changed since it was verified ({', '.join(changed)})" if changed else None
 
 
-def trusted(files: Sequence[str], settings: str) -> bool:
-    """Whether every one of ``files`` has a manifest entry that holds under ``settings``.
+def _setting(name: str, value: Any, other: Any) -> str:
+    if name != "label_map" or value is None:
+        return f"{name}={value!r}"
+    if other is not None:
+        return "another label_map"
+    return f"a label_map of {len(value)} {'class' if len(value) == 1 else 'classes'}"
+
+
+def settings_difference(verified: Mapping[str, Any], now: Mapping[str, Any]) -> str:
+    """``"verified with masks='png', read with masks=None"``: the settings that differ."""
+    now = json.loads(json.dumps(now))  # tuples as the manifest's lists
+    names = [name for name in sorted({*verified, *now}) if verified.get(name) != now.get(name)]
+    before = ", ".join(_setting(name, verified.get(name), None) for name in names)
+    after = ", ".join(_setting(name, now.get(name), verified.get(name)) for name in names)
+    return f"verified with {before}, read with {after}"
+
+
+def record_count(files: Sequence[str]) -> int:
+    """The records of ``files`` by their manifest entries (every file must have one)."""
+    entries = {manifest: load(manifest) for manifest in {manifest_path(path) for path in files}}
+    return sum(entries[manifest_path(path)][os.path.basename(path)]["records"] for path in files)
+
+
+def trusted(files: Sequence[str], settings: Mapping[str, Any]) -> bool:
+    """Whether every one of ``files`` has a manifest entry that holds under the decoding
+    ``settings`` (``ExampleDecoder.settings()``).
 
     Files without any manifest in their folder are never verified, silently; where a manifest
-    exists, each file whose entry does not hold is named in one warning, and none is trusted.
+    exists and an entry does not hold, none is trusted and one warning says which files, why
+    (for other decoding settings: which differ) and what to run.
     """
     manifests = {manifest_path(path) for path in files}
     entries = {manifest: load(manifest) for manifest in manifests}
     if not any(entries.values()):
         return False
-    problems = []
+    reasons: dict[str, list[str]] = {}
     for path in files:
-        found = entries[manifest_path(path)].get(os.path.basename(path))
-        why = mismatch(path, found, settings)
+        why = mismatch(path, entries[manifest_path(path)].get(os.path.basename(path)), settings)
         if why is not None:
-            problems.append(f"{path}: {why}")
-    if problems:
-        more = f"; and {len(problems) - _NAMED} more" if len(problems) > _NAMED else ""
-        warnings.warn(
-            "a verified manifest does not hold, every record is checked: "
-            + "; ".join(problems[:_NAMED])
-            + more
-            + " (object-input inspect --verify verifies the files again)",
-            stacklevel=2,
-        )
-    return not problems
+            reasons.setdefault(why, []).append(path)
+    if reasons:
+        warnings.warn(untrusted_message(reasons, len(files)), stacklevel=_caller_level())
+    return not reasons
+
+
+def _caller_level() -> int:
+    """The ``stacklevel`` of the first caller outside object_input, for its caller: a warning
+    then shows the user's line (``make_dataset(...)``), not the package's."""
+    # By module name: dataclass __init__ methods have no file of the package.
+    frame, level = sys._getframe(2), 2
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("object_input."):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def untrusted_message(reasons: Mapping[str, Sequence[str]], total: int) -> str:
+    """One sentence for the files that are not trusted (``{why: paths}`` of ``total`` files):
+    what does not hold, and what to run."""
+    groups = []
+    for why, paths in reasons.items():
+        if len(paths) == total > 1:
+            groups.append(f"all {total} files: {why}")
+            continue
+        named = ", ".join(paths[:_NAMED])
+        if len(paths) > _NAMED:
+            named += f" and {len(paths) - _NAMED} more"
+        groups.append(f"{len(paths)} {'file' if len(paths) == 1 else 'files'} ({named}): {why}")
+    settings = any(why.startswith("verified with") for why in reasons)
+    advice = (
+        "read them with the settings they were verified with, or verify them under these: "
+        "object-input inspect --verify FILES with the same --label-map, --masks and "
+        "--num-keypoints"
+        if settings
+        else "verify them again: object-input inspect --verify FILES"
+    )
+    return f"verified manifest not used, every record is checked: {'; '.join(groups)}; {advice}"

@@ -106,7 +106,9 @@ def make_dataset(
       seed: with a seed, batches are identical run after run whatever the parallelism.
       label_map, masks, num_keypoints: decoding of detection records from path sources.
       keras: yield ``(images, targets)`` tuples for ``model.fit``: True gives
-        ``{"boxes", "classes"}`` (pipeline boxes, padded rows class -1); "detection" gives
+        ``{"boxes", "classes"}`` (pipeline boxes, padded rows class -1), or the ``label`` of
+        examples without boxes; "classification" gives ``labels``: the ``label`` field, else
+        each image's one image-level class - 1 (``convert folders`` data); "detection" gives
         ``{"boxes", "labels"}`` for KerasHub detectors: boxes in ``bounding_box_format``, labels
         ``class id - 1``, padded rows labelled -1.
       bounding_box_format: the Keras 3 box format of ``keras="detection"`` targets: "xyxy",
@@ -352,10 +354,39 @@ def _build(opts: DatasetOptions) -> tf.data.Dataset:
     dataset = policy.count_passed(dataset, batched=opts.batch_size is not None)
     dataset = _colour_stage(dataset, steps, opts.num_parallel_calls, opts.deterministic)
     dataset = _keras_layout(dataset, opts.keras, opts.bounding_box_format, opts.num_parallel_calls)
+    length = _known_length(opts, combining=steps.combining)
+    if length is not None:
+        dataset = dataset.apply(tf.data.experimental.assert_cardinality(length))
     dataset = _deliver(dataset, opts.deterministic, opts.service, opts.prefetch)
     if iteration_counter is not None:
         dataset = iterations.attach(dataset, iteration_counter)
     return policy.attach(dataset)
+
+
+def _known_length(opts: DatasetOptions, combining: bool) -> int | None:
+    """The number of elements (batches, or examples unbatched) when it is known before reading:
+    finite epochs over a source that knows its record count (verified files), one reader, and
+    nothing that drops, adds or groups examples on the way. Keras then needs no steps_per_epoch.
+    """
+    records = opts.source.known_records
+    exact = (
+        records is not None
+        and opts.num_epochs is not None
+        and opts.reading.num_shards == 1
+        and opts.on_error == errors.RAISE
+        and opts.empty_images == "keep"
+        and not combining
+        and not opts.group_by_aspect_ratio
+        and opts.service is None
+    )
+    if not exact:
+        return None
+    examples = records * opts.num_epochs
+    if opts.batch_size is None:
+        return examples
+    if opts.drop_remainder:
+        return examples // opts.batch_size
+    return -(-examples // opts.batch_size)
 
 
 def _read(

@@ -17,7 +17,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from object_input import dataset_state, errors, fields
+from object_input import dataset_state, errors, fields, wording
 
 logger = logging.getLogger("object_input")
 
@@ -48,8 +48,8 @@ class Stats:
     def format(self) -> str:
         """A short report: one line of totals, one per reason."""
         lines = [
-            f"{self.passed} records used, {self.total_skipped} skipped, "
-            f"{self.dropped_boxes} boxes dropped by steps and limits"
+            f"{wording.count(self.passed, 'record')} used, {self.total_skipped} skipped, "
+            f"{wording.count(self.dropped_boxes, 'box')} dropped by steps and limits"
         ]
         lines += [
             f"  {count:8d}  {reason}: {errors.REASONS[reason]}"

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from object_input import fields
+from object_input import fields, wording
 
 __all__ = [
     "CELL_PIXELS",
@@ -171,8 +171,7 @@ def _caption(example: Mapping[str, Any], index: int) -> str:
                 break
     height, width = np.shape(example[fields.IMAGE])[:2]
     num = len(np.asarray(example.get(fields.BOXES, np.zeros((0, 4)))).reshape(-1, 4))
-    boxes = "1 box" if num == 1 else f"{num} boxes"
-    return f"{name or f'#{index}'}\n{height}×{width}, {boxes}"
+    return f"{name or f'#{index}'}\n{height}×{width}, {wording.count(num, 'box')}"
 
 
 def render_grid(

@@ -663,7 +663,7 @@ def test_cli_exit_status_says_images_were_left_out(broken_voc, tmp_path, capsys)
     argv = ["convert", "voc", str(voc), "--no-progress", "--num-shards", "1", "-o"]
     assert cli.main([*argv, str(tmp_path / "a" / "voc")]) == cli.LEFT_OUT_STATUS == 3
     out, err = capsys.readouterr()
-    assert out.startswith("wrote 3 examples with 3 boxes to 1 shards ")
+    assert out.startswith("wrote 3 examples with 3 boxes to 1 shard ")
     assert [line for line in out.splitlines() if line.startswith("  left out: ")] == [
         f"  left out: {reason}" for reason in reasons
     ]

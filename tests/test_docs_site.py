@@ -1,11 +1,11 @@
 """The docs site builds in strict mode, lists every page, and its Python samples run.
 
-Samples run page by page, in order, in one namespace per page, inside a folder laid out as the docs
-assume: ``data/train-*.tfrecord`` and ``data/val-*.tfrecord`` (small synthetic shapes with masks),
-``data/label_map.pbtxt`` (also as ``label_map.pbtxt``) and an Object Detection API
-``pipeline.config`` that reads them (also as ``data/pipeline.config``, as ``object-input demo
---output data`` writes it). A sample that cannot run here (it needs a cluster, a bucket,
-TF1) is marked on the line before its fence with ``<!-- not run: the reason -->``.
+Samples run page by page, in order, in one namespace per page, from the folder ``object-input
+demo --output data`` leaves (as the README has a new user do first): ``data/train-*.tfrecord``
+(synthetic shapes with boxes and PNG masks), ``data/label_map.pbtxt`` and ``data/pipeline.config``.
+Anything else a page reads, an earlier sample of the page writes. A sample that cannot run here
+(it needs a cluster, a bucket, TF1) is marked on the line before its fence with ``<!-- not run:
+the reason -->``.
 """
 
 import importlib.util
@@ -23,23 +23,6 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 FENCE = re.compile(r"^```python[^\n]*\n(.*?)^```", re.M | re.S)
 NOT_RUN = re.compile(r"<!-- not run: (\S.*?) -->\s*$")
-
-LABEL_MAP = "".join(
-    f'item {{\n  id: {i}\n  name: "{name}"\n}}\n'
-    for i, name in enumerate(("rectangle", "ellipse", "triangle"), start=1)
-)
-PIPELINE_CONFIG = """\
-train_config {
-  batch_size: 4
-  data_augmentation_options { random_horizontal_flip { } }
-  data_augmentation_options { random_adjust_brightness { max_delta: 0.2 } }
-}
-train_input_reader {
-  label_map_path: "data/label_map.pbtxt"
-  tf_record_input_reader { input_path: "data/train-*.tfrecord" }
-  max_number_of_boxes: 8
-}
-"""
 
 
 def python_samples(page: pathlib.Path) -> list[tuple[int, str, str | None]]:
@@ -59,16 +42,17 @@ PAGES = sorted(p for p in DOCS.rglob("*.md") if python_samples(p))
 
 @pytest.fixture(scope="module")
 def docs_workspace(tmp_path_factory):
-    from object_input.synthetic import synthetic_examples
-    from object_input.writers import write_tfrecords
+    """The folder as ``object-input demo --output data`` leaves it (fewer, smaller examples)."""
+    from object_input import cli
 
     root = tmp_path_factory.mktemp("docs_workspace")
-    write_tfrecords(synthetic_examples(16, seed=1, max_objects=4), str(root / "data/train"), 2)
-    write_tfrecords(synthetic_examples(8, seed=2, max_objects=4), str(root / "data/val"), 1)
-    (root / "data/label_map.pbtxt").write_text(LABEL_MAP)
-    (root / "label_map.pbtxt").write_text(LABEL_MAP)
-    (root / "pipeline.config").write_text(PIPELINE_CONFIG)
-    (root / "data/pipeline.config").write_text(PIPELINE_CONFIG.replace("data/", ""))
+    before = os.getcwd()
+    os.chdir(root)
+    try:
+        argv = ["demo", "--output", "data", "--num-examples", "16", "--num-shards", "2"]
+        assert cli.main([*argv, "--epochs", "1", "--image-size", "32"]) == 0
+    finally:
+        os.chdir(before)
     return root
 
 

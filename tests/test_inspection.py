@@ -152,7 +152,7 @@ def test_cli_text_json_and_exit_status(records, tmp_path, capsys):
     assert cli.main(["inspect", *records]) == 0
     text = capsys.readouterr().out
     assert text.startswith("2 files, 3 records, 0 corrupt\nrecords per file: min 1, max 2\n")
-    assert "boxes per image: min 0, mean 1.33, max 3; 4 boxes, 1 images without boxes" in text
+    assert "boxes per image: min 0, mean 1.33, max 3; 4 boxes, 1 image without boxes" in text
     assert "      2 dog                  2" in text
     assert cli.main(["inspect", records[0], "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["num_records"] == 2
@@ -211,7 +211,7 @@ def test_records_whose_image_does_not_decode_are_corrupt_with_file_and_index(tmp
 
     assert cli.main(["inspect", path]) == 1
     text = capsys.readouterr().out
-    assert text.startswith("1 files, 2 records, 3 corrupt\n")
+    assert text.startswith("1 file, 2 records, 3 corrupt\n")
     assert f"  {path}:1: {found[1]}\n" in text
     assert cli.main(["inspect", path, "--json"]) == 1
     listed = json.loads(capsys.readouterr().out)["corrupt_records"]

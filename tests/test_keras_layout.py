@@ -1,11 +1,14 @@
 """Keras 3 layouts: detection targets, the dict layout both ways, Keras layers as steps."""
 
+import warnings
+
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from object_input import boxes, fields, keras_layout, ops
+from object_input.inspection import verify_files
 from object_input.ops import ConfigError
 from object_input.ops.compose import Augmentation
 
@@ -222,3 +225,57 @@ def test_unbatched_keras_outputs(synthetic_dir):
         np.testing.assert_array_equal(targets["labels"].numpy(), features[fields.CLASSES] - 1)
         total += len(targets["labels"])
     assert total > 0
+
+
+def _class_folders(root, per_class):
+    from object_input.converters import convert_folders
+
+    for name, count in per_class.items():
+        (root / "flowers" / name).mkdir(parents=True)
+        for i in range(count):
+            image = np.full((6, 8, 3), 10 * i, np.uint8)
+            (root / "flowers" / name / f"{i}.png").write_bytes(tf.io.encode_png(image).numpy())
+    return convert_folders(
+        str(root / "flowers"), str(root / "out/train"), progress=False, shuffle=False
+    )
+
+
+def test_class_folders_feed_a_classifier(tmp_path):
+    import object_input as oi
+
+    result = _class_folders(tmp_path, {"daisy": 3, "rose": 2})
+    options = dict(image_size=(8, 8), shuffle=False, keras="classification")
+    dataset = oi.make_dataset(result.pattern, batch_size=4, **options)
+    assert dataset.element_spec[1] == tf.TensorSpec([None], tf.int32)
+    assert [labels.numpy().tolist() for _, labels in dataset] == [[0, 0, 0, 1], [1]]
+    unbatched = oi.make_dataset(result.pattern, batch_size=None, **options)
+    assert [int(label) for _, label in unbatched] == [0, 0, 0, 1, 1]
+    model = keras.Sequential(
+        [keras.Input((8, 8, 3)), keras.layers.Flatten(), keras.layers.Dense(2, "softmax")]
+    )
+    model.compile("sgd", "sparse_categorical_crossentropy")
+    # Verified records give the dataset its length: Keras does not run out of data.
+    assert verify_files(result.pattern).ok
+    dataset = oi.make_dataset(result.pattern, batch_size=4, **options)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", "Your input ran out of data")
+        history = model.fit(dataset, epochs=2, verbose=0)
+    assert len(history.history["loss"]) == 2
+
+
+def test_classification_needs_one_image_class_per_image(tmp_path):
+    import object_input as oi
+    from object_input.writers import build_example, write_tfrecords
+
+    image = np.zeros((4, 4, 3), np.uint8)
+    records = [
+        build_example(image, image_classes=[2], source_id="one"),
+        build_example(image, image_classes=[1, 2], source_id="two"),
+    ]
+    (path,) = write_tfrecords(records, str(tmp_path / "c"))
+    dataset = oi.make_dataset(path, batch_size=2, shuffle=False, keras="classification")
+    with pytest.raises(
+        tf.errors.InvalidArgumentError,
+        match=rf"record {path}:1: 2 image_classes; keras classification takes one per image",
+    ):
+        list(dataset)

@@ -7,6 +7,7 @@ import tensorflow as tf
 import object_input as oi
 from object_input import fields
 from object_input.sources import CSV
+from object_input.sources.csv_source import INFERENCE_ROWS
 
 TABLE = (
     "name,count,price,label\n"
@@ -114,6 +115,29 @@ def test_unparsable_value_names_file_line_and_column(tmp_path):
         tf.errors.InvalidArgumentError, match=r'value \\"3000000000\\" is not a valid int32'
     ):
         _rows(CSV(_write(tmp_path / "big.csv", "a\n1\n3000000000\n"), record_defaults=[0]))
+
+
+@pytest.mark.parametrize(
+    ("record_defaults", "hint"),
+    [
+        (None, "(the type was inferred from the first rows; pass record_defaults to set it)"),
+        ({"weight": 0}, "(the type record_defaults gives the column)"),
+    ],
+)
+def test_readable_errors_put_our_message_first_with_the_right_hint(tmp_path, record_defaults, hint):
+    # Past the rows the types are inferred from.
+    rows = "name,weight\n" + "apple,3\n" * INFERENCE_ROWS + "fig,heavy\n"
+    path = _write(tmp_path / "fruit.csv", rows)
+    source = CSV(path, record_defaults=record_defaults)
+    line = INFERENCE_ROWS + 2
+    want = (
+        f'record {path}:line {line}: column `weight` (field 2): value "heavy" is not a valid '
+        f"int32 {hint}"
+    )
+    with pytest.raises(tf.errors.InvalidArgumentError) as raised, oi.readable_errors():
+        _rows(source)
+    assert raised.value.message == want
+    assert "function_node" not in str(raised.value) and raised.value.__cause__ is None
 
 
 def test_bad_quoting_and_required_columns_are_located(tmp_path):

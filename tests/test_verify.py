@@ -132,7 +132,7 @@ def test_changed_file_falls_back_to_checks(tmp_path, change, error):
     else:
         records[1] = _truncated_jpeg_record()
         _write(paths[0], records)
-    changed = r"d-0\.tfrecord: changed since it was verified"
+    changed = r"1 file \([^)]*d-0\.tfrecord\): changed since it was verified"
     with (
         pytest.warns(UserWarning, match=changed) as seen,
         pytest.raises(tf.errors.InvalidArgumentError, match=error),
@@ -154,7 +154,7 @@ def test_bad_record_is_named_and_not_verified(tmp_path, capsys):
     result = verify_files([bad], write=False)
     assert [(v.records, v.num_bad) for v in result.files] == [(2, 1)]
     # One bad file: no file of the source is trusted, and none is skipped unnamed.
-    with pytest.warns(UserWarning, match=r"b\.tfrecord: not in the manifest"):
+    with pytest.warns(UserWarning, match=r"1 file \([^)]*b\.tfrecord\): not in the manifest"):
         source = TFRecord(str(tmp_path))
     assert not source.verified
 
@@ -167,16 +167,47 @@ def test_bad_file_loses_its_entry(tmp_path):
     assert manifest.load(str(tmp_path / manifest.MANIFEST_NAME)) == {}
 
 
-def test_other_settings_fall_back(tmp_path):
-    _dataset(tmp_path, count=1)
+def test_other_settings_fall_back_with_one_sentence_on_what_differs(tmp_path):
+    _dataset(tmp_path, count=2)
     verify_files(str(tmp_path))
-    with pytest.warns(UserWarning, match="verified under other decoding settings"):
-        assert not TFRecord(str(tmp_path), label_map=LABEL_MAP).verified
+    with pytest.warns(UserWarning) as seen:
+        assert not TFRecord(str(tmp_path), label_map=LABEL_MAP, masks="png").verified
+    assert [str(w.message) for w in seen] == [
+        "verified manifest not used, every record is checked: all 2 files: verified with "
+        "label_map=None, masks=None, read with a label_map of 2 classes, masks='png'; read them "
+        "with the settings they were verified with, or verify them under these: object-input "
+        "inspect --verify FILES with the same --label-map, --masks and --num-keypoints"
+    ]
+    assert seen[0].filename == __file__  # the caller's line, not the package's
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert not TFRecord(str(tmp_path), decoding={"trust_manifest": False}).verified
     verify_files(str(tmp_path), label_map=LABEL_MAP)
     assert TFRecord(str(tmp_path), label_map=LABEL_MAP).verified
+    with pytest.warns(
+        UserWarning, match="verified with a label_map of 2 classes, read with another label_map;"
+    ):
+        assert not TFRecord(str(tmp_path), label_map={"cat": 1}).verified
+
+
+def test_writing_shards_drops_their_manifest_entries(tmp_path):
+    from object_input.synthetic import write_synthetic_dataset
+
+    write_synthetic_dataset(tmp_path, 4, 2, name="train")
+    other = _write(tmp_path / "other.tfrecord", [_example(0)])
+    assert verify_files(str(tmp_path)).ok
+    write_synthetic_dataset(tmp_path, 4, 2, name="train", seed=1)
+    assert list(manifest.load(str(tmp_path / manifest.MANIFEST_NAME))) == ["other.tfrecord"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert TFRecord(other).verified
+    only = write_synthetic_dataset(tmp_path / "only", 4, 2, name="train")
+    assert verify_files(only).ok
+    write_synthetic_dataset(tmp_path / "only", 4, 2, name="train", seed=2)
+    assert not os.path.exists(tmp_path / "only" / manifest.MANIFEST_NAME)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert not TFRecord(only).verified
 
 
 def test_cli_verifies_with_config_settings(tmp_path, capsys):
@@ -191,3 +222,29 @@ def test_cli_verifies_with_config_settings(tmp_path, capsys):
     assert source.verified
     batch = next(iter(oi.make_dataset(source, batch_size=5, shuffle=False)))
     assert batch[fields.CLASSES].numpy().tolist()[2] == [1, 2]
+
+
+def test_verified_files_give_the_dataset_its_length(tmp_path):
+    _dataset(tmp_path)  # 2 files of 5 records
+    verify_files(str(tmp_path), masks="png")
+
+    def length(**options):
+        keywords = dict(batch_size=3, image_size=(16, 16), masks="png", num_epochs=2)
+        return int(oi.make_dataset(str(tmp_path), **{**keywords, **options}).cardinality())
+
+    assert length() == 7  # 20 examples, the last batch of 2
+    assert length(drop_remainder=True) == 6
+    assert length(batch_size=None, image_size=None) == 20
+    assert length(num_epochs=1, keras=True) == 4
+    dataset = oi.make_dataset(str(tmp_path), batch_size=3, image_size=(16, 16), masks="png")
+    assert len(list(dataset)) == len(dataset) == 4
+    unknown = int(tf.data.UNKNOWN_CARDINALITY)
+    for options in (
+        {"num_epochs": None},
+        {"on_error": "skip"},
+        {"empty_images": "drop"},
+        {"reading": {"num_shards": 2, "shard_index": 0}},
+    ):
+        assert length(**options) in (unknown, int(tf.data.INFINITE_CARDINALITY)), options
+    with pytest.warns(UserWarning, match="verified with masks='png', read with masks=None"):
+        assert length(masks=None) == unknown

@@ -195,3 +195,44 @@ def test_show_without_matplotlib_says_how_to_install_it(data_dir, tmp_path, caps
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     assert cli.main(["show", str(data_dir), "-o", str(tmp_path / "x.png")]) == 1
     assert "pip install object-input[viz]" in capsys.readouterr().err
+
+
+def test_show_names_what_dropped_boxes_and_draws_crowded_images_whole(tmp_path, capsys, captured):
+    from object_input.writers import build_example, write_tfrecords
+
+    boxes = np.array([[0.1, 0.1, 0.5, 0.5]] * 4, np.float32)
+    image = np.zeros((8, 8, 3), np.uint8)
+    records = [
+        build_example(image, boxes=boxes, classes=[1, 1, 1, 2]),
+        build_example(image, boxes=boxes[:1], classes=[2]),
+    ]
+    write_tfrecords(records, str(tmp_path / "d"))
+    config = tmp_path / "drop.yaml"
+    config.write_text(
+        "shuffle: false\nmax_boxes: 2\naugment:\n"
+        "  - drop_label_probabilistically: {dropped_label: 2, drop_probability: 1.0}\n"
+    )
+    argv = [
+        "show",
+        str(tmp_path),
+        "-n",
+        "2",
+        "--config",
+        str(config),
+        "-o",
+        str(tmp_path / "g.png"),
+    ]
+    assert cli.main(argv) == 0
+    assert capsys.readouterr().out.splitlines()[:2] == [
+        "2 boxes dropped by decoding or the steps (crops, box filters, clipping, unknown "
+        "classes): not drawn",
+        "1 image with more than max_boxes=2 boxes, all drawn: training stops with an error "
+        "(box_overflow='error')",
+    ]
+    assert [len(e[fields.BOXES]) for e in captured[0]["examples"]] == [3, 0]
+    assert cli.main([*argv, "--no-augment"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == (
+        "1 image with more than max_boxes=2 boxes, all drawn: training stops with an error "
+        "(box_overflow='error')"
+    )
+    assert [len(e[fields.BOXES]) for e in captured[1]["examples"]] == [4, 1]

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from object_input import wording
 from object_input.boxes import convert
 from object_input.converters.write_options import WriteOptions
 from object_input.image_files import ImageError, decode_image_file, image_format
@@ -64,15 +65,17 @@ class ConversionResult:
     def summary(self) -> str:
         """One line for people: counts and where the shards and label map are."""
         text = (
-            f"wrote {self.num_examples} examples with {self.num_boxes} boxes to "
-            f"{len(self.paths)} shards {self.pattern}; label map {self.label_map_path} "
-            f"({len(self.label_map)} classes)"
+            f"wrote {wording.count(self.num_examples, 'example')} with "
+            f"{wording.count(self.num_boxes, 'box')} to "
+            f"{wording.count(len(self.paths), 'shard')} {self.pattern}; label map "
+            f"{self.label_map_path} ({wording.count(len(self.label_map), 'class')})"
         )
         if self.skipped:
-            text += f"; skipped {len(self.skipped)} annotations (first: {self.skipped[0]})"
+            skipped = wording.count(len(self.skipped), "annotation")
+            text += f"; skipped {skipped} (first: {self.skipped[0]})"
         if self.left_out:
             text += (
-                f"; left out {len(self.left_out)} images that failed their check "
+                f"; left out {wording.count(len(self.left_out), 'image')} that failed their check "
                 f"(first: {self.left_out[0]})"
             )
         return text

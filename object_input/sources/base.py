@@ -95,6 +95,10 @@ class Source(abc.ABC):
     #: whether every record was verified before (a manifest, :mod:`object_input.manifest`):
     #: ``decode`` then runs no checks and ``make_dataset`` maps without its catch.
     verified: bool = False
+    #: how many records one pass over every file reads, when that is known before reading
+    #: (verified files: their manifest's counts); ``make_dataset`` then gives the dataset its
+    #: length where nothing on the way can change the count.
+    known_records: int | None = None
 
     @abc.abstractmethod
     def records(self, context: ReadContext) -> tf.data.Dataset:

@@ -37,6 +37,8 @@ class Column:
     dtype: tf.DType
     #: the value of an empty (or NA) field; None: the column is required.
     default: Any
+    #: whether the type was inferred from the first rows (not given by ``record_defaults``).
+    inferred: bool = False
 
     @property
     def numeric(self) -> bool:
@@ -243,7 +245,10 @@ def _convert(
             "undecodable",
             f"{where}: value",
             text,
-            f"is not a valid {column.dtype.name} (pass record_defaults to set the type)",
+            f"is not a valid {column.dtype.name}",
+            "(the type was inferred from the first rows; pass record_defaults to set it)"
+            if column.inferred
+            else "(the type record_defaults gives the column)",
         )
         number = tf.strings.to_number(tf.where(valid & ~absent, text, "0"), column.dtype)
         out[column.name] = tf.where(valid & ~absent, number, default)
@@ -308,7 +313,7 @@ def _columns(
         value = given.get(index)
         if value is None:
             dtype = _infer([row[index] for row in samples if index < len(row)], na_value)
-            columns.append(Column(names[index], index, dtype, _zero(dtype)))
+            columns.append(Column(names[index], index, dtype, _zero(dtype), inferred=True))
         else:
             columns.append(_declared(names[index], index, value))
     return columns

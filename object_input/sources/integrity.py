@@ -81,7 +81,6 @@ def checked_records(
     compression: str | tf.Tensor,
     on_error: str,
     record_id: Callable[[tf.Tensor], tf.Tensor],
-    buffer_size: int | None = None,
 ) -> tf.data.Dataset:
     """Records of one file as ``(record_id, payload)`` (``read_files(checked=True)``).
 
@@ -98,7 +97,10 @@ def checked_records(
     """
     errors.check_policy(on_error, errors.READ_POLICIES)
     raising = on_error == errors.RAISE
-    records = tf.data.TFRecordDataset(path, compression_type=compression, buffer_size=buffer_size)
+    # No buffer_size: TensorFlow's default read-ahead, raised for GCS on Cloud TPU and for S3.
+    # (TensorFlow 2.21 logs one INFO line per process either way; a given size would read "the
+    # default ... is overridden by the user specified buffer_size", though no user gave one.)
+    records = tf.data.TFRecordDataset(path, compression_type=compression)
     # Reading stops at the first unreadable byte; the count below tells that from a clean end.
     records = records.ignore_errors(log_warning=not raising)
     # Each record with an end flag, then one end element: a zip and a concatenation, no

@@ -18,10 +18,6 @@ from object_input.sources.files import PathSource, list_files, read_files
 from object_input.sources.resolve import PathOptions, register_format
 
 SUFFIXES = (".tfrecord", ".tfrecords", ".tfrecord.gz", ".tfrecords.gz", ".record", ".record.gz")
-# Bytes each TFRecordDataset reads ahead: TensorFlow's own default, given explicitly because
-# leaving it unspecified logs "TFRecordDataset `buffer_size` is unspecified". (TensorFlow 2.21
-# still logs, once per process at INFO level, that a given size overrides its default.)
-READ_BUFFER_BYTES = 256 * 1024
 
 
 def compression_of(path: str, compression: str | None = "auto") -> str:
@@ -67,10 +63,10 @@ class TFRecord(Source):
         self.decoding = build(DecodeOptions, "decoding", decoding)
         self.decoder = self._decoder(label_map, masks, num_keypoints, "flag")
         if self.decoding.trust_manifest:
-            settings = manifest.settings_fingerprint(self.decoder.settings())
-            self.verified = manifest.trusted(self.files, settings)
+            self.verified = manifest.trusted(self.files, self.decoder.settings())
         if self.verified:
             self.decoder = self._decoder(label_map, masks, num_keypoints, errors.TRUST)
+            self.known_records = manifest.record_count(self.files)
 
     def _decoder(
         self,
@@ -106,9 +102,7 @@ class TFRecord(Source):
             # Verified files read to their end: no byte accounting.
             return read_files(
                 self.files,
-                lambda path: tf.data.TFRecordDataset(
-                    path, compression_table.lookup(path), READ_BUFFER_BYTES
-                ),
+                lambda path: tf.data.TFRecordDataset(path, compression_table.lookup(path)),
                 context,
             )
         expected = integrity.expected_sizes(self.files, compressions)
@@ -121,7 +115,6 @@ class TFRecord(Source):
                 compression_table.lookup(path),
                 context.on_error,
                 record_id,
-                READ_BUFFER_BYTES,
             )
 
         return read_files(self.files, read, context, checked=True)

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from object_input import schema
+from object_input import manifest, schema
 
 IMAGE_FORMATS = ("jpeg", "png", "raw")
 COMPRESSIONS = (None, "", "GZIP")
@@ -185,6 +185,8 @@ class ShardedWriter:
         parent = os.path.dirname(self.paths[0])
         if parent:
             os.makedirs(parent, exist_ok=True)
+        # A verified manifest entry would no longer hold for the rewritten shards.
+        manifest.forget(self.paths)
         self._writers = [tf.io.TFRecordWriter(p, self._options) for p in self.paths]
         return self
 
