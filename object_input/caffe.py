@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from object_input import textproto
+from object_input.ops.caffe_ssd import EMIT_TYPES
 from object_input.ops.registry import ConfigError, get_step
 from object_input.sources.caffe_annotated_lmdb import CaffeAnnotatedLMDB
 from object_input.sources.caffe_lmdb import CaffeLMDB
@@ -339,10 +340,13 @@ def _emit(transform: Message) -> dict[str, Any]:
     if emit is None:
         return {"emit_type": None}
     textproto.expect_fields(emit, ("emit_type", "emit_overlap"), "emit_constraint")
-    return {
-        "emit_type": str(textproto.one(emit, "emit_type", "CENTER")),
-        "emit_overlap": textproto.one(emit, "emit_overlap", 0.0, float),
-    }
+    emit_type = str(textproto.one(emit, "emit_type", "CENTER"))
+    if emit_type not in EMIT_TYPES:
+        raise emit.error(
+            f"emit_constraint.emit_type {emit_type} is not one of {', '.join(EMIT_TYPES)}",
+            "emit_type",
+        )
+    return {"emit_type": emit_type, "emit_overlap": textproto.one(emit, "emit_overlap", 0.0, float)}
 
 
 def _resize(message: Message) -> dict[str, Any]:
