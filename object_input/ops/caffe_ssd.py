@@ -280,7 +280,7 @@ def _sampler_problem(sampler: Any) -> str | None:
     return None
 
 
-@rule("list of batch_sampler mappings, keys as below")
+@rule("list of batch_sampler mappings (keys in the table above)")
 def _samplers_check(samplers: Any) -> str | None:
     for index, sampler in enumerate(samplers):
         problem = _sampler_problem(sampler)
@@ -416,7 +416,7 @@ def caffe_ssd_sample(
     features: core.Features,
     *,
     seed=None,
-    batch_samplers: Sequence[dict] = SSD_BATCH_SAMPLERS,
+    batch_samplers: Sequence[dict] | None = None,
     emit_type: str | None = "CENTER",
     emit_overlap: float = 0.0,
 ) -> core.Features:
@@ -429,8 +429,11 @@ def caffe_ssd_sample(
     its constraint, the first ``max_sample`` of them. The crop keeps the boxes that overlap it,
     with ``emit_type`` CENTER: those whose centre is inside; MIN_OVERLAP: those with more than
     ``emit_overlap`` of their area inside (None: no emit constraint), projected exactly as the
-    fork does (from the unrounded window, clipped).
+    fork does (from the unrounded window, clipped). ``batch_samplers`` None: SSD's
+    (:data:`SSD_BATCH_SAMPLERS`).
     """
+    if batch_samplers is None:
+        batch_samplers = SSD_BATCH_SAMPLERS
     window, sampled = sample_window(features, seed, batch_samplers)
     if fields.BOXES in features:
         boxes = features[fields.BOXES]
