@@ -92,12 +92,18 @@ DESCRIPTOR_SOURCE = b"bytes://" + descriptor_pb2.FileDescriptorSet(file=[_FILE])
 
 
 @functools.cache
-def message_class(name: str) -> type:
-    """The Python message class of ``caffe.<name>`` (``Datum``, ``BlobShape``, ``BlobProto``,
-    ``AnnotatedDatum``, ``AnnotationGroup``, ``Annotation``, ``NormalizedBBox``)."""
+def _pool() -> descriptor_pool.DescriptorPool:
     pool = descriptor_pool.DescriptorPool()
     pool.Add(_FILE)
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName(f"caffe.{name}"))
+    return pool
+
+
+@functools.cache
+def message_class(name: str) -> type:
+    """The Python message class of ``caffe.<name>`` (``Datum``, ``BlobShape``, ``BlobProto``,
+    ``AnnotatedDatum``, ``AnnotationGroup``, ``Annotation``, ``NormalizedBBox``). One pool holds
+    them all, so that ``AnnotatedDatum().datum`` is a ``message_class("Datum")``."""
+    return message_factory.GetMessageClass(_pool().FindMessageTypeByName(f"caffe.{name}"))
 
 
 def read_mean(path: str | os.PathLike) -> np.ndarray:
