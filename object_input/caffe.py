@@ -81,8 +81,9 @@ class DataLayer:
       transform: the ``caffe_transform`` parameters (``training`` set from the phase).
       prefetch: ``data_param.prefetch`` (batches) when the prototxt sets it, else None (AUTOTUNE).
       ssd_steps: an ``AnnotatedData`` layer's steps before ``caffe_transform``, as
-        ``(name, params)``: ``caffe_ssd_distort``, ``caffe_ssd_expand``, ``caffe_ssd_sample``,
-        ``caffe_ssd_resize``, those the prototxt sets, in the fork's order.
+        ``(name, params)``: ``caffe_ssd_distort`` (``distort_param``), ``caffe_ssd_sample``
+        (``expand_param``, ``batch_sampler``, ``emit_constraint``) and ``caffe_ssd_resize``
+        (``resize_param``), those the prototxt sets, in the fork's order.
       label_map_file: ``annotated_data_param.label_map_file`` (resolved), for class names
         (:func:`object_input.label_map.label_map_to_names` reads it); None when not set.
     """
@@ -285,14 +286,21 @@ def _ssd_steps(
         params = _scalars(distort, {name: float for name in _DISTORT_FIELDS}, "distort_param")
         steps.append(("caffe_ssd_distort", _checked("caffe_ssd_distort", params, distort)))
     expand = textproto.one(transform, "expand_param", None, Message)
-    if expand is not None:
-        params = _scalars(expand, {"prob": float, "max_expand_ratio": float}, "expand_param")
-        params["mean_value"] = transform_params.get("mean_value", [])
-        steps.append(("caffe_ssd_expand", _checked("caffe_ssd_expand", params, expand)))
     samplers = [_batch_sampler(m) for m in textproto.many(param, "batch_sampler", Message)]
-    if samplers:
+    if expand is not None or samplers:
         params = {"batch_samplers": samplers, **_emit(transform)}
-        steps.append(("caffe_ssd_sample", _checked("caffe_ssd_sample", params, param)))
+        if expand is not None:
+            kinds = {"prob": float, "max_expand_ratio": float}
+            expansion = _scalars(expand, kinds, "expand_param")
+            params["expand_prob"] = expansion.get("prob", 1.0)
+            params["max_expand_ratio"] = expansion.get("max_expand_ratio", 1.0)
+            params["mean_value"] = transform_params.get("mean_value", [])
+        steps.append(
+            (
+                "caffe_ssd_sample",
+                _checked("caffe_ssd_sample", params, param if expand is None else expand),
+            )
+        )
     resize = textproto.one(transform, "resize_param", None, Message)
     if resize is not None:
         steps.append(("caffe_ssd_resize", _resize(resize)))

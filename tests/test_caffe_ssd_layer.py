@@ -196,19 +196,16 @@ def test_train_layer_gives_source_steps_and_batch_size(ssd_dir):
     steps = dict(layer.ssd_steps)
     assert list(steps) == [
         "caffe_ssd_distort",
-        "caffe_ssd_expand",
         "caffe_ssd_sample",
         "caffe_ssd_resize",
     ]
-    assert steps["caffe_ssd_expand"] == {
-        "prob": 0.5,
-        "max_expand_ratio": 4.0,
-        "mean_value": [127.5] * 3,
-    }
     assert steps["caffe_ssd_sample"] == {
         "batch_samplers": [dict(s) for s in SSD_BATCH_SAMPLERS],
         "emit_type": "CENTER",
         "emit_overlap": 0.0,
+        "expand_prob": 0.5,
+        "max_expand_ratio": 4.0,
+        "mean_value": [127.5] * 3,
     }
     assert steps["caffe_ssd_resize"]["interp_mode"] == [
         "LINEAR",

@@ -8,7 +8,6 @@ from object_input.ops.autoaugment import autoaugment_image
 from object_input.ops.caffe import caffe_transform
 from object_input.ops.caffe_ssd import (
     caffe_ssd_distort,
-    caffe_ssd_expand,
     caffe_ssd_resize,
     caffe_ssd_sample,
 )
@@ -112,7 +111,6 @@ __all__ = [
     "adjust_gamma",
     "autoaugment_image",
     "caffe_ssd_distort",
-    "caffe_ssd_expand",
     "caffe_ssd_resize",
     "caffe_ssd_sample",
     "caffe_transform",

@@ -1,13 +1,14 @@
-"""Caffe SSD's ``AnnotatedData`` transform (the SSD fork of Caffe), as four steps.
+"""Caffe SSD's ``AnnotatedData`` transform (the SSD fork of Caffe), as three steps.
 
 The fork's data layer runs, per image: ``distort_param`` (photometric distortion), then
 ``expand_param`` (zoom out onto the mean), then the ``batch_sampler`` list (a crop chosen among
 every sample that met its sampler's constraint, boxes kept by ``emit_constraint``), then the
-``DataTransformer``: ``resize_param``, crop, mirror, mean and scale. The first three and the
-resize are the steps here (``caffe_ssd_distort``, ``caffe_ssd_expand``, ``caffe_ssd_sample``,
-``caffe_ssd_resize``); crop, mirror, mean and scale are ``caffe_transform``'s, as for the plain
-``Data`` layer. Pixels stay on the 8-bit grid between steps (rounded and saturated), as the fork
-keeps them in 8-bit OpenCV images.
+``DataTransformer``: ``resize_param``, crop, mirror, mean and scale. Here ``caffe_ssd_distort``
+is the first, ``caffe_ssd_sample`` the expansion and the crop together (so that the expanded
+canvas, up to 16 times the image, is never built: only the window cut from it), and
+``caffe_ssd_resize`` the resize; crop, mirror, mean and scale are ``caffe_transform``'s, as for
+the plain ``Data`` layer. Pixels stay on the 8-bit grid between steps (rounded and saturated), as
+the fork keeps them in 8-bit OpenCV images.
 """
 
 from __future__ import annotations
@@ -147,7 +148,7 @@ def caffe_ssd_distort(
     return core.set_image(features, core.like(reorder(out, True, is_rgb), image.dtype))
 
 
-# --- caffe_ssd_expand -----------------------------------------------------------------------------
+# --- caffe_ssd_sample ----------------------------------------------------------------------------
 
 
 def _fill(image: tf.Tensor, values: Sequence[float], is_rgb: bool | tf.Tensor) -> tf.Tensor:
@@ -160,47 +161,6 @@ def _fill(image: tf.Tensor, values: Sequence[float], is_rgb: bool | tf.Tensor) -
         fill = reorder(fill, False, is_rgb)
     return core.like(tf.broadcast_to(fill, channels), image.dtype)
 
-
-@register_step(
-    reads=(MOVED, fields.CHANNEL_ORDER),
-    writes=(MOVED,),
-    kind="geometry",
-    checks={"prob": _PROBABILITY, "max_expand_ratio": positive},
-    demo_params={"prob": 1.0, "max_expand_ratio": 2.0, "mean_value": [104.0, 117.0, 123.0]},
-)
-def caffe_ssd_expand(
-    features: core.Features,
-    *,
-    seed=None,
-    prob: float = 1.0,
-    max_expand_ratio: float = 1.0,
-    mean_value: float | Sequence[float] = (),
-) -> core.Features:
-    """Caffe SSD's ``expand_param``: with probability ``prob``, place the image on a canvas
-    ``ratio`` times its size, ratio ~ U(1, max_expand_ratio), at an offset floor(U(0, slack)).
-
-    The canvas is ``mean_value`` (``transform_param``'s, in Caffe's BGR order; zeros without),
-    rounded to the image dtype. A ``max_expand_ratio`` within 0.01 of 1 does nothing, as in
-    Caffe. No box is dropped.
-    """
-    if abs(max_expand_ratio - 1.0) < 1e-2:
-        return features
-    apply_seed, ratio_seed, top_seed, left_seed = core.split_seed(seed, 4)
-    image = features[fields.IMAGE]
-    is_rgb, _ = image_is_rgb(features, None)
-    ratio = tf.where(
-        core.uniform(apply_seed) <= prob, core.uniform(ratio_seed, 1.0, max_expand_ratio), 1.0
-    )
-    height, width = core.image_size(image)
-    new_height = tf.cast(tf.cast(height, tf.float32) * ratio, tf.int32)
-    new_width = tf.cast(tf.cast(width, tf.float32) * ratio, tf.int32)
-    top = tf.cast(core.uniform(top_seed, 0.0, tf.cast(new_height - height, tf.float32)), tf.int32)
-    left = tf.cast(core.uniform(left_seed, 0.0, tf.cast(new_width - width, tf.float32)), tf.int32)
-    fill = _fill(image, as_mean_values(mean_value), is_rgb)
-    return crop_to_window(features, -top, -left, new_height, new_width, clip_boxes=False, fill=fill)
-
-
-# --- caffe_ssd_sample -----------------------------------------------------------------------------
 
 # A batch_sampler's keys (its Sampler and SampleConstraint flattened) and their defaults, as in
 # the fork's caffe.proto; None: the constraint is not set.
@@ -347,12 +307,30 @@ def _samples(seed: Any, sampler: Mapping[str, Any]) -> tf.Tensor:
     return tf.stack([top, left, top + height, left + width], axis=1)
 
 
-def sample_window(
-    features: core.Features, seed: Any, batch_samplers: Sequence[Mapping[str, Any]]
+def expansion(
+    size: tuple[tf.Tensor, tf.Tensor], seed: Any, prob: float, max_expand_ratio: float
 ) -> tuple[tf.Tensor, tf.Tensor]:
-    """``GenerateBatchSamples`` and the choice among them: ``(window, sampled)``, the window
-    normalized ``[4]`` (the unit box when nothing was sampled)."""
-    objects = features.get(fields.BOXES, tf.zeros([0, 4], tf.float32))
+    """``ExpandImage``'s canvas: ``(corner, canvas)``, the image's (top, left) on the canvas and
+    the canvas (height, width), int32 ``[2]`` each. The canvas is the image with probability
+    ``1 - prob``, or when ``max_expand_ratio`` is within 0.01 of 1 (as in the fork)."""
+    size = tf.stack(size)
+    if abs(max_expand_ratio - 1.0) < 1e-2:
+        return tf.zeros([2], tf.int32), size
+    apply_seed, ratio_seed, corner_seed = core.split_seed(seed, 3)
+    ratio = tf.where(
+        core.uniform(apply_seed) <= prob, core.uniform(ratio_seed, 1.0, max_expand_ratio), 1.0
+    )
+    canvas = tf.cast(tf.cast(size, tf.float32) * ratio, tf.int32)
+    slack = tf.cast(canvas - size, tf.float32)
+    return tf.cast(core.uniform(corner_seed, shape=[2]) * slack, tf.int32), canvas
+
+
+def sample_window(
+    objects: tf.Tensor, seed: Any, batch_samplers: Sequence[Mapping[str, Any]]
+) -> tuple[tf.Tensor, tf.Tensor]:
+    """``GenerateBatchSamples`` over the boxes ``objects`` ``[N, 4]`` and the choice among the
+    samples: ``(window, sampled)``, the window normalized ``[4]`` (the unit box when nothing was
+    sampled)."""
     pick_seed, *seeds = core.split_seed(seed, len(batch_samplers) + 1)
     candidates, accepted = [], []
     for sampler_seed, sampler in zip(seeds, batch_samplers, strict=True):
@@ -403,14 +381,17 @@ def project(boxes: tf.Tensor, window: tf.Tensor) -> tf.Tensor:
 
 
 @register_step(
-    reads=CROP_FIELDS,
+    reads=(*CROP_FIELDS, fields.CHANNEL_ORDER),
     writes=CROP_FIELDS,
     kind="geometry",
     checks={
         "batch_samplers": _samplers_check,
         "emit_type": _emit_check,
         "emit_overlap": _PROBABILITY,
+        "expand_prob": _PROBABILITY,
+        "max_expand_ratio": in_range(1.0, float("inf")),
     },
+    demo_params={"expand_prob": 1.0, "max_expand_ratio": 2.0, "mean_value": [104, 117, 123]},
 )
 def caffe_ssd_sample(
     features: core.Features,
@@ -419,36 +400,56 @@ def caffe_ssd_sample(
     batch_samplers: Sequence[dict] | None = None,
     emit_type: str | None = "CENTER",
     emit_overlap: float = 0.0,
+    expand_prob: float = 1.0,
+    max_expand_ratio: float = 1.0,
+    mean_value: float | Sequence[float] = (),
 ) -> core.Features:
-    """Caffe SSD's ``batch_sampler`` list and ``emit_constraint``: crop to one sample chosen
-    uniformly among all that met their sampler's constraint; the image as it is when none did.
+    """Caffe SSD's ``expand_param``, then its ``batch_sampler`` list and ``emit_constraint``.
 
-    Each sampler draws ``max_trials`` windows (scale ~ U(min_scale, max_scale), aspect ratio ~
+    Expansion: with probability ``expand_prob`` the image is placed on a canvas ``ratio`` times
+    its size (ratio ~ U(1, ``max_expand_ratio``), sides truncated, offset truncated U(0, slack)),
+    of ``mean_value`` (Caffe's BGR order; zeros without). Sampling: each sampler draws
+    ``max_trials`` windows of the canvas (scale ~ U(min_scale, max_scale), aspect ratio ~
     U(max(min_aspect_ratio, scale²), min(max_aspect_ratio, 1 / scale²)), width scale·√ratio and
-    height scale/√ratio of the image, offsets uniform) and keeps those with some object meeting
-    its constraint, the first ``max_sample`` of them. The crop keeps the boxes that overlap it,
-    with ``emit_type`` CENTER: those whose centre is inside; MIN_OVERLAP: those with more than
-    ``emit_overlap`` of their area inside (None: no emit constraint), projected exactly as the
-    fork does (from the unrounded window, clipped). ``batch_samplers`` None: SSD's
-    (:data:`SSD_BATCH_SAMPLERS`).
+    height scale/√ratio, offsets uniform) and keeps those with some object meeting its
+    constraint, the first ``max_sample`` of them; one window is chosen uniformly among all kept,
+    the whole canvas when none was. The crop keeps the boxes that overlap it, with ``emit_type``
+    CENTER: those whose centre is inside; MIN_OVERLAP: those with more than ``emit_overlap`` of
+    their area inside (None: no emit constraint), projected as the fork does (from the
+    unrounded window, clipped). ``batch_samplers`` None: SSD's (:data:`SSD_BATCH_SAMPLERS`).
+    Only the window is built, never the whole canvas.
     """
     if batch_samplers is None:
         batch_samplers = SSD_BATCH_SAMPLERS
-    window, sampled = sample_window(features, seed, batch_samplers)
+    expand_seed, sample_seed = core.split_seed(seed, 2)
+    image = features[fields.IMAGE]
+    size = core.image_size(image)
+    corner, canvas = expansion(size, expand_seed, expand_prob, max_expand_ratio)
+    # The boxes on the canvas, normalized to it (the fork's expanded annotation).
+    scale = tf.cast(tf.concat([size, size], 0), tf.float32)
+    frame = tf.cast(tf.concat([canvas, canvas], 0), tf.float32)
+    offset = tf.cast(tf.concat([corner, corner], 0), tf.float32)
+    boxes = features.get(fields.BOXES, tf.zeros([0, 4], tf.float32))
+    boxes = (boxes * scale + offset) / frame
+    window, sampled = sample_window(boxes, sample_seed, batch_samplers)
     if fields.BOXES in features:
-        boxes = features[fields.BOXES]
         keep = emitted(boxes, window, emit_type, emit_overlap) | ~sampled
         features = core.mask_boxes(features, keep)
-    height, width = core.image_size(features[fields.IMAGE])
-    # CropImage: the window scaled to pixels, truncated.
-    scaled = window * tf.cast(tf.stack([height, width, height, width]), tf.float32)
-    top, left = tf.cast(scaled[0], tf.int32), tf.cast(scaled[1], tf.int32)
-    crop_height = tf.maximum(tf.cast(scaled[2] - scaled[0], tf.int32), 1)
-    crop_width = tf.maximum(tf.cast(scaled[3] - scaled[1], tf.int32), 1)
-    out = crop_to_window(features, top, left, crop_height, crop_width)
+        boxes = tf.boolean_mask(boxes, keep)
+    # CropImage: the window scaled to the canvas's pixels, truncated; cut from the image, the
+    # canvas's fill beyond it.
+    pixels = window * frame
+    top, left = tf.cast(pixels[0], tf.int32), tf.cast(pixels[1], tf.int32)
+    height = tf.maximum(tf.cast(pixels[2] - pixels[0], tf.int32), 1)
+    width = tf.maximum(tf.cast(pixels[3] - pixels[1], tf.int32), 1)
+    is_rgb, _ = image_is_rgb(features, None)
+    fill = _fill(image, as_mean_values(mean_value), is_rgb)
+    out = crop_to_window(
+        features, top - corner[0], left - corner[1], height, width, clip_boxes=False, fill=fill
+    )
     if fields.BOXES in out:
-        # The fork projects the boxes on the unrounded window (unsampled: the unit box).
-        out[fields.BOXES] = project(features[fields.BOXES], window)
+        # The fork projects the boxes on the unrounded window (unsampled: the whole canvas).
+        out[fields.BOXES] = project(boxes, window)
     return out
 
 
@@ -534,7 +535,10 @@ def caffe_ssd_resize(
     def branch(method: str):
         def resize() -> core.Features:
             out = resize_features(features, new_height, new_width, method)
-            out[fields.IMAGE] = core.like(_round(core.to_float(out[fields.IMAGE])), image.dtype)
+            resized = out[fields.IMAGE]
+            if resized.dtype != image.dtype:
+                # Bilinear, area and the clipped bicubic stay in [0, 255]: rounding suffices.
+                out[fields.IMAGE] = tf.cast(tf.round(resized), image.dtype)
             return out
 
         return resize

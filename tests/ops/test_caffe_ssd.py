@@ -16,11 +16,12 @@ from object_input.ops.caffe_ssd import (
     SAMPLER_DEFAULTS,
     SSD_BATCH_SAMPLERS,
     caffe_ssd_distort,
-    caffe_ssd_expand,
     caffe_ssd_resize,
     caffe_ssd_sample,
+    expansion,
     sample_window,
 )
+from object_input.ops.core import split_seed
 
 # --- the fork's sampling in NumPy (boxes as Caffe holds them: xmin, ymin, xmax, ymax) ------------
 
@@ -117,7 +118,7 @@ def _tf_windows(boxes_yx, samplers, num, salt=0):
     features = _features(boxes_yx)
 
     def draw(seed):
-        window, sampled = sample_window(features, seed, samplers)
+        window, sampled = sample_window(features[fields.BOXES], seed, samplers)
         xyxy = tf.gather(window, [1, 0, 3, 2])
         return tf.where(sampled, xyxy, np.nan)
 
@@ -251,7 +252,8 @@ def test_crop_keeps_centred_boxes_projected_exactly():
     samplers = SSD_BATCH_SAMPLERS[1:]
     for index in range(30):
         seed = tf.constant([index, 7])
-        window, sampled = sample_window(features, seed, samplers)
+        # The step's seed: one half for the expansion (none here), one for the sampling.
+        window, sampled = sample_window(features[fields.BOXES], split_seed(seed, 2)[1], samplers)
         out = caffe_ssd_sample(features, seed=seed, batch_samplers=samplers)
         window, b = window.numpy(), np.array(boxes, np.float32)
         centre = (b[:, :2] + b[:, 2:]) / 2
@@ -274,7 +276,7 @@ def test_min_overlap_emit():
     sampler = [{"min_scale": 0.5, "max_scale": 0.5, "max_trials": 1}]
     for index in range(20):
         seed = tf.constant([index, 3])
-        window = sample_window(features, seed, sampler)[0].numpy()
+        window = sample_window(features[fields.BOXES], split_seed(seed, 2)[1], sampler)[0].numpy()
         out = caffe_ssd_sample(
             features, seed=seed, batch_samplers=sampler, emit_type="MIN_OVERLAP", emit_overlap=0.3
         )
@@ -302,8 +304,12 @@ def test_expand_places_the_image_on_the_mean(order, fill):
     features[fields.IMAGE] = tf.fill([height, width, 3], tf.constant(255, tf.uint8))
     features[fields.CHANNEL_ORDER] = tf.constant(order)
     for index in range(10):
-        out = caffe_ssd_expand(
-            features, seed=tf.constant([index, 1]), max_expand_ratio=3.0, mean_value=[104, 117, 123]
+        out = caffe_ssd_sample(
+            features,
+            seed=tf.constant([index, 1]),
+            batch_samplers=[],
+            max_expand_ratio=3.0,
+            mean_value=[104, 117, 123],
         )
         image = out[fields.IMAGE].numpy()
         new_height, new_width = image.shape[:2]
@@ -317,10 +323,35 @@ def test_expand_places_the_image_on_the_mean(order, fill):
         np.testing.assert_allclose(out[fields.BOXES][0], expected, atol=1e-6)
 
 
+def test_expansion_then_crop_equals_cutting_the_built_canvas():
+    """The step never builds the canvas; its window equals the fork's crop of the built one."""
+    rng = np.random.default_rng(2)
+    image = rng.integers(0, 256, [30, 40, 3]).astype(np.uint8)
+    boxes = np.array([[0.1, 0.2, 0.5, 0.6], [0.4, 0.1, 0.9, 0.5]], np.float32)
+    features = _features(boxes, (30, 40))
+    features[fields.IMAGE] = tf.constant(image)
+    params = {"expand_prob": 0.7, "max_expand_ratio": 4.0, "mean_value": [104, 117, 123]}
+    for index in range(20):
+        seed = tf.constant([index, 9])
+        expand_seed, sample_seed = split_seed(seed, 2)
+        corner, canvas = (t.numpy() for t in expansion((30, 40), expand_seed, 0.7, 4.0))
+        built = np.tile(np.array([123, 117, 104], np.uint8), [*canvas, 1])
+        built[corner[0] : corner[0] + 30, corner[1] : corner[1] + 40] = image
+        on_canvas = (boxes * [30, 40, 30, 40] + np.tile(corner, 2)) / np.tile(canvas, 2)
+        window = sample_window(tf.constant(on_canvas, tf.float32), sample_seed, SSD_BATCH_SAMPLERS)
+        scaled = window[0].numpy() * np.tile(canvas, 2).astype(np.float32)
+        top, left = int(scaled[0]), int(scaled[1])
+        height, width = int(scaled[2] - scaled[0]), int(scaled[3] - scaled[1])
+        out = caffe_ssd_sample(features, seed=seed, **params)
+        np.testing.assert_array_equal(
+            out[fields.IMAGE], built[top : top + height, left : left + width]
+        )
+
+
 def test_expand_probability_zero_and_ratio_one_do_nothing():
     features = _features([[0.2, 0.1, 0.6, 0.5]])
-    for params in ({"prob": 0.0, "max_expand_ratio": 4.0}, {"max_expand_ratio": 1.005}):
-        out = caffe_ssd_expand(features, seed=tf.constant([1, 2]), **params)
+    for params in ({"expand_prob": 0.0, "max_expand_ratio": 4.0}, {"max_expand_ratio": 1.005}):
+        out = caffe_ssd_sample(features, seed=tf.constant([1, 2]), batch_samplers=[], **params)
         np.testing.assert_array_equal(out[fields.IMAGE], features[fields.IMAGE])
         np.testing.assert_array_equal(out[fields.BOXES], features[fields.BOXES])
 
