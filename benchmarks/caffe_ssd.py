@@ -10,7 +10,9 @@ shapes on noise, or "photos", which needs the ``bench`` extra), batches of 8, 30
 - no steps: decode and resize to 300 × 300;
 - standard: flip, crop, brightness, contrast, hue, saturation (``benchmarks/speed.py``'s);
 - OD API SSD recipe: ``random_horizontal_flip`` and ``ssd_random_crop`` (the Object Detection
-  API's SSD configs), then the resize; and the same with ``random_distort_color`` first;
+  API's SSD configs), then the resize, which decodes only the crop's window (``defer_decode``);
+  the same decoding the whole image (as every Caffe row does: its colour step comes first, and
+  its expanded windows leave the image); and with ``random_distort_color`` first;
 - Caffe SSD: MobileNet-SSD's train prototxt as ``load_data_layer`` gives it: ``caffe_ssd_distort``,
   ``caffe_ssd_sample`` (expansion up to 4×, the seven samplers), ``caffe_ssd_resize`` (five
   interpolations) and ``caffe_transform`` (mirror, mean 127.5, scale); the same without
@@ -31,6 +33,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import speed
 from common import IMAGE_SETS, interleaved_streams, report_streams
 
+import object_input as oi
 from object_input.ops.caffe_ssd import SSD_BATCH_SAMPLERS
 
 SIZE = (300, 300)
@@ -71,9 +74,9 @@ MOBILENET_SSD_GEOMETRY = (
 def rows(pattern: str) -> dict:
     """Each row's starter for :func:`common.time_stream`."""
 
-    def resized(augment: list):
+    def resized(augment: list, **options):
         return speed.dataset_batches(
-            lambda: speed.standard_dataset(pattern, 8, image_size=SIZE, augment=augment)
+            lambda: speed.standard_dataset(pattern, 8, image_size=SIZE, augment=augment, **options)
         )
 
     def own_resize(augment: list):
@@ -88,6 +91,9 @@ def rows(pattern: str) -> dict:
         BASELINE: resized([]),
         "standard": resized(list(speed.STANDARD_STEPS)),
         "OD API SSD recipe (flip, ssd_random_crop)": resized(od_api),
+        "OD API SSD recipe, whole image decoded": resized(
+            od_api, decoding=oi.DecodeOptions(trust_manifest=False, defer_decode=False)
+        ),
         "OD API SSD recipe + random_distort_color": resized(["random_distort_color", *od_api]),
         "Caffe SSD (MobileNet-SSD prototxt)": own_resize(
             [MOBILENET_SSD_DISTORT, *MOBILENET_SSD_GEOMETRY]
