@@ -143,7 +143,8 @@ def caffe_ssd_distort(
     out = _maybe(seeds[8], hue_prob, out, hue)
     out = contrast_if(False, out)
     if random_order_prob > 0:
-        shuffled = tf.gather(out, tf.argsort(core.uniform(seeds[9], shape=[3])), axis=-1)
+        order = tf.argsort(core.uniform(seeds[9], shape=tf.shape(out)[-1:]))
+        shuffled = tf.gather(out, order, axis=-1)
         out = tf.where(core.uniform(seeds[10]) < random_order_prob, shuffled, out)
     return core.set_image(features, core.like(reorder(out, True, is_rgb), image.dtype))
 
@@ -425,12 +426,13 @@ def caffe_ssd_sample(
     image = features[fields.IMAGE]
     size = core.image_size(image)
     corner, canvas = expansion(size, expand_seed, expand_prob, max_expand_ratio)
-    # The boxes on the canvas, normalized to it (the fork's expanded annotation).
-    scale = tf.cast(tf.concat([size, size], 0), tf.float32)
     frame = tf.cast(tf.concat([canvas, canvas], 0), tf.float32)
-    offset = tf.cast(tf.concat([corner, corner], 0), tf.float32)
     boxes = features.get(fields.BOXES, tf.zeros([0, 4], tf.float32))
-    boxes = (boxes * scale + offset) / frame
+    if abs(max_expand_ratio - 1.0) >= 1e-2:
+        # The boxes on the canvas, normalized to it (the fork's expanded annotation).
+        scale = tf.cast(tf.concat([size, size], 0), tf.float32)
+        offset = tf.cast(tf.concat([corner, corner], 0), tf.float32)
+        boxes = (boxes * scale + offset) / frame
     window, sampled = sample_window(boxes, sample_seed, batch_samplers)
     if fields.BOXES in features:
         keep = emitted(boxes, window, emit_type, emit_overlap) | ~sampled

@@ -425,6 +425,15 @@ def test_distort_random_order_permutes_channels():
     assert len(seen) > 2
 
 
+def test_distort_gray_image():
+    gray = _ramp()[..., :1]
+    out = caffe_ssd_distort(
+        {fields.IMAGE: gray}, seed=tf.constant([2, 2]), saturation_prob=1.0,
+        saturation_lower=0.5, saturation_upper=1.5, random_order_prob=1.0,
+    )[fields.IMAGE]  # fmt: skip
+    np.testing.assert_array_equal(out, gray)
+
+
 def test_resize_fit_large_size_and_pad_exact():
     image = tf.constant(np.arange(4 * 8 * 3).reshape(4, 8, 3), tf.uint8)
     features = {
