@@ -1,4 +1,5 @@
-"""Caffe's ``Datum`` and ``BlobProto`` messages, described in code (no Caffe install needed).
+"""Caffe's ``Datum`` and ``BlobProto`` messages, and the SSD fork's ``AnnotatedDatum``, described
+in code (no Caffe install needed).
 
 The schema is built as a ``FileDescriptorProto`` with the field numbers and types of
 ``caffe.proto``. :data:`DESCRIPTOR_SOURCE` hands it to ``tf.io.decode_proto`` (graph mode);
@@ -40,6 +41,31 @@ _MESSAGES = {
         ("double_data", 8, _F.TYPE_DOUBLE, _REPEATED, True, ""),
         ("double_diff", 9, _F.TYPE_DOUBLE, _REPEATED, True, ""),
     ],
+    # The SSD fork's caffe.proto (create_annoset.py writes these).
+    "NormalizedBBox": [
+        ("xmin", 1, _F.TYPE_FLOAT, _OPTIONAL, False, ""),
+        ("ymin", 2, _F.TYPE_FLOAT, _OPTIONAL, False, ""),
+        ("xmax", 3, _F.TYPE_FLOAT, _OPTIONAL, False, ""),
+        ("ymax", 4, _F.TYPE_FLOAT, _OPTIONAL, False, ""),
+        ("label", 5, _F.TYPE_INT32, _OPTIONAL, False, ""),
+        ("difficult", 6, _F.TYPE_BOOL, _OPTIONAL, False, ""),
+        ("score", 7, _F.TYPE_FLOAT, _OPTIONAL, False, ""),
+        ("size", 8, _F.TYPE_FLOAT, _OPTIONAL, False, ""),
+    ],
+    "Annotation": [
+        ("instance_id", 1, _F.TYPE_INT32, _OPTIONAL, False, ""),
+        ("bbox", 2, _F.TYPE_MESSAGE, _OPTIONAL, False, ".caffe.NormalizedBBox"),
+    ],
+    "AnnotationGroup": [
+        ("group_label", 1, _F.TYPE_INT32, _OPTIONAL, False, ""),
+        ("annotation", 2, _F.TYPE_MESSAGE, _REPEATED, False, ".caffe.Annotation"),
+    ],
+    # type is the enum AnnotationType (BBOX = 0): an int32 on the wire.
+    "AnnotatedDatum": [
+        ("datum", 1, _F.TYPE_MESSAGE, _OPTIONAL, False, ".caffe.Datum"),
+        ("type", 2, _F.TYPE_INT32, _OPTIONAL, False, ""),
+        ("annotation_group", 3, _F.TYPE_MESSAGE, _REPEATED, False, ".caffe.AnnotationGroup"),
+    ],
 }
 
 
@@ -66,11 +92,18 @@ DESCRIPTOR_SOURCE = b"bytes://" + descriptor_pb2.FileDescriptorSet(file=[_FILE])
 
 
 @functools.cache
-def message_class(name: str) -> type:
-    """The Python message class of ``caffe.<name>`` (``Datum``, ``BlobShape``, ``BlobProto``)."""
+def _pool() -> descriptor_pool.DescriptorPool:
     pool = descriptor_pool.DescriptorPool()
     pool.Add(_FILE)
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName(f"caffe.{name}"))
+    return pool
+
+
+@functools.cache
+def message_class(name: str) -> type:
+    """The Python message class of ``caffe.<name>`` (``Datum``, ``BlobShape``, ``BlobProto``,
+    ``AnnotatedDatum``, ``AnnotationGroup``, ``Annotation``, ``NormalizedBBox``). One pool holds
+    them all, so that ``AnnotatedDatum().datum`` is a ``message_class("Datum")``."""
+    return message_factory.GetMessageClass(_pool().FindMessageTypeByName(f"caffe.{name}"))
 
 
 def read_mean(path: str | os.PathLike) -> np.ndarray:

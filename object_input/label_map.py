@@ -5,6 +5,12 @@ A text label map is the Object Detection API format::
     item { id: 1 name: "cat" display_name: "Cat" }
     item { id: 2 name: "dog" }
 
+Caffe SSD's label maps (``labelmap_voc.prototxt``) are read too: their items give the id as
+``label``, and label 0 is the background::
+
+    item { name: "none_of_the_above" label: 0 display_name: "background" }
+    item { name: "aeroplane" label: 1 display_name: "aeroplane" }
+
 Ids are 1-based: 0 is never a real class. An item with id 0 named ``background`` (which the
 Object Detection API allows) is skipped; any other id below 1 is an error, as are duplicate
 names, duplicate ids and items without id or name. Errors name the file, line and column.
@@ -31,10 +37,12 @@ LabelMapSource = str | os.PathLike | Mapping[str, int]
 
 BACKGROUND = "background"
 
-# StringIntLabelMapItem fields; the ones beyond name/id/display_name are accepted and unused.
+# StringIntLabelMapItem fields and Caffe SSD's LabelMapItem ``label`` (its id); the ones beyond
+# name/id/label/display_name are accepted and unused.
 _ITEM_FIELDS = (
     "name",
     "id",
+    "label",
     "display_name",
     "keypoints",
     "ancestor_ids",
@@ -144,24 +152,30 @@ def _read_items(path: str | os.PathLike) -> list[_Item]:
         for index, msg in enumerate(textproto.many(root, "item", textproto.Message)):
             textproto.expect_fields(msg, _ITEM_FIELDS, "a label map item")
             where = root.where("item", index)
+            if "id" in msg and "label" in msg:
+                raise LabelMapError(
+                    f"{msg.where('label')}: item has both id and label (Caffe SSD's name for the "
+                    "id); give one"
+                )
+            id_field = "id" if "id" in msg else "label"
             item = _Item(
-                id=textproto.one(msg, "id", None, int),
+                id=textproto.one(msg, id_field, None, int),
                 name=textproto.one(msg, "name", None, str),
                 display_name=textproto.one(msg, "display_name", None, str),
                 where=where,
             )
             if item.id is None:
-                raise LabelMapError(f"{where}: item {_describe(item)}has no id")
+                raise LabelMapError(f"{where}: item {_describe(item)}has no id (or label)")
             if item.id == 0 and BACKGROUND in (item.name, item.display_name):
                 continue
             if item.id < 1:
                 raise LabelMapError(
-                    f"{msg.where('id')}: item {_describe(item)}has id {item.id}; ids start at 1 "
-                    f"(only an item named {BACKGROUND!r} may have id 0, and it is skipped)"
+                    f"{msg.where(id_field)}: item {_describe(item)}has id {item.id}; ids start at "
+                    f"1 (only an item named {BACKGROUND!r} may have id 0, and it is skipped)"
                 )
             if item.id in seen_ids:
                 raise LabelMapError(
-                    f"{msg.where('id')}: duplicate id {item.id} "
+                    f"{msg.where(id_field)}: duplicate id {item.id} "
                     f"(first at {seen_ids[item.id].where})"
                 )
             seen_ids[item.id] = item

@@ -1,5 +1,6 @@
 """Caffe databases for tests, encoded here by hand (protobuf wire format), not by the code under
-test: ``Datum`` and ``BlobProto`` bytes, and LMDB databases holding them."""
+test: ``Datum``, ``BlobProto`` and (Caffe SSD) ``AnnotatedDatum`` bytes, and LMDB databases
+holding them."""
 
 from __future__ import annotations
 
@@ -77,6 +78,43 @@ def raw_datum(bgr: np.ndarray, label: int, float_data=()) -> bytes:
 def encoded_datum(image_bytes: bytes, label: int) -> bytes:
     """An encoded Datum as convert_imageset --encoded writes it (no channels, height, width)."""
     return datum(data=image_bytes, label=label, encoded=True)
+
+
+def _float(number: int, value: float) -> bytes:
+    return _key(number, 5) + struct.pack("<f", value)
+
+
+def annotated_datum(datum_bytes: bytes, groups, *, kind: int | None = 0) -> bytes:
+    """A serialized ``caffe.AnnotatedDatum``: the Datum (field 1), ``type`` (2; None: absent)
+    and ``groups`` (3), each ``(group_label, [(instance_id, (xmin, ymin, xmax, ymax),
+    difficult), ...])``."""
+    out = _bytes(1, datum_bytes)
+    if kind is not None:
+        out += _int(2, kind)
+    for label, members in groups:
+        group = _int(1, label)
+        for instance_id, corners, difficult in members:
+            bbox = b"".join(_float(n, v) for n, v in zip((1, 2, 3, 4), corners, strict=True))
+            bbox += _int(6, int(difficult))
+            group += _bytes(2, _int(1, instance_id) + _bytes(2, bbox))
+        out += _bytes(3, group)
+    return out
+
+
+def annoset_datum(image_bytes: bytes, size, objects) -> bytes:
+    """An AnnotatedDatum as ``create_annoset.py`` (``convert_annoset --encoded``) writes it for a
+    VOC-style image: ``objects`` ``[(label, xmin, ymin, xmax, ymax, difficult), ...]`` in pixels
+    of an image of ``size`` (height, width), normalized by the image size; one group per label in
+    order of first appearance; instance ids counting from 0 within each group; the Datum's label
+    -1 and its channels, height and width set."""
+    height, width = size
+    groups: dict[int, list] = {}
+    for label, xmin, ymin, xmax, ymax, difficult in objects:
+        members = groups.setdefault(label, [])
+        corners = (xmin / width, ymin / height, xmax / width, ymax / height)
+        members.append((len(members), corners, difficult))
+    image = datum(channels=3, height=height, width=width, data=image_bytes, label=-1, encoded=True)
+    return annotated_datum(image, list(groups.items()))
 
 
 def blob(mean: np.ndarray, *, legacy: bool = False) -> bytes:

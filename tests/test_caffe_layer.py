@@ -195,7 +195,7 @@ def test_a_single_layer_as_text(caffe_dir):
             ' data_param { source: "a" batch_size: 1 } }'
             '\nlayer { type: "ImageData" include { phase: TEST } }',
             TextFormatError,
-            r"no layer of type \"Data\" in phase TEST .*other layer types: ImageData",
+            r"no layer of type \"Data\" or .* in phase TEST .*other layer types: ImageData",
             "TEST",
         ),
         (
@@ -203,7 +203,7 @@ def test_a_single_layer_as_text(caffe_dir):
             'layer { type: "Data" exclude { phase: TEST }\n'
             ' data_param { source: "b" batch_size: 1 } }',
             TextFormatError,
-            "2 Data layers in phase TRAIN",
+            "2 data layers in phase TRAIN",
             "TRAIN",
         ),
     ],

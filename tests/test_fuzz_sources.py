@@ -341,7 +341,7 @@ def caffe_decode(tmp_path_factory):
 @FUZZ
 @given(caffe_values)
 def test_caffe_datums_decode_as_caffe_reads_them_or_are_flagged(caffe_decode, value):
-    is_datum = caffe_lmdb._is_datum(value)
+    is_datum = caffe_lmdb._parses("Datum", value)
     # The reader passes what is not a Datum as b"" (its flag says why).
     payload = value if is_datum else b""
     out = flagged_or_decoded(caffe_decode, "db:00007", tf.constant(payload), tf.constant(is_datum))

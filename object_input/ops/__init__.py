@@ -6,6 +6,11 @@ Importing this package registers every built-in step; ``registered_steps()`` lis
 from object_input.ops.affine import random_affine, random_rotation
 from object_input.ops.autoaugment import autoaugment_image
 from object_input.ops.caffe import caffe_transform
+from object_input.ops.caffe_ssd import (
+    caffe_ssd_distort,
+    caffe_ssd_resize,
+    caffe_ssd_sample,
+)
 from object_input.ops.color import (
     ColorStep,
     adjust_gamma,
@@ -106,6 +111,9 @@ __all__ = [
     "StepSpec",
     "adjust_gamma",
     "autoaugment_image",
+    "caffe_ssd_distort",
+    "caffe_ssd_resize",
+    "caffe_ssd_sample",
     "caffe_transform",
     "convert_class_logits_to_softmax",
     "crop_to_window",

@@ -50,7 +50,7 @@ def _mean_value_check(value: float | Sequence[float]) -> str | None:
     "file is a readable BlobProto with the channels the image will have"
 )
 def _check_params(params: Mapping[str, Any]) -> str | None:
-    mean_values = _mean_values(params["mean_value"])
+    mean_values = as_mean_values(params["mean_value"])
     if params["mean_file"] is not None and mean_values:
         return "give mean_file or mean_value, not both (as in Caffe)"
     if params["force_color"] and params["force_gray"]:
@@ -68,7 +68,8 @@ def _check_params(params: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _mean_values(value: float | Sequence[float]) -> tuple[float, ...]:
+def as_mean_values(value: float | Sequence[float]) -> tuple[float, ...]:
+    """``mean_value`` (one number or a list) as a tuple."""
     return (value,) if isinstance(value, float) else tuple(value)
 
 
@@ -84,7 +85,7 @@ def _force_channels(
     if force_color and channels == 1:
         return tf.tile(image, [1, 1, 3])
     if force_gray and channels == 3:
-        return _gray(_reorder(image, is_rgb, True))
+        return _gray(reorder(image, is_rgb, True))
     return image
 
 
@@ -119,10 +120,10 @@ def _mean(
         )
     mean = tf.constant(mean, tf.float32)
     # Caffe's means are in the Datum's (BGR) order, like its pixels.
-    return _reorder(mean, False, is_rgb) if mean.shape[-1] == 3 else mean
+    return reorder(mean, False, is_rgb) if mean.shape[-1] == 3 else mean
 
 
-def _reorder(
+def reorder(
     channels_last: tf.Tensor, from_rgb: bool | tf.Tensor, to_rgb: bool | tf.Tensor
 ) -> tf.Tensor:
     """``channels_last`` from one channel order (RGB or BGR) to another: reversed when they
@@ -132,7 +133,7 @@ def _reorder(
     return tf.where(tf.not_equal(from_rgb, to_rgb), tf.reverse(channels_last, [-1]), channels_last)
 
 
-def _image_is_rgb(
+def image_is_rgb(
     features: core.Features, bgr_to_rgb: bool | None
 ) -> tuple[bool | tf.Tensor, core.Features]:
     """Whether the image is RGB (else BGR), and ``features`` checked that a ``bgr_to_rgb`` given
@@ -227,9 +228,9 @@ def caffe_transform(
     times; ``force_gray`` takes OpenCV's integer luma. Boxes, masks and keypoints move with the
     crop and mirror (keypoints need ``keypoint_flip_permutation`` when ``mirror``). Float32 out.
     """
-    is_rgb, features = _image_is_rgb(features, bgr_to_rgb)
+    is_rgb, features = image_is_rgb(features, bgr_to_rgb)
     image = _force_channels(features[fields.IMAGE], force_color, force_gray, is_rgb)
-    mean = _mean(image, mean_file, _mean_values(mean_value), is_rgb)
+    mean = _mean(image, mean_file, as_mean_values(mean_value), is_rgb)
     out = core.set_image(features, core.to_float(image))
     mirror_seed, top_seed, left_seed = core.split_seed(seed, 3)
     height, width = core.image_size(image)

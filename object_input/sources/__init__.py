@@ -6,6 +6,7 @@ comes from ``format=`` or the file suffix (see :func:`as_source`).
 
 from object_input.sources.arrays import Arrays
 from object_input.sources.base import ReadContext, Source
+from object_input.sources.caffe_annotated_lmdb import CaffeAnnotatedLMDB
 from object_input.sources.caffe_lmdb import CaffeLMDB
 from object_input.sources.csv_source import CSV
 from object_input.sources.dataset import Dataset
@@ -25,6 +26,7 @@ __all__ = [
     "CSV",
     "TFDS",
     "Arrays",
+    "CaffeAnnotatedLMDB",
     "CaffeLMDB",
     "Dataset",
     "DetectionCSV",

@@ -45,8 +45,15 @@ _DTYPES = {
 _CHUNK = 64
 # Open environments by real path.
 _ENVIRONMENTS: dict[str, Any] = {}
+# An AnnotatedDatum starts with its Datum: field 1, length-delimited. A Datum's field 1
+# (channels) is a varint, and its other fields have other numbers.
+ANNOTATED_MARK = b"\x0a"
 # The encodings OpenCV (Caffe's decoder) and tf.io.decode_image both read.
 _MAGIC = (b"\xff\xd8\xff", b"\x89PNG", b"BM")
+
+
+class AnnotatedDatabaseError(ValueError):
+    """A database of ``AnnotatedDatum`` records given to :class:`CaffeLMDB`."""
 
 
 def _import_lmdb() -> Any:
@@ -79,6 +86,8 @@ class CaffeLMDB(Source):
       shuffle_block: consecutive keys read together when shuffling (see the module docstring).
     """
 
+    # The message each record holds (a subclass reads another that wraps a Datum).
+    message = "Datum"
     # As Caffe's Data layer: key order (convert_imageset --shuffle shuffles when writing).
     shuffle_by_default = False
     # The cursor is a Python generator of this process: no tf.data service workers.
@@ -109,7 +118,7 @@ class CaffeLMDB(Source):
             if not cursor.first():
                 raise ValueError(f"LMDB database {self.path} is empty")
             key, value = cursor.key(), cursor.value()
-        datum = self._parse(key, value)
+        datum = self._datum_of(self._parse(key, value))
         self.has_image = len(datum.data) > 0
         self.has_float_data = len(datum.float_data) > 0
         if channels is None and self.has_image:
@@ -129,13 +138,23 @@ class CaffeLMDB(Source):
         return _ENVIRONMENTS[real]
 
     def _parse(self, key: bytes, value: bytes) -> Any:
-        """``value`` as a Python Datum; a ValueError naming the key when it is not one."""
+        """``value`` as a Python message; a ValueError naming the key when it is not one."""
+        if self.message == "Datum" and value[:1] == ANNOTATED_MARK:
+            raise AnnotatedDatabaseError(
+                f"{self.path}: the record at key {key!r} is an AnnotatedDatum (Caffe SSD's "
+                "create_annoset); read the database with CaffeAnnotatedLMDB"
+            )
         try:
-            return caffe_proto.message_class("Datum").FromString(value)
+            return caffe_proto.message_class(self.message).FromString(value)
         except DecodeError as error:
             raise ValueError(
-                f"{self.path}: the record at key {key!r} is not a Caffe Datum ({error})"
+                f"{self.path}: the record at key {key!r} is not a Caffe {self.message} ({error})"
             ) from None
+
+    @staticmethod
+    def _datum_of(message: Any) -> Any:
+        """The Datum of a parsed record."""
+        return message
 
     def _channels_of(self, datum: Any, key: bytes) -> int:
         if not datum.encoded:
@@ -154,7 +173,8 @@ class CaffeLMDB(Source):
     def _entries(self, start: int, first_key: bytes, count: int, shards: int, shard: int):
         """``(key, value, is_datum)`` of records ``start .. start + count - 1`` in key order
         (``count`` -1: to the end) whose index is ``shard`` modulo ``shards``; ``first_key`` is
-        record ``start``'s key. A value that is not a Datum comes as ``b""``, ``is_datum`` False."""
+        record ``start``'s key. A value that is not a :attr:`message` comes as ``b""``,
+        ``is_datum`` False."""
         with self.env().begin(buffers=False) as txn:
             cursor = txn.cursor()
             if not cursor.set_range(first_key):
@@ -166,7 +186,7 @@ class CaffeLMDB(Source):
                 if index % shards == shard:
                     value = cursor.value()
                     # tf.io.decode_proto would fail without naming the record: flag it instead.
-                    is_datum = _is_datum(value)
+                    is_datum = _parses(self.message, value)
                     yield key, value if is_datum else b"", is_datum
                 index += 1
 
@@ -223,6 +243,14 @@ class CaffeLMDB(Source):
         """The record's fields; a bad record is flagged (``ERROR``, ``ERROR_DETAIL`` naming its
         key and field) with placeholder values, for the pipeline to raise or skip."""
         key, value, is_datum = payload
+        checks = errors.RecordChecks(record_id)
+        checks.add(is_datum, "undecodable", "the value is not a Caffe Datum message")
+        return checks.flag(self._datum_fields(record_id, key, value, checks))
+
+    def _datum_fields(
+        self, record_id: tf.Tensor, key: tf.Tensor, value: tf.Tensor, checks: errors.RecordChecks
+    ) -> dict[str, tf.Tensor]:
+        """The fields of the serialized Datum ``value``, its checks added to ``checks``."""
         sizes, values = tf.io.decode_proto(
             tf.reshape(value, [1]),
             "caffe.Datum",
@@ -231,8 +259,6 @@ class CaffeLMDB(Source):
             descriptor_source=caffe_proto.DESCRIPTOR_SOURCE,
         )
         datum = {name: values[i][0, : sizes[0, i]] for i, name in enumerate(_DTYPES)}
-        checks = errors.RecordChecks(record_id)
-        checks.add(is_datum, "undecodable", "the value is not a Caffe Datum message")
         out = {
             fields.KEY: key,
             fields.RECORD_ID: record_id,
@@ -246,7 +272,7 @@ class CaffeLMDB(Source):
             out[fields.IMAGE_SHAPE] = tf.shape(image)[:2]
             if self.channels == 3:
                 out[fields.CHANNEL_ORDER] = tf.constant("RGB" if self.bgr_to_rgb else "BGR")
-        return checks.flag(out)
+        return out
 
     def _image(self, datum: dict[str, tf.Tensor], checks: errors.RecordChecks) -> tf.Tensor:
         """The pixels, once ``checks`` hold; a 1 × 1 black image otherwise."""
@@ -311,10 +337,10 @@ def _chunks(entries: Iterator[tuple[Any, ...]], size: int = _CHUNK):
         yield tuple(list(items) for items in zip(*chunk, strict=True))
 
 
-def _is_datum(value: bytes) -> bool:
-    """Whether ``value`` parses as a Datum (upb: about 1 µs for a CIFAR-sized one)."""
+def _parses(message: str, value: bytes) -> bool:
+    """Whether ``value`` parses as a ``message`` (upb: about 1 µs for a CIFAR-sized Datum)."""
     try:
-        caffe_proto.message_class("Datum").FromString(value)
+        caffe_proto.message_class(message).FromString(value)
     except DecodeError:
         return False
     return True
@@ -335,7 +361,13 @@ def _from_paths(files: list[str], options: PathOptions) -> CaffeLMDB:
     folders = sorted({os.path.dirname(f) for f in files})
     if len(folders) != 1:
         raise ValueError(f"a Caffe LMDB source is one database folder, got files in {folders}")
-    return CaffeLMDB(folders[0])
+    try:
+        return CaffeLMDB(folders[0])
+    except AnnotatedDatabaseError:
+        # Imported here: that module builds on this one.
+        from object_input.sources.caffe_annotated_lmdb import CaffeAnnotatedLMDB
+
+        return CaffeAnnotatedLMDB(folders[0])
 
 
 register_format("caffe_lmdb", ("data.mdb", "lock.mdb"), _from_paths)
