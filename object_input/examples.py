@@ -17,9 +17,9 @@ import tensorflow as tf
 
 from object_input import batching, fields, iterations, partners
 from object_input.ops import Augmentation, core
-from object_input.ops.deferred import deferrable_prefix
 from object_input.ops.device_stage import DeviceStage
 from object_input.ops.fused_color import FusedColor
+from object_input.ops.registry import deferrable_prefix
 from object_input.ops.resize import resize_features
 from object_input.policy import ErrorPolicy
 from object_input.sources import Source

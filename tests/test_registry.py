@@ -16,10 +16,9 @@ from object_input.ops import (
     unregister_step,
 )
 from object_input.ops.crop import crop_to_window
-from object_input.ops.deferred import deferrable_prefix
 from object_input.ops.device import DeviceStep, vector
 from object_input.ops.fused_color import FusedColor
-from object_input.ops.registry import MOVED, in_range
+from object_input.ops.registry import MOVED, deferrable_prefix, in_range
 from object_input.writers import build_example, write_tfrecords
 
 

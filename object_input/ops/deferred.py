@@ -11,30 +11,12 @@ decoding first and applying the same ops.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import tensorflow as tf
 
 from object_input import fields
-from object_input.ops import core, registry
+from object_input.ops import core
 
 _JPEG_MARGIN = 16
-
-
-def deferrable_prefix(step_names: Sequence[str]) -> int:
-    """How many leading steps to run before decoding (0 when the prefix holds no crop).
-
-    A step may run before decoding when its registration declares a ``deferral``; the prefix
-    ends at its last ``"crop"``, since only a crop makes decoding less.
-    """
-    registered = set(registry.registered_steps())
-    deferrals = []
-    for name in step_names:
-        deferral = registry.get_step(name).deferral if name in registered else None
-        if deferral is None:
-            break
-        deferrals.append(deferral)
-    return max((i + 1 for i, d in enumerate(deferrals) if d == "crop"), default=0)
 
 
 def is_deferred(features: core.Features) -> bool:

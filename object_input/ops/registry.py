@@ -393,3 +393,19 @@ def _describe(hint: Any) -> str:
     if args:
         return f"a list of {_describe(args[0])}"
     return str(hint)
+
+
+def deferrable_prefix(step_names: Sequence[str]) -> int:
+    """How many leading steps to run before decoding (0 when the prefix holds no crop).
+
+    A step may run before decoding when its registration declares a ``deferral``; the prefix
+    ends at its last ``"crop"``, since only a crop makes decoding less.
+    """
+    registered = set(registered_steps())
+    deferrals = []
+    for name in step_names:
+        deferral = get_step(name).deferral if name in registered else None
+        if deferral is None:
+            break
+        deferrals.append(deferral)
+    return max((i + 1 for i, d in enumerate(deferrals) if d == "crop"), default=0)
