@@ -246,15 +246,15 @@ def _data_layer(layer: Message, phase: str, root: str) -> DataLayer:
     prefetch = textproto.one(data, "prefetch", None, int)
     transform_message = textproto.one(layer, "transform_param", None, Message)
     transform = _transform(transform_message, phase, root, annotated)
+    common = {
+        "name": name,
+        "phase": phase,
+        "batch_size": batch_size,
+        "transform": transform,
+        "prefetch": prefetch,
+    }
     if not annotated:
-        return DataLayer(
-            name=name,
-            phase=phase,
-            source=CaffeLMDB(source_path),
-            batch_size=batch_size,
-            transform=transform,
-            prefetch=prefetch,
-        )
+        return DataLayer(source=CaffeLMDB(source_path), **common)
     param = textproto.one(layer, "annotated_data_param", None, Message) or Message(
         layer.source, layer.line, layer.column
     )
@@ -264,14 +264,10 @@ def _data_layer(layer: Message, phase: str, root: str) -> DataLayer:
         raise param.error(f"anno_type {anno_type} is not supported: only BBOX", "anno_type")
     label_map_file = textproto.one(param, "label_map_file", None, str)
     return DataLayer(
-        name=name,
-        phase=phase,
         source=CaffeAnnotatedLMDB(source_path),
-        batch_size=batch_size,
-        transform=transform,
-        prefetch=prefetch,
         ssd_steps=_ssd_steps(transform_message, param, transform),
         label_map_file=_resolve(label_map_file, root) if label_map_file is not None else None,
+        **common,
     )
 
 
