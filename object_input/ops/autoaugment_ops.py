@@ -98,7 +98,9 @@ def sharpness(image: tf.Tensor, factor) -> tf.Tensor:
 
 
 def as_levels(image: tf.Tensor) -> tf.Tensor:
-    """Integer grey levels 0..255 of a float image on the [0, 255] scale."""
+    """Integer grey levels 0..255 of a uint8 image, or of a float image on the [0, 255] scale."""
+    if image.dtype == tf.uint8:
+        return tf.cast(image, tf.int32)
     return tf.cast(tf.clip_by_value(tf.round(image), 0.0, 255.0), tf.int32)
 
 
@@ -171,7 +173,8 @@ def equalize_lookup(histogram: tf.Tensor, num_pixels) -> tuple[tf.Tensor, tf.Ten
 def equalize(image: tf.Tensor) -> tf.Tensor:
     """PIL ``ImageOps.equalize`` per channel on the rounded 8-bit levels.
 
-    A channel whose step (pixels outside its brightest level, over 255) is 0 is left as is.
+    A channel whose step (pixels outside its brightest level, over 255) is 0 is left as is. A
+    uint8 image stays uint8 (its levels are the bytes: no float copy); others come out float32.
     """
     channels = tf.shape(image)[-1]
     num_pixels = tf.size(image) // channels
@@ -183,7 +186,8 @@ def equalize(image: tf.Tensor) -> tf.Tensor:
         [channels, 256],
     )
     lut, step = equalize_lookup(histogram, num_pixels)
-    lut = tf.reshape(lut, [-1])
+    # The lookup holds whole levels: in uint8 it is exact.
+    lut = tf.reshape(tf.cast(lut, tf.uint8) if image.dtype == tf.uint8 else lut, [-1])
     equalized = tf.reshape(tf.gather(lut, index), tf.shape(image))
     # Only a channel with step 0 keeps its values; the broadcasting select runs only then.
     return tf.cond(

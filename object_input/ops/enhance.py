@@ -374,9 +374,11 @@ def random_equalize(
 
     def equalize(image: tf.Tensor, draw_seed: tf.Tensor) -> tf.Tensor:
         del draw_seed
-        return _on_colour(image, "random_equalize", autoaugment_ops.equalize)
+        return _on_levels(
+            image, "random_equalize", autoaugment_ops.equalize, autoaugment_ops.equalize
+        )
 
-    return _maybe(features, seed, probability, equalize)
+    return _maybe(features, seed, probability, equalize, keep_dtype=True)
 
 
 @register_step(

@@ -144,14 +144,16 @@ def test_invert_exact_on_bytes_and_floats_colour_only(channels):
 @pytest.mark.parametrize(
     ("op", "params"),
     [(random_posterize, {"bits_range": (b, b)}) for b in range(1, 9)]
+    + [(random_equalize, {}), (random_invert, {})]
     + [
         (random_solarize, {"threshold_range": (t, t)})
         for t in (0.0, 0.5, 1.0, 127.5, 128.0, 254.2, 255.0, 255.5, 256.0)
     ],
 )
-def test_posterize_and_solarize_on_bytes_equal_the_float_values(op, params, channels):
-    # uint8 images take an integer path; it must give the float path's values exactly.
-    image = _image((9, 11, channels), seed=channels)
+def test_level_ops_on_bytes_equal_the_float_values(op, params, channels):
+    # uint8 images take an integer path; it must give the float path's values exactly. 16 × 17
+    # pixels: equalize changes images of 256 pixels or more.
+    image = _image((16, 17, channels), seed=channels)
     image[0, 0] = 0
     image[0, 1] = 255
     on_bytes = _run(op, image, probability=1.0, **params)
