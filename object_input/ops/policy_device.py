@@ -78,7 +78,7 @@ def apply_entries(
     Each image runs the op it drew and no other: a loop over the batch with one branch per op
     (XLA compiles both). Every op of the batch on every image, kept where drawn, measured about
     four times the cost on a CPU, where a warp alone is most of an image's budget."""
-    split_channels(images, step)
+    split_channels(images, step)  # an unknown channel count is an error naming the step, now
     pixel_names = [name for name in members.get("pixel", ()) if name not in _FILL_OPS]
     fills = "box_cutout" in members or any(name in _FILL_OPS for name in members.get("pixel", ()))
     # Branch 0 does nothing; then the warp, the fill and the pixel ops the policy has.
