@@ -1,16 +1,18 @@
 """Text generated from ``make_dataset``'s option declarations, so that it cannot drift from them.
 
-:data:`object_input.options.DATASET_OPTIONS` declares each option once. Three blocks of text are
+:data:`object_input.options.DATASET_OPTIONS` declares each option once. Blocks of text are
 written from it, each between ``<generated: NAME>`` and ``</generated: NAME>`` comment lines:
 
 - ``make_dataset`` in ``object_input/pipeline.py``: its signature (names, type hints, literal
   defaults, as IDEs and ``help()`` show them) and the ``Args:`` of its docstring; the prose
   before ``Args:`` is written by hand and kept;
 - the option fields of ``PipelineConfig`` in ``object_input/config.py``;
-- the options table of ``docs/options.md``.
+- the options table of ``docs/options.md``, and that of the options a config may set in
+  ``docs/configuration.md``.
 
 Regenerate after changing a declaration: ``python -m object_input.options_reference`` (the
-three files of this checkout, or the files named). A test fails while any of them is stale.
+files of :data:`FILES` in this checkout, or the files named). A test fails while any of them is
+stale.
 """
 
 from __future__ import annotations
@@ -25,7 +27,12 @@ from typing import Any
 from object_input.options import AUTOTUNE, DATASET_OPTIONS, Option, config_options
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-FILES = ("object_input/pipeline.py", "object_input/config.py", "docs/options.md")
+FILES = (
+    "object_input/pipeline.py",
+    "object_input/config.py",
+    "docs/options.md",
+    "docs/configuration.md",
+)
 COMMAND = "python -m object_input.options_reference"
 
 _BLOCK = re.compile(
@@ -90,10 +97,11 @@ def config_fields_block() -> str:
     )
 
 
-def options_table() -> str:
-    """The Markdown table of every ``make_dataset`` option: default, allowed values, meaning."""
+def options_table(options: Sequence[Option] = DATASET_OPTIONS) -> str:
+    """The Markdown table of ``options`` (every ``make_dataset`` option): default, allowed
+    values, meaning."""
     rows = ["| option | default | allowed | meaning |", "|---|---|---|---|"]
-    for option in DATASET_OPTIONS:
+    for option in options:
         allowed = option.rule.allowed() if option.rule is not None else ""
         cells = (f"`{default_text(option.default)}`", allowed, option.doc.replace("``", "`"))
         rows.append(f"| `{option.name}` | " + " | ".join(_cell(c) for c in cells) + " |")
@@ -108,6 +116,7 @@ _RENDERERS = {
     "make_dataset": make_dataset_block,
     "config fields": lambda old: config_fields_block(),
     "options table": lambda old: options_table(),
+    "config options": lambda old: options_table(config_options()),
 }
 
 
