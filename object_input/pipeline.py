@@ -261,7 +261,7 @@ class _DatasetChecks:
             "trailing step with a device form (colour, flips, warps, blur, ...), read by "
             "object_input.layers.DeviceAugmentation from the 'device_parameters' field",
             DeprecationWarning,
-            stacklevel=5,
+            stacklevel=7,  # the caller of make_dataset
         )
         if self.trailing_steps not in (DEFAULTS["trailing_steps"], self.color_stage):
             raise ValueError(
