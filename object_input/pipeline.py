@@ -59,17 +59,17 @@ def _applies_config(fn: Callable[..., T]) -> Callable[..., T]:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> T:
+        if kwargs.get("config") is None:
+            return fn(*args, **kwargs)
         arguments = signature.bind(*args, **kwargs).arguments
-        config = arguments.pop("config", None)
-        if config is not None:
-            overrides = config.to_dataset_kwargs()
-            unknown = sorted(set(overrides) - set(names))
-            if unknown:
-                raise unknown_keyword("make_dataset (from config)", unknown[0], names)
-            source = overrides.pop("source", None)
-            arguments = {**overrides, **arguments}
-            if arguments.get("source") is None:
-                arguments["source"] = source
+        overrides = arguments.pop("config").to_dataset_kwargs()
+        unknown = sorted(set(overrides) - set(names))
+        if unknown:
+            raise unknown_keyword("make_dataset (from config)", unknown[0], names)
+        source = overrides.pop("source", None)
+        arguments = {**overrides, **arguments}
+        if arguments.get("source") is None:
+            arguments["source"] = source
         return fn(**arguments)
 
     return wrapper
