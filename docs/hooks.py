@@ -1,6 +1,6 @@
 """MkDocs hook: option tables generated from signatures and docstrings, so they cannot go stale.
 
-A page line ``<!-- options: object_input.pipeline.make_dataset -->`` becomes a table of that
+A page line ``<!-- options: object_input.options.ReadOptions -->`` becomes a table of that
 function's keyword parameters (or a dataclass's fields) with their defaults and the text of their
 ``Args:`` (or ``Attributes:``) docstring entry.
 """

@@ -29,7 +29,13 @@ from typing import Any
 from object_input import textproto
 from object_input.label_map import load_label_map
 from object_input.ops import Augmentation, ConfigError, StepSpec, get_step, normalize_step
-from object_input.options import DEFAULTS, DecodeOptions, ReadOptions, option_problem
+from object_input.options import (
+    DEFAULTS,
+    DecodeOptions,
+    ReadOptions,
+    config_options,
+    option_problem,
+)
 from object_input.suggest import did_you_mean
 from object_input.textproto import Message, TextFormatError
 
@@ -41,46 +47,43 @@ Step = dict[str, dict[str, Any]]
 @dataclasses.dataclass(frozen=True)
 class PipelineConfig:
     """Input pipeline settings. Unset fields take :func:`~object_input.make_dataset`'s defaults
-    (one table for every entry point); a value a config sets explicitly wins over them.
+    (one declaration for every entry point); a value a config sets explicitly wins over them.
 
     Attributes:
       input_paths: files or glob patterns of TFRecords (a single string is accepted).
       label_map_path: text label map turning ``image/object/class/text`` into ids, or None.
       use_display_name: key the label map by ``display_name`` instead of ``name``.
       augment: augmentation steps, ``[{name: params}, ...]`` in order; validated on creation.
-      batch_size: examples per batch (None: single examples, unbatched).
-      max_boxes: boxes kept per example (None: no limit).
-      shuffle: shuffle the records (and, with ``file_shuffle``, the file order); None: the
-        source's default.
-      shuffle_buffer_size: records in the shuffle buffer.
       file_shuffle: shuffle the file order when ``shuffle`` is on.
       num_readers: files read in parallel.
       read_block_length: consecutive records taken from one file before moving to the next.
-      num_epochs: passes over the data; None (or 0, as in the Object Detection API) is forever.
-      masks: instance masks to decode: None, ``"png"`` or ``"numerical"``.
-      num_keypoints: keypoints per box to decode (0: none).
       multiclass_scores: decode per-box multiclass scores.
-      drop_remainder: drop the last, smaller batch (None: only with static batching).
-      seed: pipeline seed; with one, every batch is reproducible.
+
+    The fields after these are the ``make_dataset`` options a config may set (declared with
+    ``config=True`` in :data:`object_input.options.DATASET_OPTIONS`): the same names, defaults,
+    checks and meanings (docs/options.md). ``num_epochs`` also takes 0, the Object Detection
+    API's "forever", and reads it as None.
     """
 
     input_paths: list[str] = dataclasses.field(default_factory=list)
     label_map_path: str | None = None
     use_display_name: bool = DecodeOptions.use_display_name
     augment: list[Step] = dataclasses.field(default_factory=list)
-    batch_size: int | None = DEFAULTS["batch_size"]
-    max_boxes: int | None = DEFAULTS["max_boxes"]
-    shuffle: bool | None = True
-    shuffle_buffer_size: int = DEFAULTS["shuffle_buffer_size"]
     file_shuffle: bool = ReadOptions.file_shuffle
     num_readers: int = ReadOptions.num_readers
     read_block_length: int = ReadOptions.block_length
-    num_epochs: int | None = DEFAULTS["num_epochs"]
-    masks: str | None = DEFAULTS["masks"]
-    num_keypoints: int = DEFAULTS["num_keypoints"]
     multiclass_scores: bool = DecodeOptions.multiclass_scores
-    drop_remainder: bool | None = DEFAULTS["drop_remainder"]
-    seed: int | None = DEFAULTS["seed"]
+    # <generated: config fields> make_dataset's: python -m object_input.options_reference
+    batch_size: int | None = 32
+    max_boxes: int | None = None
+    drop_remainder: bool | None = None
+    shuffle: bool | None = None
+    shuffle_buffer_size: int = 2048
+    num_epochs: int | None = 1
+    seed: int | None = None
+    masks: str | None = None
+    num_keypoints: int = 0
+    # </generated: config fields>
 
     def __post_init__(self) -> None:
         paths = self.input_paths
@@ -98,7 +101,7 @@ class PipelineConfig:
         for name in _CHECKED_FIELDS:
             problem = _problem(name, getattr(self, name))
             if problem:
-                raise ConfigError(f"{name} {problem}, got {getattr(self, name)!r}")
+                raise ConfigError(f"{name} {problem}")
         if self.num_epochs == 0:
             object.__setattr__(self, "num_epochs", None)
         object.__setattr__(self, "augment", _check_steps(self.augment, "augment"))
@@ -125,8 +128,6 @@ class PipelineConfig:
         for name in _DATASET_FIELDS:
             if getattr(self, name) != DEFAULTS[name]:
                 kwargs[name] = getattr(self, name)
-        if self.shuffle is not True:
-            kwargs["shuffle"] = self.shuffle
         reading = {
             option: getattr(self, name)
             for name, option in _READING_FIELDS.items()
@@ -140,44 +141,18 @@ class PipelineConfig:
 
 
 # Settings passed to make_dataset under the same name, and those that go into ``reading``.
-_DATASET_FIELDS = (
-    "batch_size",
-    "max_boxes",
-    "shuffle_buffer_size",
-    "num_epochs",
-    "masks",
-    "num_keypoints",
-    "drop_remainder",
-    "seed",
-)
+_DATASET_FIELDS = tuple(option.name for option in config_options())
 _READING_FIELDS = {
     "file_shuffle": "file_shuffle",
     "num_readers": "num_readers",
     "read_block_length": "block_length",
 }
-
-
-# Fields checked as the make_dataset options they set (reading's under their own names).
-_CHECKED_FIELDS = (
-    "use_display_name",
-    "batch_size",
-    "max_boxes",
-    "shuffle",
-    "shuffle_buffer_size",
-    "file_shuffle",
-    "num_readers",
-    "read_block_length",
-    "num_epochs",
-    "masks",
-    "num_keypoints",
-    "multiclass_scores",
-    "drop_remainder",
-    "seed",
-)
+# Fields checked as the make_dataset options or option-group fields they set.
+_CHECKED_FIELDS = ("use_display_name", *_READING_FIELDS, "multiclass_scores", *_DATASET_FIELDS)
 
 
 def _problem(name: str, value: Any) -> str | None:
-    """Why ``value`` is invalid for field ``name`` (an error phrase), or None."""
+    """Why ``value`` is invalid for field ``name`` (``"must be ..., got ..."``), or None."""
     if name == "num_epochs" and type(value) is int and value == 0:
         return None  # the Object Detection API's "forever", read as None
     return option_problem(_READING_FIELDS.get(name, name), value)
@@ -443,7 +418,7 @@ def _checked(msg: Message, field: str, target: str, kind: type) -> Any:
     value = textproto.one(msg, field, None, kind)
     problem = None if value is None else _problem(target, value)
     if problem:
-        raise msg.error(f"{field} {problem}, got {value!r}", field)
+        raise msg.error(f"{field} {problem}", field)
     return value
 
 

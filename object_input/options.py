@@ -1,10 +1,12 @@
-"""``make_dataset``'s defaults, option groups for the rarely tuned families, and option checks.
+"""``make_dataset``'s options, each declared once, the option groups, and the option checks.
 
-:data:`DEFAULTS` is the one table of ``make_dataset``'s defaults: its signature and configs
-(:mod:`object_input.config`) read it. The common parameters are explicit in the signature; the
-small frozen objects here group the rest (as TFDS groups reading in ``ReadConfig``), so that
-``help()`` and IDEs show every name with its default. :func:`check_option` holds the checks of
-the options a config can set, for every entry point.
+:data:`DATASET_OPTIONS` declares every ``make_dataset`` parameter once: name, type, default,
+check and meaning. From it come ``make_dataset``'s signature and the Args of its docstring
+(generated text, :mod:`object_input.options_reference`), ``DatasetOptions``, the fields a
+pipeline config may set (:mod:`object_input.config`), the checks of every entry point
+(:func:`check_option`) and the table of ``docs/options.md``. The common parameters are explicit
+in the signature; the small frozen objects here group the rest (as TFDS groups reading in
+``ReadConfig``), so that ``help()`` and IDEs show every name with its default.
 """
 
 from __future__ import annotations
@@ -12,73 +14,59 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import numbers
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import tensorflow as tf
 
+from object_input import batching, errors
 from object_input.suggest import did_you_mean
 
 AUTOTUNE = tf.data.AUTOTUNE
 SERVICE_MODES = ("distributed_epoch", "parallel_epochs")
 MASK_FORMATS = ("png", "numerical")
+OUTPUT_DTYPES = (None, "uint8", "float32", "bfloat16")
+TRAILING_STEPS = ("fused", "exact", "device")
+EMPTY_IMAGE_POLICIES = ("keep", "drop")
 T = TypeVar("T")
-
-#: make_dataset's defaults by keyword: the one table every entry point uses.
-DEFAULTS: dict[str, Any] = {
-    "batch_size": 32,
-    "augment": (),
-    "image_size": None,
-    "pad_image_size": None,
-    "max_boxes": None,
-    "batching": "dynamic",
-    "box_overflow": "error",
-    "drop_remainder": None,
-    "group_by_aspect_ratio": False,
-    "shuffle": None,
-    "shuffle_buffer_size": 2048,
-    "num_epochs": 1,
-    "seed": None,
-    "label_map": None,
-    "masks": None,
-    "num_keypoints": 0,
-    "keras": False,
-    "bounding_box_format": None,
-    "output_dtype": None,
-    "trailing_steps": "fused",
-    "color_stage": None,
-    "num_parallel_calls": AUTOTUNE,
-    "prefetch": AUTOTUNE,
-    "deterministic": True,
-    "on_error": "raise",
-    "empty_images": "keep",
-    "reading": None,
-    "decoding": None,
-    "service": None,
-}
 
 
 @dataclasses.dataclass(frozen=True)
-class _Rule:
+class Rule:
     """The values an option takes: of ``kind`` (or None when ``optional``), at least ``minimum``,
-    one of ``choices``."""
+    one of ``choices`` (whatever their kind)."""
 
-    kind: type
+    kind: type = object
     minimum: int | None = None
     optional: bool = False
     choices: tuple[Any, ...] = ()
 
     def problem(self, value: Any) -> str | None:
+        """Why ``value`` breaks the rule (``"must be ..."``), or None."""
         if value is None and self.optional:
             return None
-        # bool is an int in Python, never a count.
-        if not isinstance(value, self.kind) or (self.kind is int and isinstance(value, bool)):
-            return f"must be {_KIND_NAMES[self.kind]}" + self._or_none()
+        if self.choices:
+            if value in self.choices:
+                return None
+            names = [c for c in self.choices if isinstance(c, str)]
+            hint = did_you_mean(value.lower(), names) if isinstance(value, str) else ""
+            return f"must be one of {self.choices}{self._or_none()}, got {value!r}{hint}"
+        if not _is_kind(value, self.kind):
+            return f"must be {_KIND_NAMES[self.kind]}{self._or_none()}, got {value!r}"
         if self.minimum is not None and value < self.minimum:
-            return f"must be >= {self.minimum}"
-        if self.choices and value not in self.choices:
-            return f"must be one of {list(self.choices)}" + self._or_none()
+            return f"must be >= {self.minimum}, got {value!r}"
         return None
+
+    def allowed(self) -> str:
+        """The rule in words, for the options table."""
+        if self.choices:
+            text = ", ".join(f"`{c!r}`" for c in self.choices)
+        else:
+            text = _KIND_NAMES[self.kind]
+            if self.minimum is not None:
+                text += f" >= {self.minimum}"
+        return text + (" or `None`" if self.optional else "")
 
     def _or_none(self) -> str:
         return " or None" if self.optional else ""
@@ -86,46 +74,40 @@ class _Rule:
 
 _KIND_NAMES = {bool: "true or false", int: "an integer", str: "a string"}
 
-# The checked options of make_dataset and of its option groups, by name.
-_RULES = {
-    "batch_size": _Rule(int, 1, optional=True),
-    "max_boxes": _Rule(int, 1, optional=True),
-    "shuffle": _Rule(bool, optional=True),
-    "shuffle_buffer_size": _Rule(int, 1),
-    "num_epochs": _Rule(int, 1, optional=True),
-    "masks": _Rule(str, optional=True, choices=MASK_FORMATS),
-    "num_keypoints": _Rule(int, 0),
-    "drop_remainder": _Rule(bool, optional=True),
-    "seed": _Rule(int, optional=True),
-    "num_readers": _Rule(int, 1),
-    "block_length": _Rule(int, 1),
-    "num_shards": _Rule(int, 1),
-    "file_shuffle": _Rule(bool),
-    "use_display_name": _Rule(bool),
-    "multiclass_scores": _Rule(bool),
+
+def _is_kind(value: Any, kind: type) -> bool:
+    if kind is int:
+        # NumPy integers count (a seed drawn with NumPy is one); bool, an int in Python, never.
+        return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    return isinstance(value, kind)
+
+
+# The checked fields of the option groups, by name (what a config may set of them).
+_GROUP_RULES = {
+    "num_readers": Rule(int, 1),
+    "block_length": Rule(int, 1),
+    "num_shards": Rule(int, 1),
+    "file_shuffle": Rule(bool),
+    "use_display_name": Rule(bool),
+    "multiclass_scores": Rule(bool),
 }
 
 
 def option_problem(name: str, value: Any) -> str | None:
-    """Why ``value`` is not valid for the option ``name`` (``"must be ..."``), or None."""
-    return _RULES[name].problem(value)
+    """Why ``value`` is not valid for the option ``name`` (``"must be ..., got ..."``), or None.
+
+    ``name`` is a ``make_dataset`` option with a rule or a checked field of an option group.
+    """
+    option = _DECLARED.get(name)
+    rule = option.rule if option is not None else _GROUP_RULES[name]
+    return rule.problem(value)
 
 
 def check_option(name: str, value: Any, what: str = "") -> None:
     """Raise ValueError ``"{what}{name} must be ..., got {value!r}"`` for an invalid value."""
     problem = option_problem(name, value)
     if problem:
-        raise ValueError(f"{what}{name} {problem}, got {value!r}")
-
-
-class Default:
-    """A signature default that a config may override; shows as its value in ``help()``."""
-
-    def __init__(self, value: Any):
-        self.value = value
-
-    def __repr__(self) -> str:
-        return repr(self.value)
+        raise ValueError(f"{what}{name} {problem}")
 
 
 def check_size(name: str, size: Any) -> tuple[int, int] | None:
@@ -287,3 +269,325 @@ class ServiceOptions:
     def __post_init__(self) -> None:
         if self.mode not in SERVICE_MODES:
             raise ValueError(f"service mode must be one of {SERVICE_MODES}, got {self.mode!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Option:
+    """One ``make_dataset`` parameter, declared once.
+
+    Attributes:
+      name: the keyword.
+      hint: its annotation as source text (the generated signature writes it).
+      default: its default.
+      doc: its meaning: the entry of ``make_dataset``'s docstring and of ``docs/options.md``.
+      rule: the values it takes (None: ``convert``, or the pipeline, checks it with others).
+      convert: ``convert(name, value)``: the value checked and in the form the pipeline takes.
+      config: a pipeline config (pipeline.config, YAML) may set it, checked by ``rule``.
+    """
+
+    name: str
+    hint: str
+    default: Any
+    doc: str
+    rule: Rule | None = None
+    convert: Callable[[str, Any], Any] | None = None
+    config: bool = False
+
+    def check(self, value: Any) -> Any:
+        """``value`` checked (a ValueError naming the option and the value) and converted."""
+        problem = self.rule.problem(value) if self.rule is not None else None
+        if problem:
+            raise ValueError(f"{self.name} {problem}")
+        return value if self.convert is None else self.convert(self.name, value)
+
+
+def _reading(name: str, value: Any) -> ReadOptions:
+    return build(ReadOptions, name, value)
+
+
+def _decoding(name: str, value: Any) -> DecodeOptions:
+    return build(DecodeOptions, name, value)
+
+
+def _service(name: str, value: Any) -> ServiceOptions | None:
+    if value is None or isinstance(value, ServiceOptions):
+        return value
+    if isinstance(value, str):
+        return ServiceOptions(value)
+    return build(ServiceOptions, name, value)
+
+
+_COUNT = Rule(int, 1, optional=True)
+
+#: Every ``make_dataset`` parameter, in signature order; ``source`` is the one positional.
+DATASET_OPTIONS: tuple[Option, ...] = (
+    Option(
+        "source",
+        "Any",
+        None,
+        "a path, glob, directory or list of them (format from ``format`` or the suffix), a "
+        "source object from ``object_input.sources``, a ``tf.data.Dataset`` of feature dicts, "
+        "or a Hugging Face ``datasets.Dataset`` / ``IterableDataset`` (read by "
+        "``object_input.sources.HuggingFace`` with its defaults).",
+    ),
+    Option(
+        "config",
+        "Any",
+        None,
+        "a ``PipelineConfig`` (e.g. ``load_pipeline_config``): the values it sets replace the "
+        "defaults; keywords given here replace both.",
+    ),
+    Option(
+        "format",
+        "str | None",
+        None,
+        "the format of path sources when their suffix does not tell "
+        "(``object_input.sources.formats()`` lists them).",
+    ),
+    Option(
+        "batch_size",
+        "int | None",
+        32,
+        "examples per batch; None yields single examples, unbatched.",
+        _COUNT,
+        config=True,
+    ),
+    Option(
+        "augment",
+        "Sequence[Any] | Augmentation",
+        (),
+        'steps in order: ``[("name", {params}), {"name": {params}}, "name", ...]``.',
+    ),
+    Option(
+        "image_size",
+        "Sequence[int] | None",
+        None,
+        "resize every image to ``(height, width)``.",
+        convert=check_size,
+    ),
+    Option(
+        "pad_image_size",
+        "Sequence[int] | None",
+        None,
+        "pad every image up to ``(height, width)`` instead (no resize).",
+        convert=check_size,
+    ),
+    Option(
+        "max_boxes",
+        "int | None",
+        None,
+        "the most boxes an example may have (see ``box_overflow``).",
+        _COUNT,
+        config=True,
+    ),
+    Option(
+        "batching",
+        "str",
+        "dynamic",
+        '"dynamic" pads to the batch maxima; "static" to ``max_boxes`` and a fixed image size '
+        "(examples without boxes need no ``max_boxes``).",
+        Rule(choices=batching.BATCHING_MODES),
+    ),
+    Option(
+        "box_overflow",
+        "str",
+        "error",
+        'more boxes than ``max_boxes``: "error", or "truncate" (counted in ``num_dropped_boxes``).',
+        Rule(choices=batching.OVERFLOW_POLICIES),
+    ),
+    Option(
+        "drop_remainder",
+        "bool | None",
+        None,
+        "drop the last, smaller batch; None: only with ``batching='static'``, whose batches then "
+        "have a known batch size too (pass False to keep every example).",
+        Rule(bool, optional=True),
+        config=True,
+    ),
+    Option(
+        "group_by_aspect_ratio",
+        "bool",
+        False,
+        "dynamic batching only: batch examples whose images have similar width / height "
+        "together, so that tall and wide images pad each other less.",
+    ),
+    Option(
+        "shuffle",
+        "bool | None",
+        None,
+        "shuffle files and records; None: the source's default (on for training data).",
+        Rule(bool, optional=True),
+        config=True,
+    ),
+    Option(
+        "shuffle_buffer_size",
+        "int",
+        2048,
+        "records in the shuffle buffer.",
+        Rule(int, 1),
+        config=True,
+    ),
+    Option(
+        "num_epochs",
+        "int | None",
+        1,
+        "passes over the data; None repeats forever.",
+        _COUNT,
+        config=True,
+    ),
+    Option(
+        "seed",
+        "int | None",
+        None,
+        "with a seed, batches are identical run after run whatever the parallelism.",
+        Rule(int, optional=True),
+        config=True,
+    ),
+    Option(
+        "label_map",
+        "str | os.PathLike | Mapping[str, int] | None",
+        None,
+        "class names to ids for detection records from path sources: a label map file or a dict.",
+    ),
+    Option(
+        "masks",
+        "str | None",
+        None,
+        "instance masks to decode from detection records of path sources.",
+        Rule(optional=True, choices=MASK_FORMATS),
+        config=True,
+    ),
+    Option(
+        "num_keypoints",
+        "int",
+        0,
+        "keypoints per box to decode from detection records of path sources (0: none).",
+        Rule(int, 0),
+        config=True,
+    ),
+    Option(
+        "keras",
+        "bool | str",
+        False,
+        "yield ``(images, targets)`` tuples for ``model.fit``: True gives "
+        '``{"boxes", "classes"}`` (pipeline boxes, padded rows class -1), or the ``label`` of '
+        'examples without boxes; "classification" gives ``labels``: the ``label`` field, else '
+        'each image\'s one image-level class - 1 (``convert folders`` data); "detection" '
+        'gives ``{"boxes", "labels"}`` for KerasHub detectors: boxes in '
+        "``bounding_box_format``, labels ``class id - 1``, padded rows labelled -1.",
+    ),
+    Option(
+        "bounding_box_format",
+        "str | None",
+        None,
+        'the Keras 3 box format of ``keras="detection"`` targets: "xyxy", "yxyx", "xywh", '
+        '"center_xywh", "center_yxhw" (pixels) or their "rel_" forms.',
+    ),
+    Option(
+        "output_dtype",
+        "str | None",
+        None,
+        'None keeps uint8 until an op makes floats; "uint8", "float32", "bfloat16".',
+        Rule(choices=OUTPUT_DTYPES),
+    ),
+    Option(
+        "trailing_steps",
+        "str",
+        "fused",
+        "where the steps at the end of ``augment`` run when images are resized to "
+        '``image_size`` and batched: "fused" (trailing brightness/contrast/hue/saturation/'
+        "distort-colour/gray steps after the resize, on the batch, compiled with XLA; same "
+        'draws, colour computed on resized pixels), "exact" (every step in order, per example, '
+        'before the resize), or "device": the trailing steps with a device form (flips, '
+        "rotation, affine, blur, sharpness, posterize, solarize, cutout, patch gaussian, "
+        "colour) draw and move the annotations here, and their pixel work waits for the "
+        "training device: each example carries ``device_parameters`` for "
+        "``object_input.layers.DeviceAugmentation`` (or ``object_input.apply_device_stage``). "
+        "See docs/performance.md.",
+        Rule(choices=TRAILING_STEPS),
+    ),
+    Option(
+        "color_stage",
+        "str | None",
+        None,
+        "deprecated name of ``trailing_steps`` (same values).",
+        Rule(optional=True, choices=TRAILING_STEPS),
+    ),
+    Option(
+        "num_parallel_calls",
+        "int",
+        AUTOTUNE,
+        "parallelism of the per-example map.",
+    ),
+    Option(
+        "prefetch",
+        "int",
+        AUTOTUNE,
+        "batches prefetched.",
+    ),
+    Option(
+        "deterministic",
+        "bool",
+        True,
+        "keep the element order independent of thread timing (the per-example map keeps its "
+        "order either way).",
+    ),
+    Option(
+        "on_error",
+        "str",
+        errors.RAISE,
+        'a bad record or unreadable file: "raise" stops with an error naming the file, record, '
+        "source id and field (a TensorFlow op failing on a record, e.g. a truncated JPEG, "
+        'names the record); "skip" drops that record alone (before batching) and counts it by '
+        "reason: ``object_input.stats(dataset)`` reads the counts (docs/reliability.md).",
+        Rule(choices=errors.ON_ERROR_POLICIES),
+    ),
+    Option(
+        "empty_images",
+        "str",
+        "keep",
+        'images without boxes: "keep", or "drop" (counted as ``empty``).',
+        Rule(choices=EMPTY_IMAGE_POLICIES),
+    ),
+    Option(
+        "reading",
+        "ReadOptions | Mapping[str, Any] | None",
+        None,
+        "``ReadOptions`` or a dict of its fields (sharding, interleave, compression).",
+        convert=_reading,
+    ),
+    Option(
+        "decoding",
+        "DecodeOptions | Mapping[str, Any] | None",
+        None,
+        "``DecodeOptions`` or a dict of its fields (channels, extra features, ...).",
+        convert=_decoding,
+    ),
+    Option(
+        "service",
+        "ServiceOptions | str | None",
+        None,
+        "a tf.data service address or ``ServiceOptions``: decoding, augmentation and batching "
+        "then run on its workers.",
+        convert=_service,
+    ),
+)
+
+_DECLARED = {option.name: option for option in DATASET_OPTIONS}
+# The parameters that say what to read (source, format) and where options come from (config).
+_NOT_OPTIONS = ("source", "config", "format")
+
+#: make_dataset's defaults by keyword, from the declarations.
+DEFAULTS: dict[str, Any] = {
+    option.name: option.default for option in DATASET_OPTIONS if option.name not in _NOT_OPTIONS
+}
+
+
+def declared(name: str) -> Option:
+    """The declaration of ``make_dataset``'s parameter ``name``."""
+    return _DECLARED[name]
+
+
+def config_options() -> tuple[Option, ...]:
+    """The options a pipeline config may set, passed to ``make_dataset`` under their names."""
+    return tuple(option for option in DATASET_OPTIONS if option.config)

@@ -10,24 +10,24 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 import os
 import warnings
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import tensorflow as tf
 
 from object_input import batching, errors, examples, fields, iterations, keras_layout, partners
+from object_input import options as _options
 from object_input.ops import Augmentation
 from object_input.options import (
+    AUTOTUNE,
+    DATASET_OPTIONS,
     DEFAULTS,
     DecodeOptions,
-    Default,
     ReadOptions,
     ServiceOptions,
-    build,
-    check_option,
-    check_size,
     checked_keywords,
     unknown_keyword,
 )
@@ -35,56 +35,98 @@ from object_input.policy import ErrorPolicy
 from object_input.sources import ReadContext, Source, as_source
 from object_input.sources.resolve import PathOptions
 
-OUTPUT_DTYPES = (None, "uint8", "float32", "bfloat16")
-TRAILING_STEPS = ("fused", "exact", "device")
-EMPTY_IMAGE_POLICIES = ("keep", "drop")
+T = TypeVar("T")
+# Choices that moved to object_input.options with the option declarations.
+_MOVED = ("EMPTY_IMAGE_POLICIES", "OUTPUT_DTYPES", "TRAILING_STEPS")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _MOVED:
+        warnings.warn(
+            f"object_input.pipeline.{name} is now object_input.options.{name}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(_options, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _applies_config(fn: Callable[..., T]) -> Callable[..., T]:
+    """``fn`` with its ``config=`` applied: the values the config sets replace the signature's
+    defaults, and keywords given explicitly (even one equal to its default) replace both."""
+    signature = inspect.signature(fn)
+    names = tuple(signature.parameters)
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> T:
+        if kwargs.get("config") is None:
+            return fn(*args, **kwargs)
+        arguments = signature.bind(*args, **kwargs).arguments
+        overrides = arguments.pop("config").to_dataset_kwargs()
+        unknown = sorted(set(overrides) - set(names))
+        if unknown:
+            raise unknown_keyword("make_dataset (from config)", unknown[0], names)
+        source = overrides.pop("source", None)
+        arguments = {**overrides, **arguments}
+        if arguments.get("source") is None:
+            arguments["source"] = source
+        return fn(**arguments)
+
+    return wrapper
 
 
 @checked_keywords
+@_applies_config
+# <generated: make_dataset> from options.DATASET_OPTIONS: python -m object_input.options_reference
 def make_dataset(
     source: Any = None,
     *,
     config: Any = None,
     format: str | None = None,
-    batch_size: int | None = Default(DEFAULTS["batch_size"]),
-    augment: Sequence[Any] | Augmentation = Default(DEFAULTS["augment"]),
-    image_size: Sequence[int] | None = Default(DEFAULTS["image_size"]),
-    pad_image_size: Sequence[int] | None = Default(DEFAULTS["pad_image_size"]),
-    max_boxes: int | None = Default(DEFAULTS["max_boxes"]),
-    batching: str = Default(DEFAULTS["batching"]),
-    box_overflow: str = Default(DEFAULTS["box_overflow"]),
-    drop_remainder: bool | None = Default(DEFAULTS["drop_remainder"]),
-    group_by_aspect_ratio: bool = Default(DEFAULTS["group_by_aspect_ratio"]),
-    shuffle: bool | None = Default(DEFAULTS["shuffle"]),
-    shuffle_buffer_size: int = Default(DEFAULTS["shuffle_buffer_size"]),
-    num_epochs: int | None = Default(DEFAULTS["num_epochs"]),
-    seed: int | None = Default(DEFAULTS["seed"]),
-    label_map: str | os.PathLike | Mapping[str, int] | None = Default(DEFAULTS["label_map"]),
-    masks: str | None = Default(DEFAULTS["masks"]),
-    num_keypoints: int = Default(DEFAULTS["num_keypoints"]),
-    keras: bool | str = Default(DEFAULTS["keras"]),
-    bounding_box_format: str | None = Default(DEFAULTS["bounding_box_format"]),
-    output_dtype: str | None = Default(DEFAULTS["output_dtype"]),
-    trailing_steps: str = Default(DEFAULTS["trailing_steps"]),
-    color_stage: str | None = Default(DEFAULTS["color_stage"]),
-    num_parallel_calls: int = Default(DEFAULTS["num_parallel_calls"]),
-    prefetch: int = Default(DEFAULTS["prefetch"]),
-    deterministic: bool = Default(DEFAULTS["deterministic"]),
-    on_error: str = Default(DEFAULTS["on_error"]),
-    empty_images: str = Default(DEFAULTS["empty_images"]),
-    reading: ReadOptions | Mapping[str, Any] | None = Default(DEFAULTS["reading"]),
-    decoding: DecodeOptions | Mapping[str, Any] | None = Default(DEFAULTS["decoding"]),
-    service: ServiceOptions | str | None = Default(DEFAULTS["service"]),
+    batch_size: int | None = 32,
+    augment: Sequence[Any] | Augmentation = (),
+    image_size: Sequence[int] | None = None,
+    pad_image_size: Sequence[int] | None = None,
+    max_boxes: int | None = None,
+    batching: str = "dynamic",
+    box_overflow: str = "error",
+    drop_remainder: bool | None = None,
+    group_by_aspect_ratio: bool = False,
+    shuffle: bool | None = None,
+    shuffle_buffer_size: int = 2048,
+    num_epochs: int | None = 1,
+    seed: int | None = None,
+    label_map: str | os.PathLike | Mapping[str, int] | None = None,
+    masks: str | None = None,
+    num_keypoints: int = 0,
+    keras: bool | str = False,
+    bounding_box_format: str | None = None,
+    output_dtype: str | None = None,
+    trailing_steps: str = "fused",
+    color_stage: str | None = None,
+    num_parallel_calls: int = AUTOTUNE,
+    prefetch: int = AUTOTUNE,
+    deterministic: bool = True,
+    on_error: str = "raise",
+    empty_images: str = "keep",
+    reading: ReadOptions | Mapping[str, Any] | None = None,
+    decoding: DecodeOptions | Mapping[str, Any] | None = None,
+    service: ServiceOptions | str | None = None,
 ) -> tf.data.Dataset:
     """A batched, prefetched dataset of decoded, augmented examples.
 
+    Every example gets a stateless seed derived from the pipeline seed, the iterator's iteration
+    number and its position in the stream, so augmentation does not depend on thread timing;
+    the shuffles are keyed by the seed and iteration number too (:mod:`object_input.iterations`,
+    and :class:`object_input.SyncEpochs` for Keras).
+
     Args:
       source: a path, glob, directory or list of them (format from ``format`` or the suffix), a
-        source object from :mod:`object_input.sources`, a ``tf.data.Dataset`` of feature dicts,
-        or a Hugging Face ``datasets.Dataset`` / ``IterableDataset`` (read by
-        :class:`~object_input.sources.HuggingFace` with its defaults).
-      config: a :class:`~object_input.config.PipelineConfig` (e.g. ``load_pipeline_config``): the
-        values it sets replace the defaults; keywords given here replace both.
+        source object from ``object_input.sources``, a ``tf.data.Dataset`` of feature dicts, or a
+        Hugging Face ``datasets.Dataset`` / ``IterableDataset`` (read by
+        ``object_input.sources.HuggingFace`` with its defaults).
+      config: a ``PipelineConfig`` (e.g. ``load_pipeline_config``): the values it sets replace the
+        defaults; keywords given here replace both.
       format: the format of path sources when their suffix does not tell
         (``object_input.sources.formats()`` lists them).
       batch_size: examples per batch; None yields single examples, unbatched.
@@ -92,107 +134,64 @@ def make_dataset(
       image_size: resize every image to ``(height, width)``.
       pad_image_size: pad every image up to ``(height, width)`` instead (no resize).
       max_boxes: the most boxes an example may have (see ``box_overflow``).
-      batching: "dynamic" pads to the batch maxima; "static" to ``max_boxes`` and a fixed
-        image size (examples without boxes need no ``max_boxes``).
+      batching: "dynamic" pads to the batch maxima; "static" to ``max_boxes`` and a fixed image size
+        (examples without boxes need no ``max_boxes``).
       box_overflow: more boxes than ``max_boxes``: "error", or "truncate" (counted in
         ``num_dropped_boxes``).
       drop_remainder: drop the last, smaller batch; None: only with ``batching='static'``, whose
         batches then have a known batch size too (pass False to keep every example).
-      group_by_aspect_ratio: dynamic batching only: batch examples whose images have similar
-        width / height together, so that tall and wide images pad each other less.
+      group_by_aspect_ratio: dynamic batching only: batch examples whose images have similar width /
+        height together, so that tall and wide images pad each other less.
       shuffle: shuffle files and records; None: the source's default (on for training data).
       shuffle_buffer_size: records in the shuffle buffer.
       num_epochs: passes over the data; None repeats forever.
       seed: with a seed, batches are identical run after run whatever the parallelism.
-      label_map, masks, num_keypoints: decoding of detection records from path sources.
-      keras: yield ``(images, targets)`` tuples for ``model.fit``: True gives
-        ``{"boxes", "classes"}`` (pipeline boxes, padded rows class -1), or the ``label`` of
-        examples without boxes; "classification" gives ``labels``: the ``label`` field, else
-        each image's one image-level class - 1 (``convert folders`` data); "detection" gives
-        ``{"boxes", "labels"}`` for KerasHub detectors: boxes in ``bounding_box_format``, labels
-        ``class id - 1``, padded rows labelled -1.
-      bounding_box_format: the Keras 3 box format of ``keras="detection"`` targets: "xyxy",
-        "yxyx", "xywh", "center_xywh", "center_yxhw" (pixels) or their "rel_" forms.
+      label_map: class names to ids for detection records from path sources: a label map file or a
+        dict.
+      masks: instance masks to decode from detection records of path sources.
+      num_keypoints: keypoints per box to decode from detection records of path sources (0: none).
+      keras: yield ``(images, targets)`` tuples for ``model.fit``: True gives ``{"boxes",
+        "classes"}`` (pipeline boxes, padded rows class -1), or the ``label`` of examples without
+        boxes; "classification" gives ``labels``: the ``label`` field, else each image's one
+        image-level class - 1 (``convert folders`` data); "detection" gives ``{"boxes", "labels"}``
+        for KerasHub detectors: boxes in ``bounding_box_format``, labels ``class id - 1``, padded
+        rows labelled -1.
+      bounding_box_format: the Keras 3 box format of ``keras="detection"`` targets: "xyxy", "yxyx",
+        "xywh", "center_xywh", "center_yxhw" (pixels) or their "rel_" forms.
       output_dtype: None keeps uint8 until an op makes floats; "uint8", "float32", "bfloat16".
       trailing_steps: where the steps at the end of ``augment`` run when images are resized to
-        ``image_size`` and batched: "fused" (trailing brightness/contrast/hue/saturation/
-        distort-colour/gray steps after the resize, on the batch, compiled with XLA; same draws,
-        colour computed on resized pixels), "exact" (every step in order, per example, before
-        the resize), or "device": the trailing steps with a device form (flips, rotation,
-        affine, blur, sharpness, posterize, solarize, cutout, patch gaussian, colour) draw and
-        move the annotations here, and their pixel work waits for the training device: each
-        example carries ``device_parameters`` for :class:`object_input.layers.DeviceAugmentation`
-        (or :func:`object_input.apply_device_stage`). See docs/performance.md.
+        ``image_size`` and batched: "fused" (trailing
+        brightness/contrast/hue/saturation/distort-colour/gray steps after the resize, on the batch,
+        compiled with XLA; same draws, colour computed on resized pixels), "exact" (every step in
+        order, per example, before the resize), or "device": the trailing steps with a device form
+        (flips, rotation, affine, blur, sharpness, posterize, solarize, cutout, patch gaussian,
+        colour) draw and move the annotations here, and their pixel work waits for the training
+        device: each example carries ``device_parameters`` for
+        ``object_input.layers.DeviceAugmentation`` (or ``object_input.apply_device_stage``). See
+        docs/performance.md.
       color_stage: deprecated name of ``trailing_steps`` (same values).
-      num_parallel_calls, prefetch: parallelism of the per-example map and prefetch depth.
-      deterministic: keep the element order independent of thread timing (the per-example
-        map keeps its order either way).
+      num_parallel_calls: parallelism of the per-example map.
+      prefetch: batches prefetched.
+      deterministic: keep the element order independent of thread timing (the per-example map keeps
+        its order either way).
       on_error: a bad record or unreadable file: "raise" stops with an error naming the file,
         record, source id and field (a TensorFlow op failing on a record, e.g. a truncated JPEG,
-        names the record); "skip" drops that record alone (before batching) and counts it by
-        reason: ``object_input.stats(dataset)`` reads the counts (docs/reliability.md).
+        names the record); "skip" drops that record alone (before batching) and counts it by reason:
+        ``object_input.stats(dataset)`` reads the counts (docs/reliability.md).
       empty_images: images without boxes: "keep", or "drop" (counted as ``empty``).
-      reading: :class:`~object_input.options.ReadOptions` (sharding, interleave, compression).
-      decoding: :class:`~object_input.options.DecodeOptions` (channels, extra features, ...).
-      service: a tf.data service address or :class:`~object_input.options.ServiceOptions`:
-        decoding, augmentation and batching then run on its workers.
-
-    Every example gets a stateless seed derived from the pipeline seed, the iterator's iteration
-    number and its position in the stream, so augmentation does not depend on thread timing;
-    the shuffles are keyed by the seed and iteration number too (:mod:`object_input.iterations`,
-    and :class:`object_input.SyncEpochs` for Keras).
+      reading: ``ReadOptions`` or a dict of its fields (sharding, interleave, compression).
+      decoding: ``DecodeOptions`` or a dict of its fields (channels, extra features, ...).
+      service: a tf.data service address or ``ServiceOptions``: decoding, augmentation and batching
+        then run on its workers.
     """
-    given = dict(locals())
-    overrides = config.to_dataset_kwargs() if config is not None else {}
-    unknown = sorted(set(overrides) - set(given))
-    if unknown:
-        raise unknown_keyword("make_dataset (from config)", unknown[0], given)
-    values = {}
-    for name, value in given.items():
-        if isinstance(value, Default):
-            value = overrides.get(name, value.value)
-        values[name] = value
-    if values["source"] is None:
-        values["source"] = overrides.get("source")
-    del values["config"]
-    return _build(DatasetOptions(**values))
+    # </generated: make_dataset>
+    options = dict(locals())
+    del options["config"]  # applied by _applies_config
+    return _build(DatasetOptions(**options))
 
 
-@dataclasses.dataclass
-class DatasetOptions:
-    """``make_dataset``'s arguments after defaults and a config are applied, validated."""
-
-    source: Any
-    format: str | None
-    batch_size: int | None
-    augment: Any
-    image_size: Sequence[int] | None
-    pad_image_size: Sequence[int] | None
-    max_boxes: int | None
-    batching: str
-    box_overflow: str
-    drop_remainder: bool | None
-    group_by_aspect_ratio: bool
-    shuffle: bool | None
-    shuffle_buffer_size: int
-    num_epochs: int | None
-    seed: int | None
-    label_map: Any
-    masks: str | None
-    num_keypoints: int
-    keras: bool | str
-    bounding_box_format: str | None
-    output_dtype: str | None
-    trailing_steps: str
-    color_stage: str | None
-    num_parallel_calls: int
-    prefetch: int
-    deterministic: bool
-    on_error: str
-    empty_images: str
-    reading: Any
-    decoding: Any
-    service: Any
+class _DatasetChecks:
+    """The checks of ``DatasetOptions``: each option's declared check, then the combinations."""
 
     def __post_init__(self) -> None:
         if self.source is None:
@@ -201,22 +200,14 @@ class DatasetOptions:
                 "object from object_input.sources (TFDS, HuggingFace, ...), a tf.data.Dataset or a "
                 "Hugging Face dataset"
             )
-        for name in ("batch_size", "max_boxes", "num_epochs"):
-            check_option(name, getattr(self, name))
-        _check_choice("batching", self.batching, batching.BATCHING_MODES)
-        _check_choice("box_overflow", self.box_overflow, batching.OVERFLOW_POLICIES)
-        _check_choice("output_dtype", self.output_dtype, OUTPUT_DTYPES)
+        for option in _CHECKED:
+            setattr(self, option.name, option.check(getattr(self, option.name)))
         self._migrate_color_stage()
-        _check_choice("trailing_steps", self.trailing_steps, TRAILING_STEPS)
         if self.trailing_steps == "device" and (self.image_size is None or self.batch_size is None):
             raise ValueError(
                 "trailing_steps='device' needs image_size and batch_size: the device stage "
                 "runs on batches of one image size"
             )
-        _check_choice("on_error", self.on_error, errors.ON_ERROR_POLICIES)
-        _check_choice("empty_images", self.empty_images, EMPTY_IMAGE_POLICIES)
-        for name in ("image_size", "pad_image_size"):
-            setattr(self, name, check_size(name, getattr(self, name)))
         if self.image_size is not None and self.pad_image_size is not None:
             raise ValueError("give image_size (resize) or pad_image_size (pad), not both")
         # max_boxes, needed by static batching when the examples have boxes, is checked when
@@ -240,17 +231,11 @@ class DatasetOptions:
                 "group_by_aspect_ratio needs batching='dynamic': static batches have one size"
             )
         keras_layout.check_options(self.keras, self.bounding_box_format)
-        self.reading = build(ReadOptions, "reading", self.reading)
-        self.decoding = build(DecodeOptions, "decoding", self.decoding)
         if self.service is not None and (self.on_error, self.empty_images) != ("raise", "keep"):
             raise ValueError(
                 "on_error='skip' and empty_images='drop' count what they drop in this "
                 "process's variables; they cannot run on tf.data service workers"
             )
-        if isinstance(self.service, str):
-            self.service = ServiceOptions(self.service)
-        elif self.service is not None and not isinstance(self.service, ServiceOptions):
-            self.service = build(ServiceOptions, "service", self.service)
         path_options = PathOptions(
             reading=self.reading,
             decoding=self.decoding,
@@ -276,9 +261,8 @@ class DatasetOptions:
             "trailing step with a device form (colour, flips, warps, blur, ...), read by "
             "object_input.layers.DeviceAugmentation from the 'device_parameters' field",
             DeprecationWarning,
-            stacklevel=4,
+            stacklevel=7,  # the caller of make_dataset
         )
-        _check_choice("color_stage", self.color_stage, TRAILING_STEPS)
         if self.trailing_steps not in (DEFAULTS["trailing_steps"], self.color_stage):
             raise ValueError(
                 f"color_stage={self.color_stage!r} and trailing_steps={self.trailing_steps!r} "
@@ -287,9 +271,22 @@ class DatasetOptions:
         self.trailing_steps = self.color_stage
 
 
-def _check_choice(name: str, value: Any, choices: Sequence[Any]) -> None:
-    if value not in choices:
-        raise ValueError(f"{name} must be one of {tuple(choices)}, got {value!r}")
+# The declared options with a check of their own.
+_CHECKED = tuple(o for o in DATASET_OPTIONS if o.rule is not None or o.convert is not None)
+
+#: ``make_dataset``'s arguments after defaults and a config are applied, checked: a field for
+#: each declared parameter but ``config``.
+DatasetOptions = dataclasses.make_dataclass(
+    "DatasetOptions",
+    [(option.name, option.hint) for option in DATASET_OPTIONS if option.name != "config"],
+    bases=(_DatasetChecks,),
+    namespace={
+        "__module__": __name__,
+        "__doc__": "``make_dataset``'s arguments after defaults and a config are applied, "
+        "checked: a field for each parameter declared in ``options.DATASET_OPTIONS`` but "
+        "``config``.",
+    },
+)
 
 
 # Every function tf.data traces in here is written for graphs: AutoGraph would only convert it,
@@ -350,7 +347,15 @@ def _build(opts: DatasetOptions) -> tf.data.Dataset:
             num_parallel_calls=opts.num_parallel_calls,
             deterministic=opts.deterministic,
         )
-    dataset = _batch(dataset, opts)
+    dataset = _batch(
+        dataset,
+        opts.batch_size,
+        mode=opts.batching,
+        max_boxes=opts.max_boxes,
+        image_size=opts.image_size or opts.pad_image_size,
+        drop_remainder=opts.drop_remainder,
+        group_by_aspect_ratio=opts.group_by_aspect_ratio,
+    )
     dataset = policy.count_passed(dataset, batched=opts.batch_size is not None)
     dataset = _colour_stage(dataset, steps, opts.num_parallel_calls, opts.deterministic)
     dataset = _keras_layout(dataset, opts.keras, opts.bounding_box_format, opts.num_parallel_calls)
@@ -406,18 +411,27 @@ def _read(
     return records.repeat(num_epochs)
 
 
-def _batch(dataset: tf.data.Dataset, opts: DatasetOptions) -> tf.data.Dataset:
-    """Examples padded into batches (none when ``batch_size`` is None)."""
-    if opts.batch_size is None:
+def _batch(
+    dataset: tf.data.Dataset,
+    batch_size: int | None,
+    *,
+    mode: str,
+    max_boxes: int | None,
+    image_size: tuple[int, int] | None,
+    drop_remainder: bool,
+    group_by_aspect_ratio: bool,
+) -> tf.data.Dataset:
+    """Examples padded into batches of ``batch_size`` (none when it is None)."""
+    if batch_size is None:
         return dataset
     return batching.batch_features(
         dataset,
-        opts.batch_size,
-        mode=opts.batching,
-        max_boxes=opts.max_boxes,
-        image_size=opts.image_size or opts.pad_image_size,
-        drop_remainder=opts.drop_remainder,
-        group_by_aspect_ratio=opts.group_by_aspect_ratio,
+        batch_size,
+        mode=mode,
+        max_boxes=max_boxes,
+        image_size=image_size,
+        drop_remainder=drop_remainder,
+        group_by_aspect_ratio=group_by_aspect_ratio,
     )
 
 

@@ -1,7 +1,6 @@
 """Pipeline configs: pipeline.config (protobuf text), YAML, mappings and step lists."""
 
 import dataclasses
-import inspect
 import math
 from pathlib import Path
 
@@ -13,7 +12,7 @@ from object_input import fields
 from object_input.config import PipelineConfig, load_pipeline_config, parse_augmentation
 from object_input.label_map import LabelMapError
 from object_input.ops import Augmentation, ConfigError, registered_steps
-from object_input.options import DEFAULTS, ReadOptions
+from object_input.options import ReadOptions
 from object_input.pipeline import DatasetOptions, make_dataset
 
 DATA = Path(__file__).parent / "data"
@@ -93,8 +92,9 @@ def test_reference_config_loads():
         batch_size=64,
         max_boxes=100,
     )
-    # Settings the file leaves out take make_dataset's defaults: one table for every entry point.
-    assert (config.shuffle, config.shuffle_buffer_size, config.num_readers) == (True, 2048, 8)
+    # Settings the file leaves out take make_dataset's defaults: one declaration for every entry
+    # point (shuffle None: the source's default, on for training files).
+    assert (config.shuffle, config.shuffle_buffer_size, config.num_readers) == (None, 2048, 8)
     assert (config.read_block_length, config.num_epochs, config.drop_remainder) == (1, 1, None)
 
 
@@ -588,7 +588,7 @@ def test_yaml_list_is_an_augmentation(tmp_path):
         ("batch_sise: 8\n", r"c\.yaml: unknown setting 'batch_sise'; did you mean 'batch_size'"),
         ("batch_size: '8'\n", r"c\.yaml: batch_size must be an integer or None, got '8'"),
         ("shuffle: 1\n", r"c\.yaml: shuffle must be true or false or None, got 1"),
-        ("masks: rle\n", r"c\.yaml: masks must be one of \['png', 'numerical'\] or None"),
+        ("masks: rle\n", r"c\.yaml: masks must be one of \('png', 'numerical'\) or None"),
         ("input_paths: {a: 1}\n", r"c\.yaml: input_paths must be a path or a list of paths"),
         (
             "augment:\n  - random_horizontal_flip\n  - random_rotation90: {probability: 2}\n",
@@ -710,22 +710,15 @@ def test_config_and_make_dataset_share_one_check_per_option():
         PipelineConfig(max_boxes=True)
     with pytest.raises(ValueError, match=r"^max_boxes must be an integer or None, got True$"):
         make_dataset("x.tfrecord", max_boxes=True)
-    # What make_dataset takes, a config takes: None batches nothing, None shuffles as the source.
-    unbatched = PipelineConfig(batch_size=None, shuffle=None)
-    assert unbatched.to_dataset_kwargs() == {"batch_size": None, "shuffle": None}
+    # What make_dataset takes, a config takes: None batches nothing; a setting that differs
+    # from make_dataset's default (shuffle None: the source's) is passed on.
+    unbatched = PipelineConfig(batch_size=None, shuffle=False)
+    assert unbatched.to_dataset_kwargs() == {"batch_size": None, "shuffle": False}
+    assert PipelineConfig(shuffle=True).to_dataset_kwargs() == {"shuffle": True}
     # 0 epochs is the Object Detection API's "forever"; a float is still refused.
     assert PipelineConfig(num_epochs=0).num_epochs is None
     with pytest.raises(ConfigError, match=r"num_epochs must be an integer or None, got 0\.0"):
         PipelineConfig(num_epochs=0.0)
-
-
-def test_make_dataset_defaults_are_the_options_table():
-    defaults = {
-        name: param.default.value
-        for name, param in inspect.signature(make_dataset).parameters.items()
-        if param.default is not None and hasattr(param.default, "value")
-    }
-    assert defaults == DEFAULTS
 
 
 def test_augment_keeps_given_params_and_is_copied():
