@@ -286,8 +286,13 @@ def result(
 
 def run(conversion: Conversion, output: str | os.PathLike, write: WriteOptions) -> ConversionResult:
     """Write the label map, then every item's record in ``write``'s order, built on local
-    threads, to shards of ``output``. An item whose image fails its check is left out and
-    listed, or under ``write.on_error == "raise"`` stops the writing."""
+    threads (or on ``write.runner``: :mod:`object_input.converters.beam`), to shards of
+    ``output``. An item whose image fails its check is left out and listed, or under
+    ``write.on_error == "raise"`` stops the writing."""
+    if write.runner is not None:
+        from object_input.converters.beam import run_on_beam
+
+        return run_on_beam(conversion, output, write)
     plan = prepare(conversion, output, write)
     left_out: dict[int, str] = {}
 
