@@ -96,20 +96,20 @@ def test_cli_on_beam_prints_what_the_local_run_prints(broken_voc, tmp_path, caps
 
 
 def test_beam_options_need_a_runner_and_flags_given_win():
-    from object_input.converters.beam import pipeline_options
+    from object_input.beam_runs import pipeline_options
 
     with pytest.raises(ValueError, match="beam_options are for a Beam runner: give runner"):
         WriteOptions(beam_options="--direct_num_workers=2")
-    options = pipeline_options(WriteOptions(runner="DirectRunner", num_workers=3)).get_all_options()
-    assert (options["direct_num_workers"], options["direct_running_mode"]) == (
-        3,
-        "multi_threading",
+    assert WriteOptions(runner="DirectRunner", beam_options=["--a", "--b"]).beam_options == (
+        "--a",
+        "--b",
     )
-    given = WriteOptions(
-        runner="DirectRunner",
-        num_workers=3,
-        beam_options=["--direct_num_workers=5", "--direct_running_mode=in_memory"],
-    )
-    options = pipeline_options(given).get_all_options()
-    assert (options["runner"], options["direct_num_workers"]) == ("DirectRunner", 5)
-    assert options["direct_running_mode"] == "in_memory"
+    options = pipeline_options("DirectRunner", None, 3).get_all_options()
+    assert (options["runner"], options["direct_num_workers"]) == ("DirectRunner", 3)
+    assert options["direct_running_mode"] == "multi_threading"
+    flags = "--direct_num_workers=5 --direct_running_mode=in_memory"
+    for given in (flags, flags.split()):
+        options = pipeline_options("DirectRunner", given, 3).get_all_options()
+        assert (options["direct_num_workers"], options["direct_running_mode"]) == (5, "in_memory")
+    options = pipeline_options("FlinkRunner", "--flink_master=host:8081").get_all_options()
+    assert (options["runner"], options["flink_master"]) == ("FlinkRunner", "host:8081")

@@ -15,23 +15,14 @@ records (about 1,000 images with the default shard count) in memory.
 from __future__ import annotations
 
 import bisect
-import json
 import os
 import re
-import shlex
-import uuid
 from collections.abc import Iterable
 from typing import Any
 
-try:
-    import apache_beam as beam
-    from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
-except ImportError:
-    raise ImportError(
-        "converting on Apache Beam needs apache-beam: pip install object-input[beam]"
-    ) from None
 import tensorflow as tf
 
+from object_input.beam_runs import beam, pipeline_options, run_and_collect
 from object_input.converters.common import (
     BadImage,
     Conversion,
@@ -45,30 +36,7 @@ from object_input.converters.write_options import WriteOptions
 from object_input.manifest import forget
 from object_input.writers import shard_paths
 
-#: How the DirectRunner runs its workers unless the options say: threads, as the local
-#: converter does (building a record is mostly TensorFlow's image kernels and zlib, which release
-#: the GIL; benchmarks/convert_beam.py).
-DIRECT_RUNNING_MODE = "multi_threading"
 _LEFT_OUT = "left_out"
-
-
-def pipeline_options(write: WriteOptions) -> PipelineOptions:
-    """The pipeline options of ``write``: its ``beam_options`` on its ``runner``; on the
-    DirectRunner ``num_workers`` workers (default: the CPUs available) run as threads unless
-    the options choose otherwise."""
-    from object_input.writers.parallel import default_workers
-
-    flags = write.beam_options
-    flags = shlex.split(flags) if isinstance(flags, str) else list(flags or ())
-    options = PipelineOptions([f"--runner={write.runner}", *flags])
-    if write.runner == "DirectRunner":
-        direct = options.view_as(DirectOptions)
-        given = " ".join(flags)
-        if "--direct_num_workers" not in given:
-            direct.direct_num_workers = write.num_workers or default_workers()
-        if "--direct_running_mode" not in given:
-            direct.direct_running_mode = DIRECT_RUNNING_MODE
-    return options
 
 
 class _Build(beam.DoFn):
@@ -112,11 +80,6 @@ def _write_shard(
     return len(records)
 
 
-def _save_report(entries: list[tuple[str, Any]], path: str) -> None:
-    with tf.io.gfile.GFile(path, "w") as file:
-        json.dump(entries, file)
-
-
 def _bad_image(err: BaseException) -> str | None:
     """The message of the :class:`BadImage` that stopped a pipeline (``on_error="raise"``), or
     None. Runners hand a worker's error back as the exception itself or as its traceback's
@@ -138,10 +101,9 @@ def run_on_beam(
     suffix = ".tfrecord.gz" if write.compression == "GZIP" else ".tfrecord"
     paths = shard_paths(output, plan.num_shards, suffix)
     forget(paths)
-    report_path = os.path.join(
-        os.path.dirname(output), f".{os.path.basename(output)}-beam-{uuid.uuid4().hex}.json"
+    pipeline = beam.Pipeline(
+        options=pipeline_options(write.runner, write.beam_options, write.num_workers)
     )
-    pipeline = beam.Pipeline(options=pipeline_options(write))
     built = (
         pipeline
         | "Items" >> beam.Create(list(enumerate(plan.items)), reshuffle=False)
@@ -154,7 +116,7 @@ def run_on_beam(
     left_out_indices = (
         built[_LEFT_OUT]
         | "Indices" >> beam.Map(lambda entry: entry[0])
-        | "Sorted" >> beam.combiners.ToList()
+        | "AllLeftOut" >> beam.combiners.ToList()
         | "Sort" >> beam.Map(sorted)
     )
     markers = pipeline | "Shards" >> beam.Create([(k, None) for k in range(plan.num_shards)])
@@ -169,28 +131,17 @@ def run_on_beam(
         | "ByShard" >> beam.GroupByKey()
         | "Write" >> beam.Map(_write_shard, paths, write.compression)
     )
-    (
-        (
-            written | "Counts" >> beam.Map(lambda count: ("written", count)),
-            built[_LEFT_OUT] | "Reasons" >> beam.Map(lambda entry: (_LEFT_OUT, entry)),
-        )
-        | "Report" >> beam.Flatten()
-        | "Collect" >> beam.combiners.ToList()
-        | "Save" >> beam.Map(_save_report, report_path)
-    )
+    found = (
+        written | "Counts" >> beam.Map(lambda count: ("written", count)),
+        built[_LEFT_OUT] | "Reasons" >> beam.Map(lambda entry: (_LEFT_OUT, entry)),
+    ) | "Report" >> beam.Flatten()
     try:
-        pipeline.run().wait_until_finish()
+        entries = run_and_collect(pipeline, found, os.path.dirname(output))
     except Exception as err:
         bad = _bad_image(err)
         if bad is None:
             raise
         raise BadImage(bad) from err
-    try:
-        with tf.io.gfile.GFile(report_path) as file:
-            entries = json.load(file)
-    finally:
-        if tf.io.gfile.exists(report_path):
-            tf.io.gfile.remove(report_path)
     left_out = dict(value for kind, value in entries if kind == _LEFT_OUT)
     count = sum(value for kind, value in entries if kind == "written")
     if count + len(left_out) != len(plan.items):
