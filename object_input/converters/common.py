@@ -14,7 +14,7 @@ import tensorflow as tf
 from object_input import wording
 from object_input.boxes import convert
 from object_input.converters.write_options import WriteOptions
-from object_input.image_files import ImageError, decode_image_file, image_format
+from object_input.image_files import ImageError, decode_image_file, image_format, op_message
 from object_input.label_map import LabelMapSource, format_label_map, load_label_map
 from object_input.writers import shard_paths, write_parallel
 
@@ -90,10 +90,11 @@ def read_image(path: str | os.PathLike) -> ImageFile:
     """
     path = os.fspath(path)
     try:
-        with open(path, "rb") as file:
-            data = file.read()
+        data = _read_bytes(path)
     except OSError as err:
         raise ConversionError(f"cannot read image {path!r}: {err.strerror}") from err
+    except tf.errors.OpError as err:
+        raise ConversionError(f"cannot read image {path!r}: {op_message(err)}") from err
     kind = image_format(data)
     kept = kind in ("jpeg", "png")
     try:
@@ -104,6 +105,16 @@ def read_image(path: str | os.PathLike) -> ImageFile:
     if kept:
         return ImageFile(data, kind, height, width)
     return ImageFile(tf.io.encode_png(pixels).numpy(), "png", height, width)
+
+
+def _read_bytes(path: str) -> bytes:
+    """A file's bytes: local paths through Python, others (``gs://``, where Beam's workers read
+    them) through ``tf.io.gfile``."""
+    if "://" not in path:
+        with open(path, "rb") as file:
+            return file.read()
+    with tf.io.gfile.GFile(path, "rb") as file:
+        return file.read()
 
 
 def check_size(image: ImageFile, height: int, width: int, where: str, path: str) -> None:
@@ -168,10 +179,10 @@ def save_label_map(path: str, label_map: Mapping[str, int], source: LabelMapSour
     ``source`` is the label map the user gave (None when the classes were collected).
     """
     text = format_label_map(label_map)
-    if os.path.exists(path):
-        if isinstance(source, (str, os.PathLike)) and os.path.samefile(source, path):
+    if tf.io.gfile.exists(path):
+        if isinstance(source, (str, os.PathLike)) and _same_file(os.fspath(source), path):
             return
-        with open(path, encoding="utf-8") as file:
+        with tf.io.gfile.GFile(path, "r") as file:
             if load_label_map(path) == dict(label_map) or file.read() == text:
                 return
         if source is None:
@@ -182,9 +193,15 @@ def save_label_map(path: str, label_map: Mapping[str, int], source: LabelMapSour
             )
     parent = os.path.dirname(path)
     if parent:
-        os.makedirs(parent, exist_ok=True)
-    with open(path, "w", encoding="utf-8") as file:
+        tf.io.gfile.makedirs(parent)
+    with tf.io.gfile.GFile(path, "w") as file:
         file.write(text)
+
+
+def _same_file(first: str, second: str) -> bool:
+    if "://" in first or "://" in second:
+        return first == second
+    return os.path.exists(first) and os.path.samefile(first, second)
 
 
 def auto_shards(num_images: int) -> int:
