@@ -1,12 +1,13 @@
 """Conversion on Apache Beam's DirectRunner against the local converter: images/s and ratio.
 
     python benchmarks/convert_beam.py [--images 240] [--height 480] [--width 640] [--rounds 3]
-        [--workers 2] [--modes multi_threading in_memory]
+        [--workers 1 2] [--modes multi_threading]
 
 A COCO set of JPEG crops of scikit-image's sample photographs (``bench`` extra), 3 boxes with
 polygon masks each, is converted with masks to 4 shards by the local converter (threads) and by
-the same converter on the DirectRunner in each ``--modes`` running mode, alternating within
-every round; medians are reported with each one's ratio to the local converter. A tiny set
+the same converter on the DirectRunner in each ``--modes`` running mode, with each number of
+``--workers``, alternating within every round; medians are reported with each one's ratio to
+the local converter with as many workers. A tiny set
 (``--images-small``) run the same way gives the fixed cost of a conversion (reading, ordering,
 starting the pipeline), so that time ≈ fixed + images × per-image cost. The Beam shards are
 checked byte-identical to the local ones. Needs the ``beam`` extra.
@@ -65,15 +66,18 @@ def write_photo_coco(directory: str, images: int, height: int, width: int, seed:
     return path
 
 
-def candidates(workers: int, modes: list[str]) -> dict[str, dict]:
-    """Write options of each candidate by name: local threads, then Beam in each mode."""
-    runs = {"local": {"num_workers": workers}}
-    for mode in modes:
-        runs[f"beam {mode}"] = {
-            "num_workers": workers,
-            "runner": "DirectRunner",
-            "beam_options": f"--direct_running_mode={mode}",
-        }
+def candidates(workers: list[int], modes: list[str]) -> dict[str, dict]:
+    """Write options of each candidate by name: local threads, then Beam in each mode, for
+    each worker count."""
+    runs = {}
+    for count in workers:
+        runs[f"local x{count}"] = {"num_workers": count}
+        for mode in modes:
+            runs[f"beam {mode} x{count}"] = {
+                "num_workers": count,
+                "runner": "DirectRunner",
+                "beam_options": f"--direct_running_mode={mode}",
+            }
     return runs
 
 
@@ -95,7 +99,8 @@ def time_sets(
                 )
                 seconds.setdefault((set_name, name), []).append(time.perf_counter() - start)
                 written[name] = [tf.io.gfile.GFile(p, "rb").read() for p in result.paths]
-            assert all(w == written["local"] for w in written.values()), "Beam wrote other bytes"
+            first = next(iter(written.values()))
+            assert all(w == first for w in written.values()), "a candidate wrote other bytes"
     return {key: statistics.median(values) for key, values in seconds.items()}
 
 
@@ -106,14 +111,16 @@ def main() -> None:
     parser.add_argument("--height", type=int, default=480, help="image height")
     parser.add_argument("--width", type=int, default=640, help="image width")
     parser.add_argument("--rounds", type=int, default=3, help="timing rounds")
-    parser.add_argument("--workers", type=int, default=2, help="threads / Beam workers")
     parser.add_argument(
-        "--modes",
-        nargs="+",
-        default=["multi_threading", "in_memory"],
-        help="DirectRunner running modes to time",
+        "--workers", type=int, nargs="+", default=[1, 2], help="threads / Beam workers"
+    )
+    parser.add_argument(
+        "--modes", nargs="+", default=["multi_threading"], help="DirectRunner running modes"
     )
     args = parser.parse_args()
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
+    ).stdout.strip()
     runs = candidates(args.workers, args.modes)
     with tempfile.TemporaryDirectory() as tmp:
         sets = {
@@ -121,22 +128,19 @@ def main() -> None:
             for size, count in (("small", args.images_small), ("large", args.images))
         }
         medians = time_sets(sets, runs, args.rounds, tmp)
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
-    ).stdout.strip()
     print(
         f"COCO, {args.width}x{args.height} photograph crops, 3 polygon masks each, 4 shards; "
-        f"{args.workers} workers; {os.cpu_count()} CPUs; commit {commit}; medians of "
+        f"{os.cpu_count()} CPUs; commit {commit}; medians of "
         f"{args.rounds} rounds"
     )
     extra = args.images - args.images_small
-    local = medians[("large", "local")]
-    for name in runs:
+    for name, write in runs.items():
         large, small = medians[("large", name)], medians[("small", name)]
+        local = medians[("large", f"local x{write['num_workers']}")]
         per_image = (large - small) / extra
         fixed = small - args.images_small * per_image
         print(
-            f"  {name:<24s} {args.images / large:7.1f} images/s  x{local / large:.2f} vs local"
+            f"  {name:<28s} {args.images / large:7.1f} images/s  x{local / large:.2f} vs local"
             f"   fixed {fixed:5.2f} s + {1000 * per_image:6.2f} ms/image"
         )
 
