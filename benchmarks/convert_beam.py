@@ -3,20 +3,19 @@
     python benchmarks/convert_beam.py [--images 240] [--height 480] [--width 640] [--rounds 3]
         [--workers 1 2] [--modes multi_threading]
 
-A COCO set of JPEG crops of scikit-image's sample photographs (``bench`` extra), 3 boxes with
-polygon masks each, is converted with masks to 4 shards by the local converter (threads) and by
-the same converter on the DirectRunner in each ``--modes`` running mode, with each number of
-``--workers``, alternating within every round; medians are reported with each one's ratio to
-the local converter with as many workers. A tiny set
-(``--images-small``) run the same way gives the fixed cost of a conversion (reading, ordering,
-starting the pipeline), so that time ≈ fixed + images × per-image cost. The Beam shards are
-checked byte-identical to the local ones. Needs the ``beam`` extra.
+A COCO set of JPEG crops of scikit-image's sample photographs (``bench`` extra; written as
+``convert.py`` writes its set, 5 polygon masks per image) is converted with masks to 4 shards
+by the local converter (threads) and by the same converter on the DirectRunner in each
+``--modes`` running mode, with each number of ``--workers``, alternating within every round;
+medians are reported with each one's ratio to the local converter with as many workers. A tiny
+set (``--images-small``) run the same way gives the fixed cost of a conversion (reading,
+ordering, starting the pipeline), so that time ≈ fixed + images × per-image cost. Every
+candidate's shards are checked byte-identical. Needs the ``beam`` extra.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -25,45 +24,10 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-import numpy as np
 import tensorflow as tf
-from common import photo_crops
+from convert import write_coco
 
 from object_input.converters import convert_coco
-
-
-def write_photo_coco(directory: str, images: int, height: int, width: int, seed: int = 0) -> str:
-    """A COCO file of ``images`` photograph crops (JPEG, quality 90) with 3 polygons each, under
-    ``directory``; returns the JSON's path."""
-    rng = np.random.default_rng(seed)
-    os.makedirs(os.path.join(directory, "images"), exist_ok=True)
-    entries, annotations = [], []
-    for index, pixels in enumerate(photo_crops(images, height, width, rng)):
-        name = f"{index:06d}.jpg"
-        tf.io.write_file(
-            os.path.join(directory, "images", name), tf.io.encode_jpeg(pixels, quality=90)
-        )
-        entries.append({"id": index, "file_name": name, "height": height, "width": width})
-        for _ in range(3):
-            x, y = rng.uniform(0, width * 0.6), rng.uniform(0, height * 0.6)
-            w, h = width * 0.3, height * 0.3
-            polygon = [x, y, x + w, y + h * 0.2, x + w * 0.7, y + h, x + w * 0.1, y + h * 0.8]
-            annotations.append(
-                {
-                    "id": len(annotations),
-                    "image_id": index,
-                    "category_id": int(rng.integers(1, 4)),
-                    "bbox": [x, y, w, h],
-                    "area": w * h / 2,
-                    "iscrowd": 0,
-                    "segmentation": [polygon],
-                }
-            )
-    path = os.path.join(directory, "instances.json")
-    categories = [{"id": i, "name": f"class{i}"} for i in (1, 2, 3)]
-    with open(path, "w") as file:
-        json.dump({"images": entries, "annotations": annotations, "categories": categories}, file)
-    return path
 
 
 def candidates(workers: list[int], modes: list[str]) -> dict[str, dict]:
@@ -124,12 +88,12 @@ def main() -> None:
     runs = candidates(args.workers, args.modes)
     with tempfile.TemporaryDirectory() as tmp:
         sets = {
-            size: write_photo_coco(os.path.join(tmp, size), count, args.height, args.width)
+            size: write_coco(os.path.join(tmp, size), count, args.height, args.width, photos=True)
             for size, count in (("small", args.images_small), ("large", args.images))
         }
         medians = time_sets(sets, runs, args.rounds, tmp)
     print(
-        f"COCO, {args.width}x{args.height} photograph crops, 3 polygon masks each, 4 shards; "
+        f"COCO, {args.width}x{args.height} photograph crops, 5 polygon masks each, 4 shards; "
         f"{os.cpu_count()} CPUs; commit {commit}; medians of "
         f"{args.rounds} rounds"
     )
