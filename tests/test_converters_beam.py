@@ -71,7 +71,14 @@ def test_csv_and_folders_on_beam_more_shards_than_images(tmp_path, rng):
     for name in ("x", "y"):
         _save(tmp_path / "tree" / name / f"{name}.png", _image(rng, 5, 5))
     local = convert_folders(tmp_path / "tree", tmp_path / "lf" / "f", num_shards=1, **QUIET)
-    on_beam = convert_folders(tmp_path / "tree", tmp_path / "bf" / "f", num_shards=1, **THREADS)
+    # The label map elsewhere: the shards' folder is made all the same.
+    on_beam = convert_folders(
+        tmp_path / "tree",
+        tmp_path / "bf" / "deep" / "f",
+        num_shards=1,
+        label_map_output=tmp_path / "bf.pbtxt",
+        **THREADS,
+    )
     _same_output(local, on_beam)
 
 

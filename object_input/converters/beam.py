@@ -94,12 +94,15 @@ def run_on_beam(
     """Write ``conversion``'s records as :func:`~object_input.converters.common.run` does, on
     the Beam runner ``write.runner`` with ``write.beam_options``.
 
-    The images and ``output`` must be reachable from the workers under the same paths.
+    The images and ``output`` must be reachable from the workers under the same paths, and
+    the workers must have this package installed.
     """
     output = os.fspath(output)
     plan = prepare(conversion, output, write)
     suffix = ".tfrecord.gz" if write.compression == "GZIP" else ".tfrecord"
     paths = shard_paths(output, plan.num_shards, suffix)
+    if os.path.dirname(output):
+        tf.io.gfile.makedirs(os.path.dirname(output))
     forget(paths)
     pipeline = beam.Pipeline(
         options=pipeline_options(write.runner, write.beam_options, write.num_workers)
