@@ -64,6 +64,34 @@ def random_boxes(rng: np.random.Generator, min_boxes: int = 1, max_boxes: int = 
     return np.concatenate([low, low + size], axis=1).astype(np.float32)
 
 
+def photo_crops(
+    count: int, height: int, width: int, rng: np.random.Generator
+) -> Iterator[np.ndarray]:
+    """``count`` uint8 ``height`` × ``width`` crops of scikit-image's sample photographs, in
+    turn: each scaled up by 1–1.5× its least cover scale (the smaller ones so that they cover
+    the crop at all), cropped at a random place and mirrored half of the time. Needs the
+    ``bench`` extra (scikit-image)."""
+    import skimage.data
+
+    photos = [getattr(skimage.data, name)() for name in PHOTOGRAPHS]
+    photos = [p[0] if isinstance(p, tuple) else p for p in photos]
+    for index in range(count):
+        photo = photos[index % len(photos)][..., :3]
+        cover = max(height / photo.shape[0], width / photo.shape[1])
+        scale = cover * rng.uniform(1.0, 1.5)
+        size = [
+            max(round(photo.shape[0] * scale), height),
+            max(round(photo.shape[1] * scale), width),
+        ]
+        scaled = tf.image.resize(photo, size, antialias=True).numpy()
+        top = int(rng.integers(0, size[0] - height + 1))
+        left = int(rng.integers(0, size[1] - width + 1))
+        crop = scaled[top : top + height, left : left + width]
+        if rng.random() < 0.5:
+            crop = crop[:, ::-1]
+        yield np.clip(np.round(crop), 0, 255).astype(np.uint8)
+
+
 def write_photo_records(
     directory: str,
     num_examples: int = 256,
@@ -73,38 +101,15 @@ def write_photo_records(
     seed: int = 0,
     quality: int = 90,
 ) -> str:
-    """Random ``height`` × ``width`` crops of scikit-image's sample photographs as JPEG records.
-
-    Each photograph is scaled up by 1–1.5× its least cover scale (the smaller ones so that they
-    cover the crop at all), cropped at a random place, mirrored half of the time and encoded as
-    JPEG at ``quality``, with 1–20 random boxes. Needs the ``bench`` extra (scikit-image).
-    Returns a glob for the records.
-    """
+    """:func:`photo_crops` encoded as JPEG at ``quality`` in records, each with 1–20 random
+    boxes. Returns a glob for the records."""
     pattern = os.path.join(directory, "photo-*.tfrecord")
     if tf.io.gfile.glob(pattern):
         return pattern
-    import skimage.data
-
-    photos = [getattr(skimage.data, name)() for name in PHOTOGRAPHS]
-    photos = [p[0] if isinstance(p, tuple) else p for p in photos]
     rng = np.random.default_rng(seed)
 
     def examples() -> Iterable[tf.train.Example]:
-        for index in range(num_examples):
-            photo = photos[index % len(photos)][..., :3]
-            cover = max(height / photo.shape[0], width / photo.shape[1])
-            scale = cover * rng.uniform(1.0, 1.5)
-            size = [
-                max(round(photo.shape[0] * scale), height),
-                max(round(photo.shape[1] * scale), width),
-            ]
-            scaled = tf.image.resize(photo, size, antialias=True).numpy()
-            top = int(rng.integers(0, size[0] - height + 1))
-            left = int(rng.integers(0, size[1] - width + 1))
-            crop = scaled[top : top + height, left : left + width]
-            if rng.random() < 0.5:
-                crop = crop[:, ::-1]
-            image = np.clip(np.round(crop), 0, 255).astype(np.uint8)
+        for index, image in enumerate(photo_crops(num_examples, height, width, rng)):
             boxes = random_boxes(rng)
             yield build_example(
                 image,

@@ -25,15 +25,26 @@ from object_input.converters import convert_coco
 from object_input.writers.parallel import default_workers
 
 
-def write_coco(directory: str, images: int, height: int, width: int, seed: int = 0) -> str:
-    """A COCO annotation file and its JPEG images under ``directory``; returns the JSON path."""
+def write_coco(
+    directory: str, images: int, height: int, width: int, seed: int = 0, photos: bool = False
+) -> str:
+    """A COCO annotation file and its JPEG images (noise, or with ``photos`` crops of
+    scikit-image's sample photographs at quality 90) under ``directory``; returns the JSON
+    path."""
     rng = np.random.default_rng(seed)
     os.makedirs(os.path.join(directory, "images"), exist_ok=True)
     entries, annotations = [], []
+    if photos:
+        from common import photo_crops
+
+        crops = photo_crops(images, height, width, rng)
     for index in range(images):
-        pixels = rng.integers(0, 256, (height, width, 3), dtype=np.uint8)
+        if photos:
+            jpeg = tf.io.encode_jpeg(next(crops), quality=90)
+        else:
+            jpeg = tf.io.encode_jpeg(rng.integers(0, 256, (height, width, 3), dtype=np.uint8))
         name = f"{index:06d}.jpg"
-        tf.io.write_file(os.path.join(directory, "images", name), tf.io.encode_jpeg(pixels))
+        tf.io.write_file(os.path.join(directory, "images", name), jpeg)
         entries.append({"id": index, "file_name": name, "height": height, "width": width})
         for _ in range(5):
             x, y = rng.uniform(0, width * 0.6), rng.uniform(0, height * 0.6)

@@ -458,27 +458,55 @@ def verify_files(
     the same ones (:mod:`object_input.manifest`). A file with a bad record loses its entry.
     ``write=False`` only reports.
     """
+    settings = {
+        "label_map": label_map,
+        "masks": masks,
+        "num_keypoints": num_keypoints,
+        "decoding": decoding,
+        "compression": compression,
+    }
+    checked = [verify_file(path, **settings) for path in list_files(source, SUFFIXES)]
+    return record_verdicts(checked, write)
+
+
+def verify_file(
+    path: str,
+    *,
+    label_map: LabelMapSource | None = None,
+    masks: str | None = None,
+    num_keypoints: int = 0,
+    decoding: DecodeOptions | Mapping[str, Any] | None = None,
+    compression: str | None = "auto",
+) -> tuple[FileVerdict, dict[str, Any] | None]:
+    """Decode every record of one TFRecord file as :func:`verify_files` does; returns its
+    verdict and, when it passed, its manifest entry (None else)."""
     decoding = dataclasses.replace(build(DecodeOptions, "decoding", decoding), trust_manifest=False)
-    verdicts, passed = [], {}
-    for path in list_files(source, SUFFIXES):
-        tfrecord = TFRecord(
-            path,
-            compression=compression,
-            label_map=label_map,
-            masks=masks,
-            num_keypoints=num_keypoints,
-            decoding=decoding,
-        )
-        before = manifest.file_facts(path)
-        dataset = make_dataset(tfrecord, batch_size=None, shuffle=False, on_error="skip")
-        dataset.map(lambda features: features[fields.RECORD_ID]).reduce(0, lambda n, _: n + 1)
-        counts = skips.counter_of(dataset).snapshot()
-        verdict = FileVerdict(path, counts.passed, counts.total_skipped, counts.offenders)
-        if verdict.verified and manifest.file_facts(path) != before:
-            verdict = FileVerdict(path, counts.passed, 1, (f"{path}: changed while verified",))
-        if verdict.verified:
-            passed[path] = manifest.entry(before, counts.passed, tfrecord.decoder.settings())
-        verdicts.append(verdict)
-    failed = [v.file for v in verdicts if not v.verified]
+    tfrecord = TFRecord(
+        path,
+        compression=compression,
+        label_map=label_map,
+        masks=masks,
+        num_keypoints=num_keypoints,
+        decoding=decoding,
+    )
+    before = manifest.file_facts(path)
+    dataset = make_dataset(tfrecord, batch_size=None, shuffle=False, on_error="skip")
+    dataset.map(lambda features: features[fields.RECORD_ID]).reduce(0, lambda n, _: n + 1)
+    counts = skips.counter_of(dataset).snapshot()
+    verdict = FileVerdict(path, counts.passed, counts.total_skipped, counts.offenders)
+    if verdict.verified and manifest.file_facts(path) != before:
+        verdict = FileVerdict(path, counts.passed, 1, (f"{path}: changed while verified",))
+    if not verdict.verified:
+        return verdict, None
+    return verdict, manifest.entry(before, counts.passed, tfrecord.decoder.settings())
+
+
+def record_verdicts(
+    checked: Sequence[tuple[FileVerdict, dict[str, Any] | None]], write: bool = True
+) -> Verification:
+    """The :class:`Verification` of :func:`verify_file`'s answers, in their order; with
+    ``write``, the passed files' entries recorded in their manifests and the others' dropped."""
+    passed = {verdict.file: entry for verdict, entry in checked if entry is not None}
+    failed = [verdict.file for verdict, entry in checked if entry is None]
     written = manifest.record(passed, failed) if write else []
-    return Verification(tuple(verdicts), tuple(written))
+    return Verification(tuple(verdict for verdict, _ in checked), tuple(written))

@@ -190,7 +190,7 @@ def test_convert_flags_are_the_write_options_fields(tmp_path, capsys):
     assert parsed() == WriteOptions()
     flags = ["--num-shards", "3", "--label-map", "lm.pbtxt", "--label-map-output", "o.pbtxt"]
     flags += ["--workers", "2", "--no-shuffle", "--seed", "7", "--gzip", "--no-progress"]
-    flags += ["--on-error", "raise"]
+    flags += ["--on-error", "raise", "--runner", "DirectRunner", "--beam-options=--x=1 --y=2"]
     assert parsed(*flags) == WriteOptions(
         num_shards=3,
         label_map="lm.pbtxt",
@@ -201,6 +201,8 @@ def test_convert_flags_are_the_write_options_fields(tmp_path, capsys):
         compression="GZIP",
         progress=False,
         on_error="raise",
+        runner="DirectRunner",
+        beam_options="--x=1 --y=2",
     )
     argv = ["convert", "folders", str(tmp_path), "-o", str(tmp_path / "t"), "--num-shards", "0"]
     assert cli.main(argv) == 1

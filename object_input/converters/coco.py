@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from object_input.converters.common import (
+    Conversion,
     ConversionError,
     ConversionResult,
     check_size,
@@ -25,7 +26,7 @@ from object_input.converters.common import (
     run,
 )
 from object_input.converters.write_options import WriteOptions, takes_write_options
-from object_input.label_map import load_label_map
+from object_input.label_map import LabelMapSource, load_label_map
 from object_input.writers import build_example
 
 
@@ -106,6 +107,28 @@ def convert_coco(
     Boxes outside the image are clipped to it; annotations whose clipped box is empty are
     skipped and listed in the result's ``skipped``.
     """
+    conversion = coco_conversion(
+        annotations,
+        images,
+        masks=masks,
+        keypoints=keypoints,
+        include_crowd=include_crowd,
+        label_map=write.label_map,
+    )
+    return run(conversion, output, write)
+
+
+def coco_conversion(
+    annotations: str | os.PathLike,
+    images: str | os.PathLike,
+    *,
+    masks: bool = True,
+    keypoints: bool = True,
+    include_crowd: bool = True,
+    label_map: LabelMapSource | None = None,
+) -> Conversion:
+    """The annotations of a COCO file read and checked, with how to build each image's record
+    (:func:`convert_coco`'s arguments)."""
     annotations = os.fspath(annotations)
     try:
         with open(annotations, encoding="utf-8") as file:
@@ -121,14 +144,14 @@ def convert_coco(
     for index, category in enumerate(data["categories"]):
         _require(category, ("id", "name"), f"{annotations}: categories[{index}]")
         categories[category["id"]] = category
-    if write.label_map is None:
+    if label_map is None:
         mapping = {c["name"]: int(c["id"]) for c in categories.values()}
     else:
-        mapping = load_label_map(write.label_map)
+        mapping = load_label_map(label_map)
         missing = sorted({c["name"] for c in categories.values()} - set(mapping))
         if missing:
             raise ConversionError(
-                f"{annotations}: categories {missing} are not in the label map {write.label_map!r}"
+                f"{annotations}: categories {missing} are not in the label map {label_map!r}"
             )
     num_keypoints = 0
     if keypoints:
@@ -164,16 +187,18 @@ def convert_coco(
             deterministic=True
         )
 
-    return run(
+    return Conversion(
         list(by_id.values()),
         build,
-        output,
         mapping,
-        write,
         description=f"COCO {os.path.basename(annotations)}",
-        count_boxes=lambda image: len(image.annotations),
+        count_boxes=_count_boxes,
         skipped=skipped,
     )
+
+
+def _count_boxes(image: _Image) -> int:
+    return len(image.annotations)
 
 
 def _require(entry: Any, keys: tuple[str, ...], where: str) -> None:

@@ -14,7 +14,7 @@ import tensorflow as tf
 from object_input import wording
 from object_input.boxes import convert
 from object_input.converters.write_options import WriteOptions
-from object_input.image_files import ImageError, decode_image_file, image_format
+from object_input.image_files import ImageError, decode_image_file, image_format, op_message
 from object_input.label_map import LabelMapSource, format_label_map, load_label_map
 from object_input.writers import shard_paths, write_parallel
 
@@ -90,10 +90,11 @@ def read_image(path: str | os.PathLike) -> ImageFile:
     """
     path = os.fspath(path)
     try:
-        with open(path, "rb") as file:
-            data = file.read()
+        data = _read_bytes(path)
     except OSError as err:
         raise ConversionError(f"cannot read image {path!r}: {err.strerror}") from err
+    except tf.errors.OpError as err:
+        raise ConversionError(f"cannot read image {path!r}: {op_message(err)}") from err
     kind = image_format(data)
     kept = kind in ("jpeg", "png")
     try:
@@ -104,6 +105,16 @@ def read_image(path: str | os.PathLike) -> ImageFile:
     if kept:
         return ImageFile(data, kind, height, width)
     return ImageFile(tf.io.encode_png(pixels).numpy(), "png", height, width)
+
+
+def _read_bytes(path: str) -> bytes:
+    """A file's bytes: local paths through Python, others (``gs://``, where Beam's workers read
+    them) through ``tf.io.gfile``."""
+    if "://" not in path:
+        with open(path, "rb") as file:
+            return file.read()
+    with tf.io.gfile.GFile(path, "rb") as file:
+        return file.read()
 
 
 def check_size(image: ImageFile, height: int, width: int, where: str, path: str) -> None:
@@ -168,10 +179,10 @@ def save_label_map(path: str, label_map: Mapping[str, int], source: LabelMapSour
     ``source`` is the label map the user gave (None when the classes were collected).
     """
     text = format_label_map(label_map)
-    if os.path.exists(path):
-        if isinstance(source, (str, os.PathLike)) and os.path.samefile(source, path):
+    if tf.io.gfile.exists(path):
+        if isinstance(source, (str, os.PathLike)) and _same_file(os.fspath(source), path):
             return
-        with open(path, encoding="utf-8") as file:
+        with tf.io.gfile.GFile(path, "r") as file:
             if load_label_map(path) == dict(label_map) or file.read() == text:
                 return
         if source is None:
@@ -182,9 +193,15 @@ def save_label_map(path: str, label_map: Mapping[str, int], source: LabelMapSour
             )
     parent = os.path.dirname(path)
     if parent:
-        os.makedirs(parent, exist_ok=True)
-    with open(path, "w", encoding="utf-8") as file:
+        tf.io.gfile.makedirs(parent)
+    with tf.io.gfile.GFile(path, "w") as file:
         file.write(text)
+
+
+def _same_file(first: str, second: str) -> bool:
+    if "://" in first or "://" in second:
+        return first == second
+    return os.path.exists(first) and os.path.samefile(first, second)
 
 
 def auto_shards(num_images: int) -> int:
@@ -212,53 +229,106 @@ def _check_stale_shards(prefix: str, num_shards: int, compression: str | None) -
         )
 
 
-def run(
-    items: list,
-    build: Callable[[Any], bytes],
-    output: str | os.PathLike,
-    label_map: Mapping[str, int],
-    write: WriteOptions,
-    *,
-    description: str,
-    count_boxes: Callable[[Any], int],
-    skipped: list[str] | None = None,
-) -> ConversionResult:
-    """Write the label map, then ``build(item)`` for every item in ``write``'s order, to shards
-    of ``output``. An item whose ``build`` raises :class:`BadImage` is left out and listed, or
-    under ``write.on_error == "raise"`` stops the writing."""
-    items = order(items, write.shuffle, write.seed)
+@dataclasses.dataclass(frozen=True)
+class Conversion:
+    """What a converter found before anything is written: the items (one per image), how to
+    build each one's serialized record, the label map, and what it skipped while reading the
+    annotations. Written by :func:`run` on local threads, or by
+    :mod:`object_input.converters.beam` on Apache Beam.
+
+    ``build`` raises :class:`BadImage` for an image that fails its check; it and the items must
+    pickle (Beam sends them to its workers).
+    """
+
+    items: list
+    build: Callable[[Any], bytes]
+    label_map: dict[str, int]
+    description: str
+    count_boxes: Callable[[Any], int]
+    skipped: list[str] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """Where and in what order a conversion writes: its items in ``write``'s order, the shard
+    count and the label map file."""
+
+    items: list
+    num_shards: int
+    label_map_path: str
+
+
+def prepare(conversion: Conversion, output: str | os.PathLike, write: WriteOptions) -> Plan:
+    """Order the items, choose the shard count, refuse stale shards and write the label map:
+    what happens before the records, wherever they are built."""
+    items = order(conversion.items, write.shuffle, write.seed)
     num_shards = write.num_shards or auto_shards(len(items))
     _check_stale_shards(os.fspath(output), num_shards, write.compression)
     label_map_path = os.fspath(write.label_map_output or default_label_map_path(output))
-    save_label_map(label_map_path, label_map, write.label_map)
+    save_label_map(label_map_path, conversion.label_map, write.label_map)
+    return Plan(items, num_shards, label_map_path)
+
+
+def build_or_reason(build: Callable[[Any], bytes], item: Any, on_error: str) -> bytes | str:
+    """``build(item)``; for an image that fails its check the reason (``"file: why"``), or
+    under ``on_error == "raise"`` the :class:`BadImage`."""
+    try:
+        return build(item)
+    except BadImage as err:
+        if on_error == "raise":
+            raise
+        return str(err)
+
+
+def result(
+    conversion: Conversion,
+    plan: Plan,
+    paths: list[str],
+    num_examples: int,
+    left_out: Mapping[int, str],
+) -> ConversionResult:
+    """The result of writing ``plan``'s items but those ``left_out`` (``{index: reason}``)."""
+    return ConversionResult(
+        paths=paths,
+        label_map_path=plan.label_map_path,
+        label_map=dict(conversion.label_map),
+        num_examples=num_examples,
+        num_boxes=sum(
+            conversion.count_boxes(item) for i, item in enumerate(plan.items) if i not in left_out
+        ),
+        skipped=list(conversion.skipped),
+        left_out=sorted(left_out.values()),
+    )
+
+
+def run(conversion: Conversion, output: str | os.PathLike, write: WriteOptions) -> ConversionResult:
+    """Write the label map, then every item's record in ``write``'s order, built on local
+    threads (or on ``write.runner``: :mod:`object_input.converters.beam`), to shards of
+    ``output``. An item whose image fails its check is left out and listed, or under
+    ``write.on_error == "raise"`` stops the writing."""
+    if write.runner is not None:
+        from object_input.converters.beam import run_on_beam
+
+        return run_on_beam(conversion, output, write)
+    plan = prepare(conversion, output, write)
     left_out: dict[int, str] = {}
 
     def build_or_leave_out(entry: tuple[int, Any]) -> bytes | None:
         index, item = entry
-        try:
-            return build(item)
-        except BadImage as err:
-            if write.on_error == "raise":
-                raise
-            left_out[index] = str(err)
+        built = build_or_reason(conversion.build, item, write.on_error)
+        if isinstance(built, str):
+            left_out[index] = built
             return None
+        return built
 
     paths, count = write_parallel(
-        list(enumerate(items)),
+        list(enumerate(plan.items)),
         build_or_leave_out,
         output,
-        num_shards,
+        plan.num_shards,
         write.compression,
         num_workers=write.num_workers,
         progress=write.progress,
-        description=description,
+        description=conversion.description,
     )
-    return ConversionResult(
-        paths=paths,
-        label_map_path=label_map_path,
-        label_map=dict(label_map),
-        num_examples=count,
-        num_boxes=sum(count_boxes(item) for i, item in enumerate(items) if i not in left_out),
-        skipped=list(skipped or ()),
-        left_out=sorted(left_out.values()),
-    )
+    return result(conversion, plan, paths, count, left_out)

@@ -19,6 +19,7 @@ import numpy as np
 import tensorflow as tf
 
 from object_input.converters.common import (
+    Conversion,
     ConversionError,
     ConversionResult,
     check_size,
@@ -29,6 +30,7 @@ from object_input.converters.common import (
     run,
 )
 from object_input.converters.write_options import WriteOptions, takes_write_options
+from object_input.label_map import LabelMapSource
 from object_input.writers import build_example
 
 COLUMNS = ("filename", "width", "height", "class", "xmin", "ymin", "xmax", "ymax")
@@ -168,10 +170,21 @@ def convert_csv(
       write: how to write: shards, label map, order, compression, threads (see
         ``WriteOptions``); its fields may also be given as keywords (``num_shards=2``).
     """
+    conversion = csv_conversion(csv_path, images, clip_boxes=clip_boxes, label_map=write.label_map)
+    return run(conversion, output, write)
+
+
+def csv_conversion(
+    csv_path: str | os.PathLike,
+    images: str | os.PathLike,
+    *,
+    clip_boxes: bool = False,
+    label_map: LabelMapSource | None = None,
+) -> Conversion:
+    """The rows of a detection CSV read and checked, with how to build each image's record
+    (:func:`convert_csv`'s arguments)."""
     rows = read_detection_csv(csv_path, clip_boxes)
-    mapping = label_map_for(
-        (n for image in rows for n in image.classes), write.label_map, str(csv_path)
-    )
+    mapping = label_map_for((n for image in rows for n in image.classes), label_map, str(csv_path))
     images_dir = os.fspath(images)
 
     def build(image: CsvImage) -> bytes:
@@ -190,13 +203,15 @@ def convert_csv(
             class_texts=image.classes,
         ).SerializeToString(deterministic=True)
 
-    return run(
+    return Conversion(
         rows,
         build,
-        output,
         mapping,
-        write,
         description=f"CSV {os.path.basename(os.fspath(csv_path))}",
-        count_boxes=lambda image: len(image.boxes),
+        count_boxes=_count_boxes,
         skipped=[message for image in rows for message in image.skipped],
     )
+
+
+def _count_boxes(image: CsvImage) -> int:
+    return len(image.boxes)

@@ -10,6 +10,7 @@ from typing import Any
 
 from object_input.converters.common import (
     IMAGE_EXTENSIONS,
+    Conversion,
     ConversionError,
     ConversionResult,
     label_map_for,
@@ -17,6 +18,7 @@ from object_input.converters.common import (
     run,
 )
 from object_input.converters.write_options import WriteOptions, takes_write_options
+from object_input.label_map import LabelMapSource
 from object_input.writers import build_example
 
 
@@ -65,9 +67,17 @@ def convert_folders(
 
     Keep ``write.shuffle`` on, or every shard lists the classes one after the other.
     """
+    return run(folders_conversion(root, label_map=write.label_map), output, write)
+
+
+def folders_conversion(
+    root: str | os.PathLike, *, label_map: LabelMapSource | None = None
+) -> Conversion:
+    """The images of a class-per-folder tree found, with how to build each one's record
+    (:func:`convert_folders`'s arguments)."""
     root = os.fspath(root)
     found = folder_images(root)
-    mapping = label_map_for((name for name, _ in found), write.label_map, root)
+    mapping = label_map_for((name for name, _ in found), label_map, root)
 
     def build(entry: tuple[str, str]) -> bytes:
         name, path = entry
@@ -84,12 +94,14 @@ def convert_folders(
             image_class_texts=[name],
         ).SerializeToString(deterministic=True)
 
-    return run(
+    return Conversion(
         found,
         build,
-        output,
         mapping,
-        write,
         description=f"folders {os.path.basename(os.path.normpath(root))}",
-        count_boxes=lambda entry: 0,
+        count_boxes=_no_boxes,
     )
+
+
+def _no_boxes(entry: tuple[str, str]) -> int:
+    return 0

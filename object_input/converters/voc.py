@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from object_input.converters.common import (
+    Conversion,
     ConversionError,
     ConversionResult,
     check_size,
@@ -27,6 +28,7 @@ from object_input.converters.common import (
     run,
 )
 from object_input.converters.write_options import WriteOptions, takes_write_options
+from object_input.label_map import LabelMapSource
 from object_input.writers import build_example
 
 
@@ -189,6 +191,28 @@ def convert_voc(
       write: how to write: shards, label map, order, compression, threads (see
         ``WriteOptions``); its fields may also be given as keywords (``num_shards=2``).
     """
+    conversion = voc_conversion(
+        annotations,
+        images=images,
+        image_set=image_set,
+        include_difficult=include_difficult,
+        clip_boxes=clip_boxes,
+        label_map=write.label_map,
+    )
+    return run(conversion, output, write)
+
+
+def voc_conversion(
+    annotations: str | os.PathLike,
+    *,
+    images: str | os.PathLike | None = None,
+    image_set: str | os.PathLike | None = None,
+    include_difficult: bool = True,
+    clip_boxes: bool = False,
+    label_map: LabelMapSource | None = None,
+) -> Conversion:
+    """The VOC XML files read and checked, with how to build each image's record
+    (:func:`convert_voc`'s arguments)."""
     files = voc_files(annotations, image_set)
     images_dir = _images_folder(os.fspath(annotations), images)
     parsed, skipped = [], []
@@ -204,23 +228,20 @@ def convert_voc(
             for a in parsed
         ]
     mapping = label_map_for(
-        (o.name for a in parsed for o in a.objects), write.label_map, os.fspath(annotations)
+        (o.name for a in parsed for o in a.objects), label_map, os.fspath(annotations)
     )
 
     def build(annotation: VocAnnotation) -> bytes:
         example = _build(annotation, images_dir, mapping, clip_boxes)
         return example.SerializeToString(deterministic=True)
 
-    return run(
-        parsed,
-        build,
-        output,
-        mapping,
-        write,
-        description="VOC",
-        count_boxes=lambda annotation: len(annotation.objects),
-        skipped=skipped,
+    return Conversion(
+        parsed, build, mapping, description="VOC", count_boxes=_count_boxes, skipped=skipped
     )
+
+
+def _count_boxes(annotation: VocAnnotation) -> int:
+    return len(annotation.objects)
 
 
 def _build(annotation: VocAnnotation, images_dir: str, mapping: dict[str, int], clip: bool):

@@ -55,6 +55,12 @@ class WriteOptions:
       on_error: an image that does not decode, is truncated, or whose size disagrees with its
         annotation: ``"skip"`` leaves it out, and the result names it with the reason
         (``left_out``); ``"raise"`` stops the conversion at the first, naming it.
+      runner: None builds the records on local threads; an Apache Beam runner's name
+        (``"DirectRunner"``, ``"DataflowRunner"``, ``"FlinkRunner"``, ``"SparkRunner"``,
+        ``"PortableRunner"``) builds them in a Beam pipeline on it: the same records (needs
+        ``object-input[beam]``; no progress bar).
+      beam_options: more Beam pipeline options for ``runner``: one string of flags
+        (``"--project=p --region=r"``) or a list of them.
     """
 
     num_shards: int | None = dataclasses.field(
@@ -122,6 +128,25 @@ class WriteOptions:
         ),
     )
 
+    runner: str | None = dataclasses.field(
+        default=None,
+        metadata=_flag(
+            "--runner",
+            help="build the records in an Apache Beam pipeline on this runner: DirectRunner, "
+            "DataflowRunner, FlinkRunner, SparkRunner, PortableRunner (pip install "
+            "object-input[beam]; default: local threads)",
+        ),
+    )
+    beam_options: str | tuple[str, ...] | None = dataclasses.field(
+        default=None,
+        metadata=_flag(
+            "--beam-options",
+            metavar="FLAGS",
+            help='more Beam pipeline options for --runner, as one string: --beam-options="'
+            '--project=p --region=r --temp_location=gs://b/tmp"',
+        ),
+    )
+
     def __post_init__(self) -> None:
         for name in ("num_shards", "num_workers"):
             value = getattr(self, name)
@@ -133,6 +158,19 @@ class WriteOptions:
             raise ValueError(f"compression must be None or 'GZIP', got {self.compression!r}")
         if self.on_error not in ON_ERROR:
             raise ValueError(f"on_error must be 'skip' or 'raise', got {self.on_error!r}")
+        if self.runner is not None and (not isinstance(self.runner, str) or not self.runner):
+            raise ValueError(f"runner must be a Beam runner's name or None, got {self.runner!r}")
+        if self.beam_options is not None and self.runner is None:
+            raise ValueError(
+                "beam_options are for a Beam runner: give runner too (e.g. 'DirectRunner')"
+            )
+        if not isinstance(self.beam_options, (str, type(None))):
+            object.__setattr__(self, "beam_options", tuple(self.beam_options))
+            if not all(isinstance(flag, str) for flag in self.beam_options):
+                raise ValueError(
+                    f"beam_options must be a string of flags or a list of them, got "
+                    f"{self.beam_options!r}"
+                )
 
 
 def _is_int(value: Any) -> bool:

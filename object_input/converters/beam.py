@@ -1,0 +1,155 @@
+"""The converters' writing as an Apache Beam pipeline (``WriteOptions(runner=...)``).
+
+The annotations are read, the label map written and the images put in order where the pipeline
+is launched, as for the local converters (:func:`~object_input.converters.common.prepare`). Beam
+then builds every image's record on its workers with the converter's own per-image build (read
+the file, verify it by decoding it in full, encode), and writes the shards. A record's shard and
+its place there follow from its index in the order and from the indices of the images left out
+before it, never from which worker built it: the shards are byte-identical to the local
+converter's for the same options, on any runner and any number of workers.
+
+Each shard's records meet on one worker to be written in order, so a worker holds one shard's
+records (about 1,000 images with the default shard count) in memory.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import re
+from collections.abc import Iterable
+from typing import Any
+
+import tensorflow as tf
+
+from object_input.beam_runs import beam, pipeline_options, run_and_collect
+from object_input.converters.common import (
+    BadImage,
+    Conversion,
+    ConversionError,
+    ConversionResult,
+    build_or_reason,
+    prepare,
+    result,
+)
+from object_input.converters.write_options import WriteOptions
+from object_input.manifest import forget
+from object_input.writers import shard_paths
+
+_LEFT_OUT = "left_out"
+
+
+class _Build(beam.DoFn):
+    """``(index, item)`` → ``(index, record)``, or to the ``left_out`` output
+    ``(index, reason)`` for an image that fails its check."""
+
+    def __init__(self, build: Any, on_error: str):
+        self._build = build
+        self._on_error = on_error
+
+    def process(self, entry: tuple[int, Any]) -> Iterable[Any]:
+        index, item = entry
+        built = build_or_reason(self._build, item, self._on_error)
+        if isinstance(built, str):
+            yield beam.pvalue.TaggedOutput(_LEFT_OUT, (index, built))
+        else:
+            yield index, built
+
+
+def _place(
+    entry: tuple[int, bytes], left_out: list[int], num_shards: int
+) -> tuple[int, tuple[int, bytes]]:
+    """``(shard, (rank, record))``: the local writer's round robin over the records written,
+    the rank being the record's index less the images left out before it."""
+    index, record = entry
+    rank = index - bisect.bisect_left(left_out, index)
+    return rank % num_shards, (rank, record)
+
+
+def _write_shard(
+    entry: tuple[int, Iterable[tuple[int, bytes] | None]], paths: list[str], compression: str | None
+) -> int:
+    """Write one shard's records in rank order (None: the marker that makes an empty shard
+    exist); returns how many."""
+    shard, placed = entry
+    records = sorted((p for p in placed if p is not None), key=lambda p: p[0])
+    options = tf.io.TFRecordOptions(compression_type=compression or "")
+    with tf.io.TFRecordWriter(paths[shard], options) as writer:
+        for _, record in records:
+            writer.write(record)
+    return len(records)
+
+
+def _bad_image(err: BaseException) -> str | None:
+    """The message of the :class:`BadImage` that stopped a pipeline (``on_error="raise"``), or
+    None. Runners hand a worker's error back as the exception itself or as its traceback's
+    text, with the step's name appended."""
+    found = re.search(r"BadImage: (.*?)(?: \[while running '[^']*'\])*$", str(err), re.M)
+    return found.group(1) if found else None
+
+
+def run_on_beam(
+    conversion: Conversion, output: str | os.PathLike, write: WriteOptions
+) -> ConversionResult:
+    """Write ``conversion``'s records as :func:`~object_input.converters.common.run` does, on
+    the Beam runner ``write.runner`` with ``write.beam_options``.
+
+    The images and ``output`` must be reachable from the workers under the same paths, and
+    the workers must have this package installed.
+    """
+    output = os.fspath(output)
+    plan = prepare(conversion, output, write)
+    suffix = ".tfrecord.gz" if write.compression == "GZIP" else ".tfrecord"
+    paths = shard_paths(output, plan.num_shards, suffix)
+    if os.path.dirname(output):
+        tf.io.gfile.makedirs(os.path.dirname(output))
+    forget(paths)
+    pipeline = beam.Pipeline(
+        options=pipeline_options(write.runner, write.beam_options, write.num_workers)
+    )
+    built = (
+        pipeline
+        | "Items" >> beam.Create(list(enumerate(plan.items)), reshuffle=False)
+        | "Spread" >> beam.Reshuffle()
+        | "Build"
+        >> beam.ParDo(_Build(conversion.build, write.on_error)).with_outputs(
+            _LEFT_OUT, main="records"
+        )
+    )
+    left_out_indices = (
+        built[_LEFT_OUT]
+        | "Indices" >> beam.Map(lambda entry: entry[0])
+        | "AllLeftOut" >> beam.combiners.ToList()
+        | "Sort" >> beam.Map(sorted)
+    )
+    markers = pipeline | "Shards" >> beam.Create([(k, None) for k in range(plan.num_shards)])
+    written = (
+        (
+            built.records
+            | "Place"
+            >> beam.Map(_place, beam.pvalue.AsSingleton(left_out_indices), plan.num_shards),
+            markers,
+        )
+        | "WithEmpty" >> beam.Flatten()
+        | "ByShard" >> beam.GroupByKey()
+        | "Write" >> beam.Map(_write_shard, paths, write.compression)
+    )
+    found = (
+        written | "Counts" >> beam.Map(lambda count: ("written", count)),
+        built[_LEFT_OUT] | "Reasons" >> beam.Map(lambda entry: (_LEFT_OUT, entry)),
+    ) | "Report" >> beam.Flatten()
+    try:
+        entries = run_and_collect(pipeline, found, os.path.dirname(output))
+    except Exception as err:
+        bad = _bad_image(err)
+        if bad is None:
+            raise
+        raise BadImage(bad) from err
+    left_out = dict(value for kind, value in entries if kind == _LEFT_OUT)
+    count = sum(value for kind, value in entries if kind == "written")
+    if count + len(left_out) != len(plan.items):
+        raise ConversionError(
+            f"the Beam pipeline wrote {count} records and left out {len(left_out)} images of "
+            f"{len(plan.items)}"
+        )
+    return result(conversion, plan, paths, count, left_out)
