@@ -17,7 +17,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from object_input import batching, errors, examples, fields, iterations, keras_layout, partners
+from object_input import batching, errors, fields, iterations, keras_layout, partners, per_example
 from object_input.ops import Augmentation
 from object_input.options import (
     DEFAULTS,
@@ -326,7 +326,7 @@ def _build(opts: DatasetOptions) -> tf.data.Dataset:
         num_epochs=opts.num_epochs,
     )
     records = iterations.seeded_records(read, opts.seed, iteration_counter)
-    steps = examples.plan(
+    steps = per_example.plan(
         opts.source,
         opts.augment,
         policy,
@@ -423,7 +423,7 @@ def _batch(dataset: tf.data.Dataset, opts: DatasetOptions) -> tf.data.Dataset:
 
 def _colour_stage(
     dataset: tf.data.Dataset,
-    steps: examples.ExampleSteps,
+    steps: per_example.ExampleSteps,
     num_parallel_calls: int,
     deterministic: bool,
 ) -> tf.data.Dataset:
@@ -432,7 +432,7 @@ def _colour_stage(
         return dataset
     return dataset.map(
         functools.partial(
-            examples.fused_colour, colour=steps.colour, output_dtype=steps.output_dtype
+            per_example.fused_colour, colour=steps.colour, output_dtype=steps.output_dtype
         ),
         num_parallel_calls=num_parallel_calls,
         deterministic=deterministic,
