@@ -155,7 +155,7 @@ def make_dataset(
     if values["source"] is None:
         values["source"] = overrides.get("source")
     del values["config"]
-    return _build(DatasetOptions(**values))
+    return _build_dataset(DatasetOptions(**values))
 
 
 @dataclasses.dataclass
@@ -296,7 +296,7 @@ def _check_choice(name: str, value: Any, choices: Sequence[Any]) -> None:
 # which cost a fresh process about 0.7 s before its first batch (docs/performance.md). Functions
 # traced while this runs are not converted.
 @tf.autograph.experimental.do_not_convert
-def _build(opts: DatasetOptions) -> tf.data.Dataset:
+def _build_dataset(opts: DatasetOptions) -> tf.data.Dataset:
     """The stages: read → example seeds → decode and augment under the error policy's catch →
     partners for combining steps → batch → colour stage → Keras layout → options, service →
     prefetch."""

@@ -208,7 +208,7 @@ def convert_voc(
     )
 
     def build(annotation: VocAnnotation) -> bytes:
-        example = _build(annotation, images_dir, mapping, clip_boxes)
+        example = _voc_example(annotation, images_dir, mapping, clip_boxes)
         return example.SerializeToString(deterministic=True)
 
     return run(
@@ -223,7 +223,7 @@ def convert_voc(
     )
 
 
-def _build(annotation: VocAnnotation, images_dir: str, mapping: dict[str, int], clip: bool):
+def _voc_example(annotation: VocAnnotation, images_dir: str, mapping: dict[str, int], clip: bool):
     path = os.path.join(images_dir, annotation.filename)
     file = read_image(path)
     height, width = annotation.height, annotation.width
