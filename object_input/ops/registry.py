@@ -189,6 +189,12 @@ def register_step(
 
     def decorate(fn: Callable[..., dict]) -> Callable[..., dict]:
         step_name = name or fn.__name__
+        existing = _STEPS.get(step_name)
+        if existing is not None and _origin(existing.fn) != _origin(fn):
+            raise ValueError(
+                f"step {step_name!r} is already registered by {_origin(existing.fn)}; "
+                f"unregister it first to replace it with {_origin(fn)}"
+            )
         signature = inspect.signature(fn)
         positional = [
             p for p in signature.parameters.values() if p.kind != inspect.Parameter.KEYWORD_ONLY
@@ -247,6 +253,10 @@ def register_step(
         return op
 
     return decorate
+
+
+def _origin(fn: Callable[..., Any]) -> str:
+    return f"{fn.__module__}.{fn.__qualname__}"
 
 
 def get_step(name: str) -> StepSpec:
