@@ -6,9 +6,10 @@ On the photos set (640×480 JPEG crops of scikit-image's photographs, 1–20 box
 ``bench`` extra), every registered step runs alone in
 ``make_dataset(augment=[step], image_size=(512, 512), batch_size=8)``, side by side with the same
 pipeline without steps: all candidates in one process, every round building each afresh, rounds
-alternating, medians reported. A step with a probability runs with probability 1; steps that need
-parameters get the ones in ``STEP_PARAMS``. Rows for the combining steps' pipelines (Mosaic,
-MixUp) and, with ``--recipe``, for a recipe of ``object_input.recipes`` follow.
+alternating, medians reported. A step runs with its registration's ``demo_params`` (probability 1
+where it has one; pixel sizes for the photographs from ``PHOTO_SIZES``). Rows for the combining
+steps' pipelines (Mosaic, MixUp) and, with ``--recipe``, for a recipe of ``object_input.recipes``
+follow.
 
 Peers, where they have the op:
 
@@ -40,9 +41,10 @@ import numpy as np
 
 SIZE = (512, 512)
 BASELINE = "no steps"
-# Parameters for steps that need them (a step with a ``probability`` gets 1 besides).
-STEP_PARAMS: dict[str, dict[str, Any]] = {
-    "random_affine": {"max_rotation": 10.0, "max_shear": 10.0, "max_translation": 0.1},
+# A step runs with its registration's demo_params (and probability 1 where it has one); these
+# replace the demo sizes, in pixels, chosen for the step-spec tests' 12 x 17 example, by sizes
+# for these 640 x 480 photographs.
+PHOTO_SIZES: dict[str, dict[str, Any]] = {
     "random_absolute_pad_image": {"max_height_padding": 64, "max_width_padding": 64},
     "random_crop_to_size": {"height": 384, "width": 384},
     "random_resize_method": {"target_height": 512, "target_width": 512},
@@ -51,16 +53,8 @@ STEP_PARAMS: dict[str, dict[str, Any]] = {
         "min_target_pixels": 100_000,
         "max_target_pixels": 200_000,
     },
-    "random_self_concat_image": {
-        "concat_vertical_probability": 1.0,
-        "concat_horizontal_probability": 1.0,
-    },
-    "normalize_image": {"original_minval": 0.0, "original_maxval": 255.0},
-    "subtract_channel_mean": {"means": [123.0, 117.0, 104.0]},
-    "drop_label_probabilistically": {"dropped_label": 1},
-    "remap_labels": {"original_labels": [1], "new_label": 2},
-    "one_hot_encoding": {"num_classes": 4},
-    "caffe_transform": {"crop_size": 448, "mirror": True},
+    "caffe_transform": {"crop_size": 448},
+    "caffe_ssd_resize": {"height": 300, "width": 300},
     "mosaic": {"output_size": SIZE},
 }
 # Steps not timed alone: the Keras peers run through keras_layer.
@@ -160,11 +154,13 @@ KERAS_BOX_FORMAT = "rel_yxyx"
 
 
 def step_params(step: str) -> dict[str, Any]:
-    """The parameters ``step`` runs with: probability 1 where it has one, ``STEP_PARAMS``."""
+    """The parameters ``step`` runs with: probability 1 where it has one, then its
+    registration's ``demo_params``, with ``PHOTO_SIZES`` for the photographs."""
     from object_input.ops import get_step
 
-    certain = {"probability": 1.0} if "probability" in get_step(step).defaults else {}
-    return {**certain, **STEP_PARAMS.get(step, {})}
+    spec = get_step(step)
+    certain = {"probability": 1.0} if "probability" in spec.defaults else {}
+    return {**certain, **spec.demo_params, **PHOTO_SIZES.get(step, {})}
 
 
 def augments(steps: Sequence[str], recipe: str | None) -> dict[str, list]:

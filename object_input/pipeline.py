@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 import tensorflow as tf
 
-from object_input import batching, errors, examples, fields, iterations, keras_layout, partners
+from object_input import batching, errors, fields, iterations, keras_layout, partners, per_example
 from object_input import options as _options
 from object_input.ops import Augmentation
 from object_input.options import (
@@ -187,7 +187,7 @@ def make_dataset(
     # </generated: make_dataset>
     options = dict(locals())
     del options["config"]  # applied by _applies_config
-    return _build(DatasetOptions(**options))
+    return _build_dataset(DatasetOptions(**options))
 
 
 class _DatasetChecks:
@@ -293,7 +293,7 @@ DatasetOptions = dataclasses.make_dataclass(
 # which cost a fresh process about 0.7 s before its first batch (docs/performance.md). Functions
 # traced while this runs are not converted.
 @tf.autograph.experimental.do_not_convert
-def _build(opts: DatasetOptions) -> tf.data.Dataset:
+def _build_dataset(opts: DatasetOptions) -> tf.data.Dataset:
     """The stages: read → example seeds → decode and augment under the error policy's catch →
     partners for combining steps → batch → colour stage → Keras layout → options, service →
     prefetch."""
@@ -323,7 +323,7 @@ def _build(opts: DatasetOptions) -> tf.data.Dataset:
         num_epochs=opts.num_epochs,
     )
     records = iterations.seeded_records(read, opts.seed, iteration_counter)
-    steps = examples.plan(
+    steps = per_example.plan(
         opts.source,
         opts.augment,
         policy,
@@ -437,7 +437,7 @@ def _batch(
 
 def _colour_stage(
     dataset: tf.data.Dataset,
-    steps: examples.ExampleSteps,
+    steps: per_example.ExampleSteps,
     num_parallel_calls: int,
     deterministic: bool,
 ) -> tf.data.Dataset:
@@ -446,7 +446,7 @@ def _colour_stage(
         return dataset
     return dataset.map(
         functools.partial(
-            examples.fused_colour, colour=steps.colour, output_dtype=steps.output_dtype
+            per_example.fused_colour, colour=steps.colour, output_dtype=steps.output_dtype
         ),
         num_parallel_calls=num_parallel_calls,
         deterministic=deterministic,

@@ -28,8 +28,8 @@ def test_the_peers_stand_for_registered_steps():
 
 
 def test_rows_are_each_step_alone_and_the_pipelines_of_the_combining_steps_asked_for():
-    flip = ops.augments(["random_horizontal_flip"], None)
-    assert flip == {"random_horizontal_flip": [("random_horizontal_flip", {"probability": 1.0})]}
+    crop = ops.augments(["random_crop_to_aspect_ratio"], None)
+    assert crop == {"random_crop_to_aspect_ratio": [("random_crop_to_aspect_ratio", {})]}
     assert list(ops.augments(["mosaic"], None)) == ["mosaic", *ops.COMBINED]
 
 
@@ -47,3 +47,11 @@ def test_every_peer_builds():
         assert isinstance(build(albumentations), albumentations.BasicTransform)
     for build in ops.KERAS.values():
         assert isinstance(build(keras.layers, ops.KERAS_BOX_FORMAT), keras.layers.Layer)
+
+
+def test_a_step_runs_with_its_demo_params_and_photo_sizes_replace_only_demo_sizes():
+    assert ops.step_params("normalize_image") == get_step("normalize_image").demo_params
+    assert ops.step_params("random_crop_to_size") == {"height": 384, "width": 384}
+    assert ops.step_params("random_gaussian_blur") == {"probability": 1.0}
+    for name, sizes in ops.PHOTO_SIZES.items():
+        assert set(sizes) <= set(get_step(name).demo_params), name

@@ -3,7 +3,7 @@
 import pathlib
 import re
 
-from object_input.ops import get_step, reference, registered_steps
+from object_input.ops import get_step, reference, registered_steps, unregister_step
 
 DOCS = pathlib.Path(__file__).resolve().parents[1] / "docs"
 
@@ -47,3 +47,40 @@ def test_a_stale_table_is_regenerated_keeping_the_meanings():
     rendered = reference.render(page)
     assert "| `probability` | float | `0.5` | in [0.0, 1.0] | chance of flipping |" in rendered
     assert "| `keypoint_flip_permutation` | list[int] or None | `None` |  |  |" in rendered
+
+
+def _undocumented_step():
+    from object_input.ops import register_step
+    from object_input.ops.registry import positive
+
+    @register_step(kind="color", checks={"amount": positive})
+    def docs_test_brighten(features, *, seed=None, amount: float = 2.0, gain: int = 1):
+        """Brighten by ``amount`` (see :func:`~object_input.ops.core.like`).
+
+        Args:
+          amount: added to every pixel
+            value.
+          gain: unused here.
+        """
+        return features
+
+    return "docs_test_brighten"
+
+
+def test_a_step_without_prose_gets_a_complete_generated_section():
+    name = _undocumented_step()
+    try:
+        page = reference.render("# Ops\n")
+        section = page[page.index(f"### {name}\n") :]
+        section = section[: section.index("<!-- /params -->")]
+        assert "Brighten by `amount` (see `like`)." in section
+        assert "Kind `color`; reads `image`; writes `image`." in section
+        assert "| `amount` | float | `2.0` | > 0 | added to every pixel value. |" in section
+        assert "| `gain` | int | `1` |  | unused here. |" in section
+        assert "Args:" not in section
+        assert reference.render(page) == page
+        # A hand-written section anywhere else takes the step out of the generated ones.
+        written = reference.render(f"# Ops\n\n### {name}\n\nBy hand.\n")
+        assert written.count(f"### {name}") == 1
+    finally:
+        unregister_step(name)

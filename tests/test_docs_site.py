@@ -60,12 +60,12 @@ def docs_workspace(tmp_path_factory):
 def clean_registries():
     """Undo what a page registers (per-box fields, steps, transform handlers) once it has run."""
     from object_input import fields, ops
-    from object_input.ops import transform
+    from object_input.ops import field_handlers
 
     registries = (
         (fields.per_box_fields, fields.unregister_per_box_field),
         (ops.registered_steps, ops.unregister_step),
-        (transform.handled_fields, transform.unregister_handler),
+        (field_handlers.handled_fields, field_handlers.unregister_handler),
     )
     before = [set(listed()) for listed, _ in registries]
     yield

@@ -54,3 +54,53 @@ def test_no_import_cycles_between_modules():
 
     cycles = [cycle for name in sorted(graph) if (cycle := cycle_from(name))]
     assert not cycles, f"import cycles: {cycles[:3]}"
+
+
+def test_reading_and_decoding_a_record_imports_no_op():
+    # The readers sit below the op library: a TFRecord source decodes a record, deferred and
+    # realized, without importing anything under object_input.ops.
+    import subprocess
+    import sys
+
+    code = """
+import sys, tempfile, os
+import numpy as np
+import tensorflow as tf
+from object_input import fields
+from object_input.sources import TFRecord
+from object_input.synthetic import make_example
+from object_input.writers import build_example
+
+arrays = make_example(np.random.default_rng(0), 32, 40, min_objects=1, image_format="jpeg")
+record = build_example(arrays.pop("image"), **arrays).SerializeToString()
+path = os.path.join(tempfile.mkdtemp(), "one.tfrecord")
+with tf.io.TFRecordWriter(path) as writer:
+    writer.write(record)
+source = TFRecord(path)
+features = source.decode(tf.constant("one.tfrecord:0"), record, defer_image=True)
+assert fields.IMAGE_VIEW in features
+image = source.realize(features)[fields.IMAGE]
+assert image.shape == (32, 40, 3), image.shape
+print(sorted(m for m in sys.modules if m.split(".")[:2] == ["object_input", "ops"]))
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_the_old_name_of_the_per_example_module_warns_and_resolves():
+    import importlib
+    import sys
+    import warnings
+
+    from object_input import per_example
+
+    sys.modules.pop("object_input.examples", None)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        old = importlib.import_module("object_input.examples")
+    assert old.plan is per_example.plan
+    assert [w.category for w in caught] == [DeprecationWarning]
+    assert "object_input.per_example" in str(caught[0].message)

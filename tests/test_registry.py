@@ -18,7 +18,8 @@ from object_input.ops import (
 from object_input.ops.crop import crop_to_window
 from object_input.ops.device import DeviceStep, vector
 from object_input.ops.fused_color import FusedColor
-from object_input.ops.registry import MOVED, deferrable_prefix, in_range
+from object_input.ops.registry import MOVED, in_range
+from object_input.per_example import deferrable_prefix
 from object_input.writers import build_example, write_tfrecords
 
 

@@ -14,7 +14,7 @@ import pytest
 import tensorflow as tf
 
 from object_input import fields
-from object_input.ops import get_step, registered_steps, transform
+from object_input.ops import field_handlers, get_step, registered_steps
 
 HEATMAP = "test_heatmap"
 BOX_ID = "test_box_id"
@@ -31,9 +31,9 @@ WITHOUT = {
 @pytest.fixture(scope="module", autouse=True)
 def user_fields():
     fields.register_per_box_field(BOX_ID)
-    transform.register_handler(HEATMAP, transform.raster_handler(HEATMAP))
+    field_handlers.register_handler(HEATMAP, field_handlers.raster_handler(HEATMAP))
     yield
-    transform.unregister_handler(HEATMAP)
+    field_handlers.unregister_handler(HEATMAP)
     fields.unregister_per_box_field(BOX_ID)
 
 

@@ -183,9 +183,9 @@ def coco_conversion(
         image.annotations.append(dict(ann, _box=box, _where=where))
 
     def build(image: _Image) -> bytes:
-        return _build(image, images, categories, mapping, masks, num_keypoints).SerializeToString(
-            deterministic=True
-        )
+        return _coco_example(
+            image, images, categories, mapping, masks, num_keypoints
+        ).SerializeToString(deterministic=True)
 
     return Conversion(
         list(by_id.values()),
@@ -230,7 +230,7 @@ def _box_area(box: list[float], image: _Image) -> float:
     return (ymax - ymin) * (xmax - xmin)
 
 
-def _build(
+def _coco_example(
     image: _Image,
     images_dir: str | os.PathLike,
     categories: dict,

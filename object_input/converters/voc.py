@@ -232,7 +232,7 @@ def voc_conversion(
     )
 
     def build(annotation: VocAnnotation) -> bytes:
-        example = _build(annotation, images_dir, mapping, clip_boxes)
+        example = _voc_example(annotation, images_dir, mapping, clip_boxes)
         return example.SerializeToString(deterministic=True)
 
     return Conversion(
@@ -244,7 +244,7 @@ def _count_boxes(annotation: VocAnnotation) -> int:
     return len(annotation.objects)
 
 
-def _build(annotation: VocAnnotation, images_dir: str, mapping: dict[str, int], clip: bool):
+def _voc_example(annotation: VocAnnotation, images_dir: str, mapping: dict[str, int], clip: bool):
     path = os.path.join(images_dir, annotation.filename)
     file = read_image(path)
     height, width = annotation.height, annotation.width

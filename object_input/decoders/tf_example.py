@@ -15,14 +15,13 @@ from typing import Any
 
 import tensorflow as tf
 
-from object_input import errors, fields, schema
+from object_input import deferred_image, errors, feature_dict, fields, schema
 from object_input.annotation_checks import (
     check_boxes,
     check_class_count,
     check_class_ids,
     check_masks,
 )
-from object_input.ops import core, deferred
 
 MASK_TYPES = (None, *schema.MASK_KINDS)
 UNKNOWN_CLASS_POLICIES = ("error", "drop")
@@ -208,8 +207,8 @@ class ExampleDecoder:
         """Decode one serialized Example; ``record_id`` ("file:index") names it in errors.
 
         With ``defer_image`` the pixels are not decoded yet: the image is a placeholder of its
-        true size (see :mod:`object_input.ops.deferred`) until ``deferred.realize`` decodes the
-        window that the leading flips and crops chose.
+        true size (see :mod:`object_input.deferred_image`) until ``deferred_image.realize``
+        decodes the window that the leading flips and crops chose.
         """
         if defer_image and self.downscales:
             raise ValueError("large_images='downscale' decodes at reduced size: no defer_image")
@@ -494,9 +493,9 @@ class ExampleDecoder:
         if (self._table is not None and self.unknown_classes == "drop") or (
             self.boxes_out_of_range == "clip"
         ):
-            out = core.mask_boxes(out, keep)
+            out = feature_dict.mask_boxes(out, keep)
         if defer_image:
-            out = deferred.defer(out, parsed[schema.ENCODED], size[0], size[1])
+            out = deferred_image.defer(out, parsed[schema.ENCODED], size[0], size[1])
         return out
 
     def _decode_pixels(self, encoded: tf.Tensor) -> tf.Tensor:
@@ -545,7 +544,7 @@ class ExampleDecoder:
         return tf.cond(
             tf.reduce_all(tf.equal(tf.shape(image)[:2], target)),
             lambda: image,
-            lambda: core.like(tf.image.resize(image, target, method="area"), tf.uint8),
+            lambda: feature_dict.like(tf.image.resize(image, target, method="area"), tf.uint8),
         )
 
     def _fitted_size(self, size: tf.Tensor) -> tf.Tensor:

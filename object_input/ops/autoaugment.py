@@ -19,7 +19,7 @@ import tensorflow as tf
 
 from object_input import fields
 from object_input.ops import autoaugment_ops as ops
-from object_input.ops import core, device, policy_device, transform
+from object_input.ops import core, device, field_handlers, policy_device, transform
 from object_input.ops.registry import MOVED, PER_BOX, ConfigError, register_step, rule
 
 SubPolicy = Sequence[tuple[str, float, int]]
@@ -591,7 +591,7 @@ class Entries:
 
 def _moved(features: core.Features) -> core.Features:
     """The fields a geometric op moves, present in ``features``."""
-    moved = (*fields.per_box_fields(), *transform.moved_fields())
+    moved = (*fields.per_box_fields(), *field_handlers.moved_fields())
     return {name: features[name] for name in moved if name in features}
 
 

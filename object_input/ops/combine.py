@@ -15,7 +15,7 @@ import tensorflow as tf
 
 from object_input import fields
 from object_input.ops import boxes as box_ops
-from object_input.ops import core, transform
+from object_input.ops import core, field_handlers, transform
 from object_input.ops.registry import (
     MOVED,
     PER_BOX,
@@ -39,7 +39,7 @@ def _check_fields(examples: Sequence[core.Features], step: str) -> None:
     builtin = {fields.IMAGE, fields.IMAGE_SHAPE, fields.KEYPOINT_VISIBILITIES}
     for name in examples[0]:
         if (
-            name in transform.handled_fields()
+            name in field_handlers.handled_fields()
             and name not in builtin
             and not fields.is_per_box(name)
         ):

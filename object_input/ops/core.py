@@ -1,4 +1,6 @@
-"""Shared building blocks for ops: seeds, per-box gathering, image dtype handling.
+"""Shared building blocks for ops: seeds and random draws, image patches, and the feature-dict
+helpers of :mod:`object_input.feature_dict` (per-box gathering, image size and dtype), re-exported
+here so that an op imports one module.
 
 Every op is a pure function ``op(features, *, seed=None, **params) -> features`` over one
 example's feature dict. Randomness is stateless: an op derives all its draws from ``seed``, a
@@ -11,9 +13,39 @@ from typing import Any
 
 import tensorflow as tf
 
-from object_input import fields
+from object_input.feature_dict import (
+    Features,
+    concat_boxes,
+    gather_boxes,
+    image_size,
+    like,
+    mask_boxes,
+    mirror,
+    num_boxes,
+    set_image,
+    to_float,
+)
 
-Features = dict[str, Any]
+__all__ = [
+    "LUMA_WEIGHTS",
+    "Features",
+    "as_seed",
+    "bernoulli",
+    "concat_boxes",
+    "fill_rectangle",
+    "fold_seed",
+    "gather_boxes",
+    "image_size",
+    "like",
+    "mask_boxes",
+    "mirror",
+    "num_boxes",
+    "set_image",
+    "split_seed",
+    "to_float",
+    "uniform",
+    "uniform_int",
+]
 
 _INT32_MAX = 2**31 - 1
 
@@ -67,81 +99,6 @@ def bernoulli(seed: Any, probability: Any) -> tf.Tensor:
     return uniform(seed) < probability
 
 
-def num_boxes(features: Features) -> tf.Tensor:
-    """Number of boxes in ``features`` (0 when the example has no boxes field)."""
-    if fields.BOXES not in features:
-        return tf.constant(0, tf.int32)
-    return tf.shape(features[fields.BOXES])[0]
-
-
-def gather_boxes(features: Features, indices: tf.Tensor) -> Features:
-    """Keep the boxes at ``indices`` (reordering or repeating allowed) in every per-box field."""
-    out = dict(features)
-    for name in fields.per_box_fields():
-        if name in out:
-            out[name] = tf.gather(out[name], indices)
-    return out
-
-
-def mask_boxes(features: Features, keep: tf.Tensor) -> Features:
-    """Keep the boxes where the bool vector ``keep`` is True, in every per-box field.
-
-    When ``features`` counts ``NUM_DROPPED_BOXES`` (decoded examples do), the boxes removed are
-    added to it, so an example reports what crops and filters took from it. (An absent count stays
-    absent: the ops keep a feature dict's keys.)
-    """
-    out = gather_boxes(features, tf.reshape(tf.where(keep), [-1]))
-    if fields.NUM_DROPPED_BOXES in features:
-        removed = tf.reduce_sum(tf.cast(tf.logical_not(keep), tf.int32))
-        out[fields.NUM_DROPPED_BOXES] = features[fields.NUM_DROPPED_BOXES] + removed
-    return out
-
-
-def concat_boxes(first: Features, second: Features) -> Features:
-    """Append ``second``'s boxes after ``first``'s in every per-box field present in both."""
-    out = dict(first)
-    for name in fields.per_box_fields():
-        if name in first and name in second:
-            out[name] = tf.concat([first[name], second[name]], axis=0)
-    return out
-
-
-def image_size(image: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-    """(height, width) of a ``[H, W, C]`` image as int32 scalars."""
-    shape = tf.shape(image)
-    if image.shape.rank is not None:
-        height, width, *_ = tf.unstack(shape, num=image.shape.rank)
-        return height, width
-    return shape[0], shape[1]
-
-
-def to_float(image: tf.Tensor) -> tf.Tensor:
-    """Image as float32 with values kept on the [0, 255] scale (no rescaling)."""
-    return tf.cast(image, tf.float32) if image.dtype != tf.float32 else image
-
-
-def like(image: tf.Tensor, reference_dtype: tf.DType) -> tf.Tensor:
-    """Cast float ``image`` back to ``reference_dtype``, rounding and saturating for integers."""
-    if reference_dtype == image.dtype:
-        return image
-    if reference_dtype.is_integer:
-        return tf.saturate_cast(tf.round(image), reference_dtype)
-    return tf.cast(image, reference_dtype)
-
-
-def mirror(tensor: tf.Tensor, axis: int) -> tf.Tensor:
-    """``tensor`` reversed along ``axis``.
-
-    Along an axis of rows (two or more axes after it) the rows are gathered in reverse order,
-    a copy of whole rows: TensorFlow's reverse moves element by element, about 3x slower there.
-    """
-    rank = tensor.shape.rank
-    if rank is not None and axis < rank - 2:
-        rows = tf.shape(tensor)[axis]
-        return tf.gather(tensor, tf.range(rows - 1, -1, -1), axis=axis)
-    return tf.reverse(tensor, [axis])
-
-
 def fill_rectangle(image: tf.Tensor, patch: tf.Tensor, corner: tf.Tensor) -> tf.Tensor:
     """``image`` with the ``[h, w, C]`` ``patch`` written at ``corner`` (row, column).
 
@@ -153,11 +110,3 @@ def fill_rectangle(image: tf.Tensor, patch: tf.Tensor, corner: tf.Tensor) -> tf.
     band = image[top:bottom]
     band = tf.concat([band[:, :left], patch, band[:, right:]], axis=1)
     return tf.concat([image[:top], band, image[bottom:]], axis=0)
-
-
-def set_image(features: Features, image: tf.Tensor) -> Features:
-    """Replace the image and keep ``IMAGE_SHAPE`` equal to its true (height, width)."""
-    out = dict(features)
-    out[fields.IMAGE] = image
-    out[fields.IMAGE_SHAPE] = tf.shape(image)[:2]
-    return out

@@ -1,9 +1,15 @@
-"""The parameter tables of ``docs/ops.md``, generated from the step specs so they cannot drift.
+"""The op reference ``docs/ops.md``, generated from the step registrations so it cannot drift.
 
 In the page, ``<!-- steps -->`` … ``<!-- /steps -->`` holds the table of all steps, and
 ``<!-- params: NAME -->`` … ``<!-- /params -->`` the parameter table of step ``NAME``: name,
 type, default and allowed values come from the spec (signature, annotations, checks and the
-``validate`` hook); the *meaning* column is hand-written and kept when the table is regenerated.
+``validate`` hook); the *meaning* column, where written by hand, is kept when the table is
+regenerated, and otherwise comes from the ``Args:`` section of the step's docstring.
+
+A step without a hand-written ``### NAME`` section gets a generated one in
+``<!-- sections -->`` … ``<!-- /sections -->`` (added at the end of the page when missing): its
+docstring, kind, fields and parameter table. Writing a section by hand anywhere else in the page
+takes the step out of the generated ones.
 
 Regenerate after changing a step: ``python -m object_input.ops.reference docs/ops.md``.
 """
@@ -22,6 +28,9 @@ from object_input.ops.registry import StepSpec, get_step, registered_steps
 
 _BLOCK = re.compile(r"<!-- params: (\w+) -->\n(.*?)<!-- /params -->\n", re.S)
 _STEPS = re.compile(r"<!-- steps -->\n(.*?)<!-- /steps -->\n", re.S)
+_SECTIONS = re.compile(r"<!-- sections -->\n(.*?)<!-- /sections -->\n", re.S)
+_HEADINGS = re.compile(r"^###\s+`?(\w+)`?\s*$", re.M)
+_ROLE = re.compile(r":\w+:`~?([\w.]+)`")
 _HEADER = "| parameter | type | default | allowed | meaning |\n|---|---|---|---|---|\n"
 
 
@@ -66,8 +75,44 @@ def _meanings(table: str) -> dict[str, str]:
     return meanings
 
 
+def docstring_parts(doc: str) -> tuple[str, dict[str, str]]:
+    """A docstring's text without its ``Args:`` section, and ``{parameter: meaning}`` from that
+    section (an entry ``a, b: text`` gives both; continuation lines are joined)."""
+    text: list[str] = []
+    meanings: dict[str, str] = {}
+    names: list[str] = []
+    indent = None
+    inside = False
+    for line in doc.splitlines():
+        if line.strip() == "Args:":
+            inside, indent = True, None
+            continue
+        if inside and line.strip() and not line[0].isspace():
+            inside = False
+        if not inside:
+            text.append(line)
+            continue
+        depth = len(line) - len(line.lstrip())
+        entry = re.match(r"\s*([\w, ]+):\s*(.*)", line)
+        if entry and depth == (indent := indent or depth):
+            names = [name.strip() for name in entry.group(1).split(",")]
+            meanings.update(dict.fromkeys(names, entry.group(2)))
+        elif line.strip():
+            meanings.update({name: f"{meanings[name]} {line.strip()}" for name in names})
+    return "\n".join(text).strip(), meanings
+
+
+def markdown(text: str) -> str:
+    """Docstring markup as Markdown: ````x```` and ``:func:`~a.b` `` become ``x``, ``b``."""
+    text = _ROLE.sub(lambda m: f"`{m.group(1).rsplit('.', 1)[-1]}`", text)
+    return text.replace("``", "`")
+
+
 def parameter_table(spec: StepSpec, meanings: Mapping[str, str]) -> str:
-    """The Markdown parameter table of ``spec``; ``meanings`` supplies the last column."""
+    """The Markdown parameter table of ``spec``; ``meanings`` supplies the last column, the
+    step's docstring the meanings it lacks."""
+    documented = {k: _cell(markdown(v)) for k, v in docstring_parts(spec.doc)[1].items()}
+    meanings = {**documented, **{k: v for k, v in meanings.items() if v}}
     rows = []
     for name, default in spec.defaults.items():
         check = spec.checks.get(name)
@@ -95,8 +140,38 @@ def steps_table() -> str:
     return "".join(rows)
 
 
+def _fields(names: Sequence[str]) -> str:
+    # The placeholders (PER_BOX, MOVED) read as words: "<every per-box field>".
+    return ", ".join(n.strip("<>") if n.startswith("<") else f"`{n}`" for n in names) or "nothing"
+
+
+def section(spec: StepSpec) -> str:
+    """The generated ``### name`` section of a step: its docstring, what it is, its parameters."""
+    text, _ = docstring_parts(spec.doc)
+    facts = f"Kind `{spec.kind}`; reads {_fields(spec.reads)}; writes {_fields(spec.writes)}."
+    table = ""
+    if spec.defaults:
+        table = f"\n<!-- params: {spec.name} -->\n{parameter_table(spec, {})}<!-- /params -->\n"
+    return f"### {spec.name}\n\n{markdown(text) or 'No description.'}\n\n{facts}\n{table}\n"
+
+
+def sections(page: str) -> str:
+    """The generated sections of the steps that have no hand-written one in ``page``."""
+    outside = _SECTIONS.sub("", page)
+    written = set(_HEADINGS.findall(outside))
+    missing = [name for name in registered_steps() if name not in written]
+    if not missing:
+        return ""
+    return "## Other steps\n\n" + "".join(section(get_step(name)) for name in missing)
+
+
 def render(page: str) -> str:
-    """``page`` with every generated table regenerated from the registered steps."""
+    """``page`` with every generated table and section regenerated from the registered steps."""
+    generated = f"<!-- sections -->\n{sections(page)}<!-- /sections -->\n"
+    if _SECTIONS.search(page):
+        page = _SECTIONS.sub(lambda m: generated, page)
+    elif sections(page):
+        page = f"{page.rstrip()}\n\n{generated}" if page.strip() else generated
 
     def block(match: re.Match) -> str:
         name, table = match.group(1), match.group(2)

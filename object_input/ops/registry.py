@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from object_input import fields
-from object_input.ops import transform
+from object_input.ops import field_handlers
 from object_input.suggest import did_you_mean
 
 Check = Callable[[Any], str | None]
@@ -114,7 +114,7 @@ def _expand(names: Sequence[str]) -> tuple[str, ...]:
         if name == PER_BOX:
             out.extend(fields.per_box_fields())
         elif name == MOVED:
-            out.extend(transform.moved_fields())
+            out.extend(field_handlers.moved_fields())
         else:
             out.append(name)
     return tuple(dict.fromkeys(out))
@@ -123,7 +123,7 @@ def _expand(names: Sequence[str]) -> tuple[str, ...]:
 _STEPS: dict[str, StepSpec] = {}
 
 KINDS = ("color", "geometry", "label", "image")
-# How a step runs before its image is decoded (object_input.ops.deferred): "view" only moves the
+# How a step runs before its image is decoded (object_input.deferred_image): "view" only moves the
 # window to decode, "crop" narrows it (a deferred decode pays off only for a crop).
 DEFERRALS = ("view", "crop")
 
@@ -189,6 +189,12 @@ def register_step(
 
     def decorate(fn: Callable[..., dict]) -> Callable[..., dict]:
         step_name = name or fn.__name__
+        existing = _STEPS.get(step_name)
+        if existing is not None and _origin(existing.fn) != _origin(fn):
+            raise ValueError(
+                f"step {step_name!r} is already registered by {_origin(existing.fn)}; "
+                f"unregister it first to replace it with {_origin(fn)}"
+            )
         signature = inspect.signature(fn)
         positional = [
             p for p in signature.parameters.values() if p.kind != inspect.Parameter.KEYWORD_ONLY
@@ -247,6 +253,10 @@ def register_step(
         return op
 
     return decorate
+
+
+def _origin(fn: Callable[..., Any]) -> str:
+    return f"{fn.__module__}.{fn.__qualname__}"
 
 
 def get_step(name: str) -> StepSpec:
@@ -393,19 +403,3 @@ def _describe(hint: Any) -> str:
     if args:
         return f"a list of {_describe(args[0])}"
     return str(hint)
-
-
-def deferrable_prefix(step_names: Sequence[str]) -> int:
-    """How many leading steps to run before decoding (0 when the prefix holds no crop).
-
-    A step may run before decoding when its registration declares a ``deferral``; the prefix
-    ends at its last ``"crop"``, since only a crop makes decoding less.
-    """
-    registered = set(registered_steps())
-    deferrals = []
-    for name in step_names:
-        deferral = get_step(name).deferral if name in registered else None
-        if deferral is None:
-            break
-        deferrals.append(deferral)
-    return max((i + 1 for i, d in enumerate(deferrals) if d == "crop"), default=0)

@@ -1,11 +1,12 @@
-"""Geometric transforms, and the per-field handlers that apply them to a feature dict.
+"""Geometric transforms, and :func:`apply`, which moves a feature dict's fields by one.
 
 A geometric op *samples* a transform (a flip, a pixel window, a resize, an affine matrix) from its
 seed and hands it to :func:`apply`; it never touches fields itself. :func:`apply` drops the boxes
 the transform rules out (with every per-box field), then runs the handler registered for each
-field present: the image, masks, boxes, keypoints, the deferred-decode view, or a user's field
-registered with :func:`register_handler`. A new op thus samples a transform and nothing else, and
-a new field type registers one handler and works with every geometric op.
+field present (:mod:`object_input.ops.field_handlers`): the image, masks, boxes, keypoints, the
+deferred-decode view, or a user's field registered with
+:func:`~object_input.ops.field_handlers.register_handler`. A new op thus samples a transform and
+nothing else, and a new field type registers one handler and works with every geometric op.
 
 Every transform answers the same questions, which is all a handler may ask:
 
@@ -21,16 +22,39 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Mapping, Sequence
+import warnings
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import tensorflow as tf
 
-from object_input import fields
+from object_input import deferred_image, fields
 from object_input.ops import boxes as box_ops
-from object_input.ops import core, deferred
+from object_input.ops import core, field_handlers
 
-Handler = Callable[[core.Features, "Transform"], Mapping[str, tf.Tensor]]
+# The field-handler registry's names, now in field_handlers: kept here for one release.
+_MOVED = (
+    "Handler",
+    "boxes_handler",
+    "handled_fields",
+    "moved_fields",
+    "points_handler",
+    "raster_handler",
+    "register_handler",
+    "unregister_handler",
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _MOVED:
+        warnings.warn(
+            f"object_input.ops.transform.{name} is now object_input.ops.field_handlers.{name}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(field_handlers, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 INTERPOLATIONS = ("NEAREST", "BILINEAR")
 
@@ -125,7 +149,9 @@ class Flip(Transform):
         return self._select(tf.stack([ymin, 1.0 - xmax, ymax, 1.0 - xmin], axis=1), boxes)
 
     def view(self, features):
-        return self._select(deferred.flip_view(features, self.axis), features[fields.IMAGE_VIEW])
+        return self._select(
+            deferred_image.flip_view(features, self.axis), features[fields.IMAGE_VIEW]
+        )
 
 
 @dataclasses.dataclass
@@ -255,7 +281,7 @@ class Window(Transform):
         return box_ops.overlaps_window(boxes, self.frame, self.overlap_thresh)
 
     def view(self, features):
-        return deferred.crop_view(features, self.top, self.left, self.height, self.width)
+        return deferred_image.crop_view(features, self.top, self.left, self.height, self.width)
 
 
 def _as_nhwc(tensor: tf.Tensor, y_axis: int) -> tuple[tf.Tensor, Callable[[tf.Tensor], tf.Tensor]]:
@@ -586,124 +612,6 @@ class Affine(Transform):
         return (box_ops.area(after) > 0.0) | ~(box_ops.area(before) > 0.0)
 
 
-# --- handlers -------------------------------------------------------------------------------
-
-
-def _image_handler(features: core.Features, t: Transform) -> dict[str, tf.Tensor]:
-    image = t.raster(features[fields.IMAGE], 0, t.fill, nearest=False)
-    out = {fields.IMAGE: image}
-    if t.changes_size or fields.IMAGE_SHAPE in features:
-        out[fields.IMAGE_SHAPE] = tf.shape(image)[:2]
-    return out
-
-
-def raster_handler(name: str, y_axis: int = 0, nearest: bool = True) -> Handler:
-    """A handler for a raster field ``name`` (rows and columns at ``y_axis``, ``y_axis + 1``).
-
-    ``nearest`` keeps label values (masks, segmentation maps, heatmaps that must not blur);
-    uncovered pixels become 0.
-    """
-
-    def handle(features: core.Features, t: Transform) -> dict[str, tf.Tensor]:
-        return {name: t.raster(features[name], y_axis, None, nearest)}
-
-    return handle
-
-
-def points_handler(name: str, visibilities: str | None = None, permute: bool = False) -> Handler:
-    """A handler for normalized ``(y, x)`` points ``[N, K, 2]`` in field ``name``.
-
-    With ``permute``, the transform's keypoint permutation (flips swap left and right keypoints)
-    reorders axis 1. Points the transform moves out of the image become NaN and their
-    ``visibilities`` (a bool ``[N, K]`` field, when present) False.
-    """
-
-    def handle(features: core.Features, t: Transform) -> dict[str, tf.Tensor]:
-        points = features[name]
-        visible = features.get(visibilities) if visibilities else None
-        if permute and t.keypoint_permutation is not None:
-            points = tf.gather(points, t.keypoint_permutation, axis=1)
-            if visible is not None:
-                visible = tf.gather(visible, t.keypoint_permutation, axis=1)
-        moved = t.points(points)
-        if t.clips_points:
-            inside = box_ops.in_unit_square(moved)
-            moved = tf.where(inside[..., tf.newaxis], moved, float("nan"))
-            if visible is not None:
-                visible = visible & inside
-        out = {name: moved}
-        if visible is not None:
-            out[visibilities] = visible
-        return out
-
-    return handle
-
-
-def boxes_handler(name: str) -> Handler:
-    """A handler for normalized ``[ymin, xmin, ymax, xmax]`` boxes ``[N, 4]`` in field ``name``."""
-
-    def handle(features: core.Features, t: Transform) -> dict[str, tf.Tensor]:
-        return {name: t.boxes(features[name])}
-
-    return handle
-
-
-def _view_handler(features: core.Features, t: Transform) -> dict[str, tf.Tensor]:
-    return {fields.IMAGE_VIEW: t.view(features)}
-
-
-# The view runs first: a transform that refuses deferred images then fails before any work.
-_BUILTIN_HANDLERS: dict[str, Handler] = {
-    fields.IMAGE_VIEW: _view_handler,
-    fields.IMAGE: _image_handler,
-    fields.MASKS: raster_handler(fields.MASKS, y_axis=1, nearest=True),
-    fields.BOXES: boxes_handler(fields.BOXES),
-    fields.KEYPOINTS: points_handler(fields.KEYPOINTS, fields.KEYPOINT_VISIBILITIES, permute=True),
-}
-# Fields handlers update besides their own.
-_BUILTIN_ALSO_WRITES = {
-    fields.IMAGE: (fields.IMAGE_SHAPE,),
-    fields.KEYPOINTS: (fields.KEYPOINT_VISIBILITIES,),
-}
-_handlers: dict[str, Handler] = dict(_BUILTIN_HANDLERS)
-_also_writes: dict[str, tuple[str, ...]] = dict(_BUILTIN_ALSO_WRITES)
-
-
-def register_handler(name: str, handler: Handler, also_writes: Sequence[str] = ()) -> None:
-    """Make every geometric op move field ``name`` with ``handler(features, transform)``.
-
-    The handler returns the fields it updates: ``name``, and the ones listed in ``also_writes``
-    (e.g. visibilities of points). See :func:`raster_handler`, :func:`points_handler` and
-    :func:`boxes_handler` for the common field types. A per-box field must also be registered
-    with :func:`object_input.fields.register_per_box_field`.
-    """
-    if not isinstance(name, str) or not name:
-        raise ValueError(f"a field name must be a non-empty string, got {name!r}")
-    if name in _BUILTIN_HANDLERS:
-        raise ValueError(f"{name!r} has a built-in handler and cannot be replaced")
-    _handlers[name] = handler
-    _also_writes[name] = tuple(also_writes)
-
-
-def unregister_handler(name: str) -> None:
-    """Remove a user-registered handler. Built-in handlers cannot be removed."""
-    if name in _BUILTIN_HANDLERS:
-        raise ValueError(f"{name!r} has a built-in handler and cannot be unregistered")
-    _handlers.pop(name, None)
-    _also_writes.pop(name, None)
-
-
-def handled_fields() -> tuple[str, ...]:
-    """Names of every field with a handler, built-in first."""
-    return tuple(_handlers)
-
-
-def moved_fields() -> tuple[str, ...]:
-    """Every field a geometric transform may update: handled fields and their side fields."""
-    names = [n for name in _handlers for n in (name, *_also_writes.get(name, ()))]
-    return tuple(dict.fromkeys(names))
-
-
 def apply(features: core.Features, t: Transform) -> core.Features:
     """Apply the transform ``t`` to every field of ``features`` that has a handler."""
     out = dict(features)
@@ -714,10 +622,10 @@ def apply(features: core.Features, t: Transform) -> core.Features:
             out = core.mask_boxes(out, keep)
             before = out[fields.BOXES]
     moved = dict(out)
-    for name, handler in _handlers.items():
+    for name, entry in field_handlers.registered().items():
         if name in out:
-            updates = handler(out, t)
-            unexpected = set(updates) - {name, *_also_writes.get(name, ())}
+            updates = entry.handler(out, t)
+            unexpected = set(updates) - {name, *entry.also_writes}
             if unexpected:
                 raise ValueError(
                     f"the handler of {name!r} wrote {sorted(unexpected)}; declare them with "

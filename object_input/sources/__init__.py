@@ -2,46 +2,56 @@
 
 ``make_dataset`` takes a source object, or a path, glob, directory or list of them whose format
 comes from ``format=`` or the file suffix (see :func:`as_source`).
+
+Importing this package imports every module in it (a new source module needs no import added
+here), then the modules that installed plugins name in the entry-point group
+``object_input.sources`` (:mod:`object_input.plugins`); a module registers its formats when
+imported. Every public :class:`Source` subclass they define is ``object_input.sources.<Name>``.
 """
 
-from object_input.sources.arrays import Arrays
-from object_input.sources.base import ReadContext, Source
-from object_input.sources.caffe_annotated_lmdb import CaffeAnnotatedLMDB
-from object_input.sources.caffe_lmdb import CaffeLMDB
-from object_input.sources.csv_source import CSV
-from object_input.sources.dataset import Dataset
-from object_input.sources.detection_csv import DetectionCSV
-from object_input.sources.earthengine import EarthEngine, EarthEngineTable
-from object_input.sources.files import list_files, read_files
-from object_input.sources.fixed_length import CIFAR10, CIFAR100, Field, FixedLength
-from object_input.sources.generator import Generator
-from object_input.sources.huggingface import HuggingFace
-from object_input.sources.resolve import as_source, formats, register_format
-from object_input.sources.tfds import TFDS
-from object_input.sources.tfrecord import TFRecord
+from types import ModuleType
 
+from object_input import plugins
+from object_input.sources.base import ReadContext, Source
+from object_input.sources.files import list_files, read_files
+from object_input.sources.fixed_length import Field
+from object_input.sources.resolve import as_source, formats, register_format
+
+
+def _defined_sources(module: ModuleType) -> dict[str, type[Source]]:
+    """The public :class:`Source` subclasses that ``module`` defines."""
+    return {
+        name: value
+        for name, value in vars(module).items()
+        if isinstance(value, type)
+        and issubclass(value, Source)
+        and value.__module__ == module.__name__
+        and not name.startswith("_")
+    }
+
+
+_SOURCES: dict[str, type[Source]] = {}
+for _module in [
+    *plugins.import_package(__name__, __path__),
+    *plugins.load_group(plugins.SOURCES, _defined_sources),
+]:
+    for _name, _source in _defined_sources(_module).items():
+        if _name in _SOURCES:
+            raise plugins.PluginError(
+                f"{_source.__module__} defines source {_name}, as {_SOURCES[_name].__module__} "
+                "does: a source's name must be unique"
+            )
+        _SOURCES[_name] = _source
+globals().update(_SOURCES)
+
+# The names that are not sources; the sources follow.
 __all__ = [
-    "CIFAR10",
-    "CIFAR100",
-    "CSV",
-    "TFDS",
-    "Arrays",
-    "CaffeAnnotatedLMDB",
-    "CaffeLMDB",
-    "Dataset",
-    "DetectionCSV",
-    "EarthEngine",
-    "EarthEngineTable",
     "Field",
-    "FixedLength",
-    "Generator",
-    "HuggingFace",
     "ReadContext",
-    "Source",
-    "TFRecord",
     "as_source",
     "formats",
     "list_files",
     "read_files",
     "register_format",
 ]
+__all__ += sorted(_SOURCES)

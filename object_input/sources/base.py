@@ -116,7 +116,7 @@ class Source(abc.ABC):
         then raises the message or, under ``on_error="skip"``, drops and counts the record.
 
         With ``defer_image`` (only asked when :attr:`can_defer`), the image is left undecoded as
-        a view (see :mod:`object_input.ops.deferred`) until :meth:`realize`.
+        a view (see :mod:`object_input.deferred_image`) until :meth:`realize`.
         """
 
     @property

@@ -30,7 +30,7 @@ import numpy as np
 import tensorflow as tf
 
 from object_input import boxes as box_formats
-from object_input import errors, fields
+from object_input import errors, feature_dict, fields
 from object_input.annotation_checks import (
     check_boxes,
     check_class_count,
@@ -44,7 +44,6 @@ from object_input.decoders.tf_example import (
     kept_after_clip,
     looks_like_image,
 )
-from object_input.ops import core
 from object_input.sources.base import ReadContext, Source
 
 #: The keys of ``fields=`` besides feature fields: the annotated image size, checked.
@@ -411,7 +410,7 @@ class HuggingFace(Source):
             if key in objects:
                 out[key] = objects[key]
         if self.boxes_out_of_range == "clip":
-            out = core.mask_boxes(out, kept_after_clip(boxes, unclipped))
+            out = feature_dict.mask_boxes(out, kept_after_clip(boxes, unclipped))
         return out
 
     def __repr__(self) -> str:

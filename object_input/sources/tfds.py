@@ -13,14 +13,13 @@ from typing import Any
 import tensorflow as tf
 
 from object_input import boxes as box_formats
-from object_input import errors, fields
+from object_input import deferred_image, errors, fields
 from object_input.decoders.tf_example import (
     PLACEHOLDER_PNG,
     header_size,
     image_magic,
     looks_like_image,
 )
-from object_input.ops import deferred
 from object_input.sources.base import ReadContext, Source
 from object_input.sources.dataset import detection_checks, stand_ins
 
@@ -570,7 +569,7 @@ class TFDS(Source):
         self, features: dict[str, tf.Tensor], output_size: tuple[int, int] | None = None
     ) -> dict[str, tf.Tensor]:
         dct_min_size = output_size if self.jpeg_dct_scaling else None
-        return deferred.realize(features, self.channels, dct_min_size=dct_min_size)
+        return deferred_image.realize(features, self.channels, dct_min_size=dct_min_size)
 
     def __repr__(self) -> str:
         return f"TFDS({self.name!r}, split={self.split!r}, fields {sorted(self.fields)})"
@@ -578,13 +577,13 @@ class TFDS(Source):
 
 def _build(features: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
     """A record's feature dict from its checked values: boxes clipped (float noise), a deferred
-    image marked for :func:`~object_input.ops.deferred.realize`."""
+    image marked for :func:`~object_input.deferred_image.realize`."""
     out = dict(features)
     if fields.BOXES in out:
         out[fields.BOXES] = tf.clip_by_value(out[fields.BOXES], 0.0, 1.0)
     if fields.ENCODED_IMAGE in out:
         size = out.pop(fields.IMAGE_SHAPE)
-        out = deferred.defer(out, out.pop(fields.ENCODED_IMAGE), size[0], size[1])
+        out = deferred_image.defer(out, out.pop(fields.ENCODED_IMAGE), size[0], size[1])
     return out
 
 

@@ -8,9 +8,8 @@ from typing import Any
 
 import tensorflow as tf
 
-from object_input import errors, manifest
+from object_input import deferred_image, errors, manifest
 from object_input.decoders import ExampleDecoder
-from object_input.ops import deferred
 from object_input.options import DecodeOptions, build
 from object_input.sources import integrity
 from object_input.sources.base import ReadContext, Source
@@ -132,7 +131,7 @@ class TFRecord(Source):
         self, features: dict[str, tf.Tensor], output_size: tuple[int, int] | None = None
     ) -> dict[str, tf.Tensor]:
         dct_min_size = output_size if self.decoding.jpeg_dct_scaling else None
-        return deferred.realize(features, self.decoding.channels, dct_min_size=dct_min_size)
+        return deferred_image.realize(features, self.decoding.channels, dct_min_size=dct_min_size)
 
     def __repr__(self) -> str:
         return f"TFRecord({len(self.files)} files, first {self.files[0]!r})"

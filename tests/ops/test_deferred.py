@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from object_input import ExampleDecoder, fields
-from object_input.ops import Augmentation, deferred
-from object_input.ops.registry import deferrable_prefix
+from object_input import ExampleDecoder, deferred_image, fields
+from object_input.ops import Augmentation
+from object_input.per_example import deferrable_prefix
 from object_input.synthetic import make_example
 from object_input.writers import build_example
 
@@ -37,8 +37,8 @@ def test_deferred_equals_decode_then_augment(image_format):
     def both(seed):
         eager = augment(decoder(serialized), seed)
         lazy = decoder(serialized, defer_image=True)
-        assert deferred.is_deferred(lazy)
-        lazy = deferred.realize(augment(lazy, seed, stop=3), channels=3)
+        assert deferred_image.is_deferred(lazy)
+        lazy = deferred_image.realize(augment(lazy, seed, stop=3), channels=3)
         return eager, augment(lazy, seed, start=3)
 
     sizes = set()
@@ -71,10 +71,10 @@ def test_rotation_refuses_a_deferred_image():
 
 def test_dct_ratio_is_the_largest_that_still_covers_the_output():
     sides = tf.constant([100, 199, 200, 399, 400, 800, 2000])
-    got = deferred.dct_ratio(sides, tf.constant(2000), (100, 100))
+    got = deferred_image.dct_ratio(sides, tf.constant(2000), (100, 100))
     np.testing.assert_array_equal(got, [1, 1, 2, 2, 4, 8, 8])
     np.testing.assert_array_equal(
-        deferred.dct_ratio(tf.constant(800), tf.constant(150), (100, 100)), 1
+        deferred_image.dct_ratio(tf.constant(800), tf.constant(150), (100, 100)), 1
     )
 
 
@@ -92,17 +92,17 @@ def test_dct_scaled_window_is_the_scaled_decode_of_that_window(window, min_size,
     pixels = tf.image.resize(rng.uniform(0, 255, (12, 16, 3)), (96, 128)).numpy().astype(np.uint8)
     encoded = tf.io.encode_jpeg(pixels, quality=90)
     top, left, height, width = window
-    features = deferred.defer({}, encoded, 96, 128)
+    features = deferred_image.defer({}, encoded, 96, 128)
     features[fields.IMAGE] = tf.zeros([height, width, 0], tf.uint8)
     features[fields.IMAGE_VIEW] = tf.constant([top, left, 0, 0, 96, 128])
-    image = deferred.realize(features, 3, dct_min_size=min_size)[fields.IMAGE].numpy()
+    image = deferred_image.realize(features, 3, dct_min_size=min_size)[fields.IMAGE].numpy()
     scaled = tf.io.decode_jpeg(encoded, ratio=ratio).numpy()
     expected = scaled[
         round(top / ratio) : round((top + height) / ratio),
         round(left / ratio) : round((left + width) / ratio),
     ]
     np.testing.assert_array_equal(image, expected)
-    exact = deferred.realize(features, 3)[fields.IMAGE]
+    exact = deferred_image.realize(features, 3)[fields.IMAGE]
     np.testing.assert_array_equal(
         exact, tf.io.decode_jpeg(encoded)[top : top + height, left : left + width]
     )

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from object_input import fields
-from object_input.ops import Augmentation, transform
+from object_input.ops import Augmentation, field_handlers, transform
 
 BOXES = [[0.1, 0.2, 0.5, 0.7], [0.4, 0.05, 0.95, 0.4], [0.6, 0.6, 0.9, 0.95]]
 
@@ -56,11 +56,13 @@ STEPS = [
 def user_fields():
     """A raster ``heatmap`` [H, W] and per-box points ``centre`` [N, 1, 2] with handlers."""
     fields.register_per_box_field("centre")
-    transform.register_handler("heatmap", transform.raster_handler("heatmap", nearest=True))
-    transform.register_handler("centre", transform.points_handler("centre"))
+    field_handlers.register_handler(
+        "heatmap", field_handlers.raster_handler("heatmap", nearest=True)
+    )
+    field_handlers.register_handler("centre", field_handlers.points_handler("centre"))
     yield
-    transform.unregister_handler("heatmap")
-    transform.unregister_handler("centre")
+    field_handlers.unregister_handler("heatmap")
+    field_handlers.unregister_handler("centre")
     fields.unregister_per_box_field("centre")
 
 
@@ -83,10 +85,12 @@ def test_user_fields_move_like_their_builtin_kind(user_fields, step, params, see
 
 def test_handlers_of_builtin_fields_cannot_be_replaced():
     with pytest.raises(ValueError, match="built-in handler"):
-        transform.register_handler(fields.MASKS, transform.raster_handler(fields.MASKS, 1))
+        field_handlers.register_handler(
+            fields.MASKS, field_handlers.raster_handler(fields.MASKS, 1)
+        )
     with pytest.raises(ValueError, match="built-in handler"):
-        transform.unregister_handler(fields.IMAGE)
-    assert transform.handled_fields()[:5] == (
+        field_handlers.unregister_handler(fields.IMAGE)
+    assert field_handlers.handled_fields()[:5] == (
         fields.IMAGE_VIEW,
         fields.IMAGE,
         fields.MASKS,
@@ -201,3 +205,8 @@ def test_a_warp_without_rotation_or_shear_samples_as_the_projective_kernel(
         transform.warp(image, turned, 114.0, interpolation="BILINEAR", output_size=out).numpy(),
         _projective(image, turned, 114.0, out).numpy(),
     )
+
+
+def test_the_handler_registry_names_still_resolve_from_transform_with_a_warning():
+    with pytest.warns(DeprecationWarning, match="field_handlers.register_handler"):
+        assert transform.register_handler is field_handlers.register_handler

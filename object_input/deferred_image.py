@@ -1,30 +1,34 @@
 """Deferred image decoding: crop (and flip) before decoding, so only the crop window is decoded.
 
 While a feature dict holds ``ENCODED_IMAGE`` and ``IMAGE_VIEW``, its ``IMAGE`` is a zero-channel
-placeholder with the true height and width. The flips and crops of :mod:`flip` and :mod:`crop`
-run on it unchanged (boxes, masks and keypoints move as usual) and the view's handler in
-:mod:`transform` updates the view: where the current window starts in the source image and
-whether it is mirrored (other transforms refuse a deferred image). :func:`realize` then decodes
-just that window (``decode_and_crop_jpeg`` for JPEG) and mirrors it: the pixels are identical to
-decoding first and applying the same ops.
+placeholder with the true height and width. The flips and crops of :mod:`object_input.ops.flip`
+and :mod:`object_input.ops.crop` run on it unchanged (boxes, masks and keypoints move as usual)
+and the view's field handler (:mod:`object_input.ops.field_handlers`) updates the view, which
+the flip and window transforms compute with :func:`flip_view` and :func:`crop_view`: where the
+current window starts in the source image and whether it is mirrored (other transforms refuse a
+deferred image). :func:`realize` then decodes just that window (``decode_and_crop_jpeg`` for
+JPEG) and mirrors it: the pixels are identical to decoding first and applying the same ops.
+
+The module sits below the op library: the readers that defer decoding import it, never an op.
 """
 
 from __future__ import annotations
 
 import tensorflow as tf
 
-from object_input import fields
-from object_input.ops import core
+from object_input import feature_dict, fields
 
 _JPEG_MARGIN = 16
 
 
-def is_deferred(features: core.Features) -> bool:
+def is_deferred(features: feature_dict.Features) -> bool:
     """Whether the example's image is still undecoded."""
     return fields.IMAGE_VIEW in features
 
 
-def defer(features: core.Features, encoded: tf.Tensor, height, width) -> core.Features:
+def defer(
+    features: feature_dict.Features, encoded: tf.Tensor, height, width
+) -> feature_dict.Features:
     """Mark ``features`` as deferred: a placeholder image of ``height`` × ``width``, empty view."""
     out = dict(features)
     out[fields.IMAGE] = tf.zeros(tf.stack([height, width, 0]), tf.uint8)
@@ -34,19 +38,19 @@ def defer(features: core.Features, encoded: tf.Tensor, height, width) -> core.Fe
     return out
 
 
-def flip_view(features: core.Features, axis: int) -> tf.Tensor:
+def flip_view(features: feature_dict.Features, axis: int) -> tf.Tensor:
     """The view after mirroring the current window along image ``axis`` (0 rows, 1 columns)."""
     view = features[fields.IMAGE_VIEW]
     return tf.tensor_scatter_nd_update(view, [[2 + axis]], [1 - view[2 + axis]])
 
 
-def crop_view(features: core.Features, top, left, height, width) -> tf.Tensor:
+def crop_view(features: feature_dict.Features, top, left, height, width) -> tf.Tensor:
     """The view after cutting the window (top, left, height, width) of the current image.
 
     The window must lie inside the current image (the deferrable crops guarantee it).
     """
     view = features[fields.IMAGE_VIEW]
-    current_height, current_width = core.image_size(features[fields.IMAGE])
+    current_height, current_width = feature_dict.image_size(features[fields.IMAGE])
     top, left = tf.cast(top, tf.int32), tf.cast(left, tf.int32)
     height, width = tf.cast(height, tf.int32), tf.cast(width, tf.int32)
     inside = tf.debugging.Assert(
@@ -78,8 +82,8 @@ def dct_ratio(height: tf.Tensor, width: tf.Tensor, min_size: tuple[int, int]) ->
 
 
 def realize(
-    features: core.Features, channels: int, dct_min_size: tuple[int, int] | None = None
-) -> core.Features:
+    features: feature_dict.Features, channels: int, dct_min_size: tuple[int, int] | None = None
+) -> feature_dict.Features:
     """Decode the view's window of the encoded image and mirror it; drop the deferral fields.
 
     With ``dct_min_size`` (the output size), a JPEG whose window is at least twice that size on
@@ -91,7 +95,7 @@ def realize(
     out = dict(features)
     encoded = out.pop(fields.ENCODED_IMAGE)
     view = out.pop(fields.IMAGE_VIEW)
-    height, width = core.image_size(out[fields.IMAGE])
+    height, width = feature_dict.image_size(out[fields.IMAGE])
     window_size = tf.stack([height, width, -1])
     head = tf.strings.substr(encoded, 0, 4)
     is_jpeg = tf.strings.substr(head, 0, 3) == b"\xff\xd8\xff"
@@ -147,7 +151,7 @@ def realize(
     # A branch per mirror: an image left as it is costs no copy.
     for axis in (0, 1):
         image = tf.cond(
-            view[2 + axis] > 0, lambda i=image, a=axis: core.mirror(i, a), lambda i=image: i
+            view[2 + axis] > 0, lambda i=image, a=axis: feature_dict.mirror(i, a), lambda i=image: i
         )
     image.set_shape([None, None, channels])
-    return core.set_image(out, image)
+    return feature_dict.set_image(out, image)
