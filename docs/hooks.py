@@ -13,6 +13,8 @@ import inspect
 import re
 from typing import Any
 
+from object_input.ops.reference import docstring_parts
+
 MARKER = re.compile(r"^<!-- options: ([\w.]+) -->$", re.M)
 SECTIONS = ("Args:", "Attributes:")
 ROLE = re.compile(r":\w+:`(~?)([\w.]+)`")
@@ -32,39 +34,8 @@ def resolve(path: str) -> Any:
 
 
 def docstring_entries(obj: Any) -> dict[str, str]:
-    """``{name: text}`` from the ``Args:``/``Attributes:`` section of a Google-style docstring.
-
-    An entry ``a, b: text`` documents both names; continuation lines are joined.
-    """
-    doc = inspect.getdoc(obj) or ""
-    entries: dict[str, str] = {}
-    names: list[str] = []
-    inside = False
-    indent = None
-    for line in doc.splitlines():
-        stripped = line.strip()
-        if stripped in SECTIONS:
-            inside, indent, names = True, None, []
-            continue
-        if not inside:
-            continue
-        if not stripped:
-            continue
-        depth = len(line) - len(line.lstrip())
-        if depth == 0:
-            inside = False
-            continue
-        if indent is None:
-            indent = depth
-        match = re.match(r"([\w, ]+):\s*(.*)", stripped)
-        if depth == indent and match:
-            names = [n.strip() for n in match.group(1).split(",")]
-            for name in names:
-                entries[name] = match.group(2)
-        elif names:
-            for name in names:
-                entries[name] = f"{entries[name]} {stripped}".strip()
-    return entries
+    """``{name: text}`` from the ``Args:``/``Attributes:`` section of a Google-style docstring."""
+    return docstring_parts(inspect.getdoc(obj) or "", SECTIONS)[1]
 
 
 def defaults(obj: Any) -> dict[str, Any]:

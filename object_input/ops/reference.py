@@ -75,17 +75,18 @@ def _meanings(table: str) -> dict[str, str]:
     return meanings
 
 
-def docstring_parts(doc: str) -> tuple[str, dict[str, str]]:
-    """A docstring's text without its ``Args:`` section, and ``{parameter: meaning}`` from that
-    section (an entry ``a, b: text`` gives both; continuation lines are joined)."""
+def docstring_parts(doc: str, sections: Sequence[str] = ("Args:",)) -> tuple[str, dict[str, str]]:
+    """A docstring's text without its ``Args:`` section (or the other ``sections`` named), and
+    ``{parameter: meaning}`` from it (an entry ``a, b: text`` gives both; continuation lines are
+    joined)."""
     text: list[str] = []
     meanings: dict[str, str] = {}
     names: list[str] = []
     indent = None
     inside = False
     for line in doc.splitlines():
-        if line.strip() == "Args:":
-            inside, indent = True, None
+        if line.strip() in sections:
+            inside, indent, names = True, None, []
             continue
         if inside and line.strip() and not line[0].isspace():
             inside = False
