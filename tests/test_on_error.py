@@ -5,7 +5,10 @@ import gzip
 import io
 import itertools
 import logging
+import os
 import re
+import subprocess
+import sys
 import time
 import zlib
 
@@ -457,11 +460,52 @@ def test_on_error_is_validated(tmp_path):
     # "mark" is for readers (ReadContext), not a pipeline policy.
     with pytest.raises(ValueError, match=r"on_error must be one of \('raise', 'skip'\)"):
         _dataset(path, on_error="mark")
-    source = oi.sources.TFRecord(path)
-    with pytest.raises(ValueError, match=r"one of \('raise', 'skip', 'mark'\), got 'ignore'"):
-        source.records(oi.sources.ReadContext(on_error="ignore"))
+    # A reader marks or raises; it never skips.
+    with pytest.raises(ValueError, match="it never skips: got 'skip'"):
+        oi.sources.ReadContext(on_error="skip")
     with pytest.raises(ValueError, match="no counts on this dataset"):
         stats(_dataset(path).take(1))
+
+
+HANG_CHECK = """
+import sys
+import object_input as oi
+import tensorflow as tf
+dataset = oi.make_dataset(sys.argv[1], num_epochs=None, batch_size=None, shuffle=False)
+try:
+    next(iter(dataset))
+except tf.errors.InvalidArgumentError as error:
+    print("raised:", error.message)
+"""
+
+
+def test_repeating_records_that_all_fail_raise_instead_of_looping_forever(tmp_path):
+    # A truncated JPEG fails in the map (an op error, not a flag) and no record ever survives:
+    # the catch must still report it. A subprocess, so that a regression fails, not hangs.
+    path = _write(tmp_path / "bad.tfrecord", [_bad(image__encoded=_truncated_jpeg())])
+    run = subprocess.run(
+        [sys.executable, "-c", HANG_CHECK, path],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
+    assert "raised:" in run.stdout, run.stderr[-2000:]
+    assert f"{path}:0: undecodable" in run.stdout
+
+
+def test_the_old_reader_and_decoder_words_still_work_with_a_deprecation_warning():
+    with pytest.warns(DeprecationWarning, match=r"use ReadContext\(marks=True\)"):
+        assert oi.sources.ReadContext(on_error="mark").marks
+    with pytest.warns(DeprecationWarning, match=r"use ReadContext\(marks=False\)"):
+        assert not oi.sources.ReadContext(on_error="raise").marks
+    with pytest.warns(DeprecationWarning, match="use checks='none'"):
+        decoder = oi.ExampleDecoder(on_error="trust")
+    assert decoder.checks == "none"
+    with pytest.warns(DeprecationWarning, match="use ExampleDecoder.checks"):
+        assert decoder.on_error == "trust"
+    with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="checks must be"):
+        oi.ExampleDecoder(on_error="skip")
 
 
 def test_dropped_boxes_are_counted_and_reachable_with_keras(tmp_path):

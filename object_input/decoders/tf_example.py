@@ -2,7 +2,7 @@
 
 Every example decodes to the same set of keys (absent optional fields get defaults), so examples can
 be batched together. Malformed records fail with an error that names the record, its source id
-and the field, or, under ``on_error="flag"``, carry the failure in ``fields.ERROR`` (its reason's
+and the field, or, under ``checks="flag"``, carry the failure in ``fields.ERROR`` (its reason's
 code) and ``fields.ERROR_DETAIL`` (that message), for the pipeline to raise or skip. The keys
 read, their kinds and defaults come from :data:`object_input.schema.EXAMPLE`.
 """
@@ -10,6 +10,7 @@ read, their kinds and defaults come from :data:`object_input.schema.EXAMPLE`.
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -75,13 +76,17 @@ class ExampleDecoder:
         dropped boxes are counted in ``NUM_DROPPED_BOXES``.
       extra_features: ``{record key: tf.io feature spec}`` decoded and passed through under the
         same key (sparse features become dense).
-      on_error: ``"raise"``: a failed check raises InvalidArgumentError naming the record, its
-        source id and the field; ``"flag"``: the result carries the reason's code in
-        ``fields.ERROR`` (0 when good; see :mod:`object_input.errors`), the message in
-        ``fields.ERROR_DETAIL``, and placeholder values, for the pipeline to raise or skip;
-        ``"trust"``: no checks at all, for records that passed them before (a verified
-        manifest, :mod:`object_input.manifest`): a good record decodes to the same features,
-        a bad one to whatever its ops make of it, or an op error.
+      checks: what a failed check does (:data:`object_input.errors.CHECK_MODES`; the
+        pipeline's ``on_error`` is a separate setting that settles flags): ``"raise"``: it raises
+        InvalidArgumentError naming the record, its source id and the field; ``"flag"``: the
+        result carries the reason's code in ``fields.ERROR`` (0 when good; see
+        :mod:`object_input.errors`), the message in ``fields.ERROR_DETAIL``, and placeholder
+        values, for the pipeline to raise or skip; ``"none"``: no checks at all, for records
+        that passed them before (a verified manifest, :mod:`object_input.manifest`): a good
+        record decodes to the same features, a bad one to whatever its ops make of it, or an
+        op error.
+      on_error: deprecated, for one release: ``checks`` under its old name, ``"trust"`` for
+        ``"none"``.
       boxes_out_of_range: ``"error"`` (a check) or ``"clip"`` for coordinates outside [0, 1];
         clipped boxes left without area are dropped and counted in ``NUM_DROPPED_BOXES``. Either
         way coordinates within ``annotation_checks.BOX_TOLERANCE`` of the range are float
@@ -103,7 +108,8 @@ class ExampleDecoder:
         multiclass_scores: bool = False,
         unknown_classes: str = "error",
         extra_features: Mapping[str, Any] | None = None,
-        on_error: str = "raise",
+        checks: str = errors.RAISE,
+        on_error: str | None = None,
         boxes_out_of_range: str = "error",
         max_image_pixels: int | None = None,
         large_images: str = "error",
@@ -131,7 +137,9 @@ class ExampleDecoder:
         self.multiclass_scores = multiclass_scores
         self.unknown_classes = unknown_classes
         self.extra_features = dict(extra_features or {})
-        self.on_error = errors.check_policy(on_error, errors.DECODE_POLICIES)
+        if on_error is not None:
+            checks = _renamed_check_mode(on_error)
+        self.checks = errors.check_policy(checks, errors.CHECK_MODES, "checks")
         self.boxes_out_of_range = boxes_out_of_range
         self.max_image_pixels = max_image_pixels
         self.large_images = large_images
@@ -150,9 +158,20 @@ class ExampleDecoder:
             )
         self.spec = self._feature_spec()
 
+    @property
+    def on_error(self) -> str:
+        """Deprecated, for one release: :attr:`checks` under its old name (``"trust"`` for
+        ``"none"``)."""
+        warnings.warn(
+            "ExampleDecoder.on_error is deprecated: use ExampleDecoder.checks",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return _OLD_CHECK_NAMES.get(self.checks, self.checks)
+
     def settings(self) -> dict[str, Any]:
         """The options that decide which records pass the checks, as JSON values: what a
-        verified manifest records (``on_error`` aside)."""
+        verified manifest records (``checks`` aside)."""
         return {
             "channels": self.channels,
             "label_map": sorted(self.label_map.items()) if self.label_map is not None else None,
@@ -222,12 +241,12 @@ class ExampleDecoder:
             record_id = tf.strings.join(["source_id=", parsed[schema.SOURCE_ID]])
         record_id = tf.convert_to_tensor(record_id, tf.string)
         need_size = defer_image or bool(self.masks) or self.max_image_pixels is not None
-        if self.on_error == errors.TRUST:
+        if self.checks == errors.NO_CHECKS:
             size, boxes = self._trusted_inputs(parsed, need_size)
             return self._build(parsed, size, boxes, record_id, defer_image)
         checks = errors.RecordChecks(record_id, parsed[schema.SOURCE_ID])
         size, boxes = self._validate(parsed, checks, need_size)
-        ok, error = checks.verdict(self.on_error)
+        ok, error = checks.verdict(self.checks)
         parsed, size, boxes = _sanitized(parsed, size, boxes, ok)
         out = self._build(parsed, size, boxes, record_id, defer_image)
         return out if error is None else checks.flag(out, error)
@@ -332,7 +351,7 @@ class ExampleDecoder:
         self, parsed: dict[str, tf.Tensor], need_size: bool
     ) -> tuple[tf.Tensor, tf.Tensor]:
         """:meth:`_validate`'s (height, width) and boxes for a record known to pass its checks
-        (``on_error="trust"``): the same values, without the checks."""
+        (``checks="none"``): the same values, without the checks."""
         encoded = parsed[schema.ENCODED]
         raw_size = tf.cast(tf.stack([parsed[schema.HEIGHT], parsed[schema.WIDTH]]), tf.int32)
         size = raw_size
@@ -773,6 +792,22 @@ def _check_per_box(
         num,
         "boxes",
     )
+
+
+# ExampleDecoder(on_error=...)'s words that ``checks`` names otherwise.
+_OLD_CHECK_NAMES = {errors.NO_CHECKS: "trust"}
+
+
+def _renamed_check_mode(on_error: str) -> str:
+    """``checks`` for the deprecated ``ExampleDecoder(on_error=...)``, with its warning."""
+    checks = {old: new for new, old in _OLD_CHECK_NAMES.items()}.get(on_error, on_error)
+    warnings.warn(
+        f"ExampleDecoder(on_error={on_error!r}) is deprecated: use checks={checks!r} (on_error "
+        "is the pipeline's raise-or-skip setting alone)",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return checks
 
 
 def decode_example(

@@ -78,7 +78,7 @@ class Dataset(Source):
             # Float noise (1.0000001 from a division) is clipped, as the TFRecord decoder does.
             return {**chosen, fields.BOXES: tf.clip_by_value(chosen[fields.BOXES], 0, 1), **flags}
 
-        return errors.guarded(checks, "flag", build, features, stand_ins(features))
+        return errors.guarded(checks, errors.FLAG, build, features, stand_ins(features))
 
     def __repr__(self) -> str:
         return f"Dataset({self.name!r})"

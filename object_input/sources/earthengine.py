@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from object_input import fields
+from object_input import errors, fields
 from object_input.earthengine import Mixer, buffer_of, pair, patch_bounds
 from object_input.errors import RecordChecks, guarded
 from object_input.options import ReadOptions
@@ -87,7 +87,7 @@ def _first_record(files: Sequence[str], codes: Sequence[str]) -> tuple[str, byte
     raise ValueError(f"the export has no records ({files[0]} ...)")
 
 
-def _reader(files: Sequence[str], codes: Sequence[str], on_error: str):
+def _reader(files: Sequence[str], codes: Sequence[str], marks: bool):
     """``read(path, record_id)`` for ``read_files(checked=True)``: a file's ``(path, record)``
     pairs, decompressed as detected, and a flag where the file cannot be read to its end."""
     sizes = integrity.expected_sizes(files, codes)
@@ -98,7 +98,7 @@ def _reader(files: Sequence[str], codes: Sequence[str], on_error: str):
             path,
             tf.gather(tf.constant(sizes, tf.int64), position),
             tf.gather(tf.constant(list(codes)), position),
-            on_error,
+            marks,
             record_id,
         ).map(lambda name, record, *mark: (name, (path, record), *mark))
 
@@ -256,9 +256,9 @@ class EarthEngine(Source):
 
     def records(self, context: ReadContext) -> tf.data.Dataset:
         # One reader, files in order: the position in this stream is the patch index.
-        # Damaged files raise whatever on_error says: see the module docstring.
+        # A damaged file raises whatever on_error says: see the module docstring.
         in_order = ReadContext(reading=ReadOptions(num_readers=1), shuffle=False)
-        read = _reader(self.files, self.codes, "raise")
+        read = _reader(self.files, self.codes, marks=False)
         stream = read_files(self.files, read, in_order, checked=True)
         stream = stream.map(lambda _, item: item)
         if self.sequence_data:
@@ -315,7 +315,7 @@ class EarthEngine(Source):
 
         # Flagged, not raised: the pipeline raises the message or skips the patch (on_error).
         placeholder = [tf.zeros([depth * height * width]) for _, depth, _ in planes]
-        return guarded(checks, "flag", build, [values for values, _, _ in planes], placeholder)
+        return guarded(checks, errors.FLAG, build, [values for values, _, _ in planes], placeholder)
 
     def _example_planes(self, serialized: tf.Tensor, checks: RecordChecks) -> list:
         """``(flat values, depth, "DHW")`` per feature of a patch Example, checked."""
@@ -429,7 +429,7 @@ class EarthEngineTable(Source):
             self.dtypes[name] = _kind(feature[name], name, first)
 
     def records(self, context: ReadContext) -> tf.data.Dataset:
-        read = _reader(self.files, self.codes, context.on_error)
+        read = _reader(self.files, self.codes, context.marks)
         return read_files(self.files, read, context, checked=True).map(
             lambda record_id, item, *mark: (record_id, item[1], *mark)
         )
@@ -460,7 +460,7 @@ class EarthEngineTable(Source):
             for name, shape in self.shapes.items()
         }
         values = {name: parsed[name].values for name in self.shapes}
-        return guarded(checks, "flag", build, values, placeholder)
+        return guarded(checks, errors.FLAG, build, values, placeholder)
 
     def __repr__(self) -> str:
         return f"EarthEngineTable({self.files[0]!r}, properties {list(self.shapes)})"

@@ -168,7 +168,7 @@ class FixedLength(Source):
 
         # The reader gives whole records; a payload from elsewhere is flagged, not reshaped.
         return errors.guarded(
-            checks, "flag", build, payload, tf.constant(b"\0" * self.record_bytes)
+            checks, errors.FLAG, build, payload, tf.constant(b"\0" * self.record_bytes)
         )
 
     def __repr__(self) -> str:

@@ -494,7 +494,7 @@ class TFDS(Source):
         if fields.ENCODED_IMAGE in features:
             stand_in[fields.ENCODED_IMAGE] = tf.constant(PLACEHOLDER_PNG)
             stand_in[fields.IMAGE_SHAPE] = tf.ones([2], tf.int32)
-        return errors.guarded(checks, "flag", _build, features, stand_in)
+        return errors.guarded(checks, errors.FLAG, _build, features, stand_in)
 
     def _image(self, name: str, value: tf.Tensor) -> tf.Tensor:
         """The pixels of image field ``name``: decoded here when TFDS left them encoded."""

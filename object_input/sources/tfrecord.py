@@ -61,11 +61,11 @@ class TFRecord(Source):
         compression_of("", compression)  # validates it
         self.compression = compression
         self.decoding = build(DecodeOptions, "decoding", decoding)
-        self.decoder = self._decoder(label_map, masks, num_keypoints, "flag")
+        self.decoder = self._decoder(label_map, masks, num_keypoints, errors.FLAG)
         if self.decoding.trust_manifest:
             self.verified = manifest.trusted(self.files, self.decoder.settings())
         if self.verified:
-            self.decoder = self._decoder(label_map, masks, num_keypoints, errors.TRUST)
+            self.decoder = self._decoder(label_map, masks, num_keypoints, errors.NO_CHECKS)
             self.known_records = manifest.record_count(self.files)
 
     def _decoder(
@@ -73,7 +73,7 @@ class TFRecord(Source):
         label_map: str | os.PathLike | Mapping[str, int] | None,
         masks: str | None,
         num_keypoints: int,
-        on_error: str,
+        checks: str,
     ) -> ExampleDecoder:
         return ExampleDecoder(
             channels=self.decoding.channels,
@@ -84,9 +84,9 @@ class TFRecord(Source):
             multiclass_scores=self.decoding.multiclass_scores,
             unknown_classes=self.decoding.unknown_classes,
             extra_features=self.decoding.extra_features,
-            # "flag": failed checks are flagged, the pipeline raises them or skips the record;
-            # "trust": verified records, no checks.
-            on_error=on_error,
+            # FLAG: failed checks are flagged, the pipeline raises them or skips the record;
+            # NO_CHECKS: verified records.
+            checks=checks,
             boxes_out_of_range=self.decoding.boxes_out_of_range,
             max_image_pixels=self.decoding.max_image_pixels,
             large_images=self.decoding.large_images,
@@ -94,7 +94,7 @@ class TFRecord(Source):
 
     def records(self, context: ReadContext) -> tf.data.Dataset:
         """Records of every file; a file that cannot be read to its end is an error naming it,
-        or a mark under ``on_error="mark"`` (see :mod:`object_input.sources.integrity`);
+        or a mark when ``context.marks`` (see :mod:`object_input.sources.integrity`);
         verified files are read plainly, as ``(record_id, payload)``."""
         compressions = [compression_of(f, self.compression) for f in self.files]
         compression_table = _table(self.files, compressions, "", tf.string)
@@ -113,7 +113,7 @@ class TFRecord(Source):
                 path,
                 expected_table.lookup(path),
                 compression_table.lookup(path),
-                context.on_error,
+                context.marks,
                 record_id,
             )
 
