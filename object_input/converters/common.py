@@ -13,6 +13,7 @@ import tensorflow as tf
 
 from object_input import wording
 from object_input.boxes import convert
+from object_input.converters import write_options
 from object_input.converters.write_options import WriteOptions
 from object_input.image_files import ImageError, decode_image_file, image_format
 from object_input.label_map import LabelMapSource, format_label_map, load_label_map
@@ -225,7 +226,7 @@ def run(
 ) -> ConversionResult:
     """Write the label map, then ``build(item)`` for every item in ``write``'s order, to shards
     of ``output``. An item whose ``build`` raises :class:`BadImage` is left out and listed, or
-    under ``write.on_error == "raise"`` stops the writing."""
+    under the write policy ``write.on_error == "raise"`` stops the writing."""
     items = order(items, write.shuffle, write.seed)
     num_shards = write.num_shards or auto_shards(len(items))
     _check_stale_shards(os.fspath(output), num_shards, write.compression)
@@ -238,7 +239,7 @@ def run(
         try:
             return build(item)
         except BadImage as err:
-            if write.on_error == "raise":
+            if write.on_error == write_options.RAISE:
                 raise
             left_out[index] = str(err)
             return None
