@@ -9,14 +9,15 @@ read, their kinds and defaults come from :data:`object_input.schema.EXAMPLE`.
 
 from __future__ import annotations
 
+import importlib
 import os
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import tensorflow as tf
 
-from object_input import errors, fields, schema
+from object_input import annotation_checks, errors, fields, image_files, schema
 from object_input.annotation_checks import (
     check_boxes,
     check_class_count,
@@ -38,21 +39,6 @@ _PER_BOX = [
 _PER_BOX_KEYS = frozenset(entry.key for entry in _PER_BOX)
 # The optional ones, all but the classes: key -> output field (absent: its default per box).
 _PER_BOX_LISTS = {entry.key: entry.field for entry in _PER_BOX if entry.field != fields.CLASSES}
-_FLAGS = (fields.IS_CROWD, fields.DIFFICULT, fields.GROUP_OF)
-# Byte signatures of the formats tf.io.decode_image reads.
-_IMAGE_MAGIC = (b"\xff\xd8\xff", b"\x89PNG", b"GIF8", b"BM")
-_ZEROS8 = b"\0" * 8
-_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-# The least JPEG whose header reads as 1x1: what header reads see for other formats.
-_TINY_JPEG = (
-    b"\xff\xd8\xff\xc0\x00\x0b\x08\x00\x01\x00\x01\x01\x01\x11\x00"
-    b"\xff\xda\x00\x08\x01\x01\x00\x00?\x00\xff\xd9"
-)
-#: A 1x1 gray PNG: what a skipped record decodes instead of its own bytes.
-PLACEHOLDER_PNG = (
-    b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x00\x00\x00\x00:~\x9bU"
-    b"\x00\x00\x00\nIDATx\x9cc`\x00\x00\x00\x02\x00\x01H\xaf\xa4q\x00\x00\x00\x00IEND\xaeB`\x82"
-)
 
 
 class ExampleDecoder:
@@ -299,7 +285,7 @@ class ExampleDecoder:
         present = checks.add(
             length > 0, "no_image", "has no image: field image/encoded is missing or empty"
         )
-        magic = image_magic(encoded)
+        magic = image_files.image_magic(encoded)
         is_image = tf.reduce_any(magic)
         checks.add(
             is_image | is_raw | ~present,
@@ -329,7 +315,7 @@ class ExampleDecoder:
         if not need_size:
             # Nothing checks against the size: decoding finds it (raw images: their fields).
             return raw_size
-        size = header_size(encoded, magic, self._decode_pixels, is_raw, raw_size)
+        size = image_files.header_size(encoded, magic, self._decode_pixels, is_raw, raw_size)
         checks.add(
             ~present | tf.reduce_all(size > 0),
             "image_size",
@@ -357,7 +343,9 @@ class ExampleDecoder:
         size = raw_size
         if need_size:
             is_raw = tf.equal(tf.strings.lower(parsed[schema.FORMAT]), "raw")
-            size = header_size(encoded, image_magic(encoded), self._decode_pixels, is_raw, raw_size)
+            size = image_files.header_size(
+                encoded, image_files.image_magic(encoded), self._decode_pixels, is_raw, raw_size
+            )
         boxes = tf.stack([parsed[key] for key in schema.BOX_KEYS], axis=1)
         return size, boxes
 
@@ -459,7 +447,9 @@ class ExampleDecoder:
                 expected,
             )
             return
-        mask_sizes = tf.map_fn(_png_size, raw, fn_output_signature=tf.TensorSpec([2], tf.int32))
+        mask_sizes = tf.map_fn(
+            image_files.png_size, raw, fn_output_signature=tf.TensorSpec([2], tf.int32)
+        )
         check_masks(checks, schema.MASK, "PNGs", tf.size(raw), num, mask_sizes, size)
 
     def _build(
@@ -489,7 +479,7 @@ class ExampleDecoder:
         out[fields.CLASSES] = self._classes(parsed)
         height, width = tf.shape(image)[0], tf.shape(image)[1]
         lists = {name: parsed[key] for key, name in _PER_BOX_LISTS.items()}
-        out.update(_per_box_fields(boxes, height, width, lists))
+        out.update(annotation_checks.default_per_box_fields(boxes, height, width, lists))
 
         if self.masks:
             out[fields.MASKS] = self._decode_masks(parsed, num, size, height, width)
@@ -508,7 +498,7 @@ class ExampleDecoder:
         if self._table is not None and self.unknown_classes == "drop":
             keep &= out[fields.CLASSES] > 0
         if self.boxes_out_of_range == "clip":
-            keep &= kept_after_clip(boxes, unclipped)
+            keep &= annotation_checks.kept_after_clip(boxes, unclipped)
         out[fields.NUM_DROPPED_BOXES] = tf.constant(0, tf.int32)
         if (self._table is not None and self.unknown_classes == "drop") or (
             self.boxes_out_of_range == "clip"
@@ -534,7 +524,7 @@ class ExampleDecoder:
                 lambda: self._decode_pixels(encoded),
             )
         target = self._fitted_size(size)
-        is_jpeg = tf.strings.substr(encoded, 0, 3) == _IMAGE_MAGIC[0]
+        is_jpeg = tf.strings.substr(encoded, 0, 3) == image_files.SIGNATURES["jpeg"]
         # DCT scaling: the largest of 1/2, 1/4, 1/8 that still leaves at least the target size.
         ratio_index = tf.reduce_sum(
             tf.cast(size[0] // tf.constant([2, 4, 8]) >= target[0], tf.int32)
@@ -642,50 +632,6 @@ class ExampleDecoder:
         return tf.cast(labels, tf.int32)
 
 
-def _png_size(encoded: tf.Tensor) -> tf.Tensor:
-    """(height, width) from a PNG's IHDR chunk; (-1, -1) when ``encoded`` is not a PNG."""
-    # IHDR: width then height, 4 big-endian bytes each, from byte 16. Padded so that short or
-    # foreign bytes still give 8 digits.
-    dims = tf.strings.substr(tf.strings.join([tf.strings.substr(encoded, 16, 8), _ZEROS8]), 0, 8)
-    digits = tf.cast(tf.io.decode_raw(dims, tf.uint8), tf.int32)
-    sizes = tf.reduce_sum(tf.reshape(digits, [2, 4]) * [2**24, 2**16, 2**8, 1], axis=1)
-    is_png = tf.equal(tf.strings.substr(encoded, 0, 8), _PNG_SIGNATURE)
-    return tf.where(is_png & (tf.strings.length(encoded) >= 24), tf.stack([sizes[1], sizes[0]]), -1)
-
-
-def header_size(
-    encoded: tf.Tensor,
-    magic: tf.Tensor,
-    decode_pixels: Callable[[tf.Tensor], tf.Tensor],
-    is_raw: Any = False,
-    raw_size: Any = (0, 0),
-) -> tf.Tensor:
-    """(height, width) of encoded image bytes whose :func:`image_magic` is ``magic``: a JPEG's
-    or PNG's from its header (no decode), a GIF's or BMP's from ``decode_pixels(encoded)``;
-    ``raw_size`` where ``is_raw`` (raw pixels); 0 where the bytes are no image."""
-    is_jpeg, is_png = magic[0], magic[1]
-    # Header reads without a branch per format: a stand-in where the format differs.
-    jpeg_size = tf.io.extract_jpeg_shape(tf.where(is_jpeg, encoded, _TINY_JPEG))[:2]
-    size = tf.where(is_raw, raw_size, tf.where(is_png, _png_size(encoded), jpeg_size))
-    # GIF and BMP: their decoder tells (a rare format, one branch).
-    return tf.cond(
-        tf.reduce_any(magic) & ~(is_raw | is_jpeg | is_png),
-        lambda: tf.shape(decode_pixels(encoded))[:2],
-        lambda: tf.where(is_raw | is_jpeg | is_png, size, 0),
-    )
-
-
-def looks_like_image(encoded: tf.Tensor) -> tf.Tensor:
-    """Whether ``encoded`` starts like a JPEG, PNG, GIF or BMP file (what decode_image reads)."""
-    return tf.reduce_any(image_magic(encoded))
-
-
-def image_magic(encoded: tf.Tensor) -> tf.Tensor:
-    """bool ``[4]``: whether ``encoded`` starts like a JPEG, PNG, GIF, BMP (one substr op)."""
-    heads = tf.strings.substr(encoded, [0] * len(_IMAGE_MAGIC), [len(m) for m in _IMAGE_MAGIC])
-    return tf.equal(heads, _IMAGE_MAGIC)
-
-
 def _sanitized(
     parsed: dict[str, tf.Tensor], size: tf.Tensor, boxes: tf.Tensor, ok: tf.Tensor
 ) -> tuple[dict[str, tf.Tensor], tf.Tensor, tf.Tensor]:
@@ -699,7 +645,7 @@ def _sanitized(
     out = dict(parsed)
     # A branch, not a select, for the image bytes: a select would copy them.
     out[schema.ENCODED] = tf.cond(
-        ok, lambda: parsed[schema.ENCODED], lambda: tf.constant(PLACEHOLDER_PNG)
+        ok, lambda: parsed[schema.ENCODED], lambda: tf.constant(image_files.PLACEHOLDER_PNG)
     )
     out[schema.FORMAT] = tf.where(ok, parsed[schema.FORMAT], "png")
     keep = tf.cast(ok, tf.int32)
@@ -721,56 +667,6 @@ def _sanitized(
         else:
             out[key] = tf.strided_slice(values, [0], tf.reshape(tf.size(values) * keep, [1]), [1])
     return out, tf.where(ok, size, 1), boxes
-
-
-def default_per_box_fields(
-    boxes: tf.Tensor, height: tf.Tensor, width: tf.Tensor
-) -> dict[str, tf.Tensor]:
-    """The optional per-box fields of boxes that come without them, as a record decodes them.
-
-    Weights 1, area = box area in pixels of a ``height`` × ``width`` image, flags False, track
-    ids -1: for sources of boxes other than Examples (annotation CSVs) to match the decoder.
-    """
-    return _per_box_fields(boxes, height, width, {})
-
-
-def _per_box_fields(
-    boxes: tf.Tensor, height: tf.Tensor, width: tf.Tensor, lists: Mapping[str, tf.Tensor]
-) -> dict[str, tf.Tensor]:
-    """The optional per-box fields: each of ``lists`` (``{field: values}``, one value per box
-    or none) cut to the box count, its default where it is empty or not given."""
-    num = tf.shape(boxes)[0]
-    # One zeros tensor serves every integer default: the decoder runs these per record.
-    zeros = tf.zeros([num], tf.int64)
-    defaults = {
-        fields.WEIGHTS: tf.ones([num], tf.float32),
-        fields.AREA: _area(boxes) * tf.cast(height * width, tf.float32),
-        fields.TRACK_IDS: zeros - 1,
-        **{name: zeros for name in _FLAGS},
-    }
-    # The first num values of a list followed by its default are the list or the default,
-    # without a branch.
-    first = tf.reshape(num, [1])
-    out = {
-        name: tf.strided_slice(tf.concat([lists[name], default], 0), [0], first, [1])
-        if name in lists
-        else default
-        for name, default in defaults.items()
-    }
-    for name in _FLAGS:
-        out[name] = tf.not_equal(out[name], 0)
-    out[fields.TRACK_IDS] = tf.cast(out[fields.TRACK_IDS], tf.int32)
-    return out
-
-
-def _area(boxes: tf.Tensor) -> tf.Tensor:
-    return (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
-
-
-def kept_after_clip(clipped: tf.Tensor, unclipped: tf.Tensor) -> tf.Tensor:
-    """``[N]`` bool: the boxes to keep after clipping ``unclipped`` to the image. A box the clip
-    left without area lay outside the image; a degenerate one (no area before) stays."""
-    return (_area(clipped) > 0) | (_area(unclipped) <= 0)
 
 
 def _check_per_box(
@@ -808,6 +704,28 @@ def _renamed_check_mode(on_error: str) -> str:
         stacklevel=3,
     )
     return checks
+
+
+# Names that moved to the modules of their concern, kept here for one release: {name: module}.
+_MOVED = {
+    "PLACEHOLDER_PNG": "object_input.image_files",
+    "header_size": "object_input.image_files",
+    "image_magic": "object_input.image_files",
+    "looks_like_image": "object_input.image_files",
+    "default_per_box_fields": "object_input.annotation_checks",
+    "kept_after_clip": "object_input.annotation_checks",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _MOVED:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(
+        f"{__name__}.{name} moved to {_MOVED[name]}.{name}; the old name goes in the next release",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return getattr(importlib.import_module(_MOVED[name]), name)
 
 
 def decode_example(

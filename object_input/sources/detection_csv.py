@@ -10,13 +10,10 @@ import numpy as np
 import tensorflow as tf
 
 from object_input import errors, fields
+from object_input.annotation_checks import default_per_box_fields
 from object_input.converters.common import label_map_for
 from object_input.converters.detection_csv import COLUMNS, CsvImage, read_detection_csv
-from object_input.decoders.tf_example import (
-    PLACEHOLDER_PNG,
-    default_per_box_fields,
-    looks_like_image,
-)
+from object_input.image_files import PLACEHOLDER_PNG, looks_like_image
 from object_input.sources.base import ReadContext, Source
 from object_input.sources.files import PathSource, list_files
 

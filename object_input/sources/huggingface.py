@@ -36,14 +36,11 @@ from object_input.annotation_checks import (
     check_class_count,
     check_class_ids,
     check_per_box_count,
-)
-from object_input.decoders.tf_example import (
-    BOX_RANGE_POLICIES,
-    PLACEHOLDER_PNG,
     default_per_box_fields,
     kept_after_clip,
-    looks_like_image,
 )
+from object_input.decoders.tf_example import BOX_RANGE_POLICIES
+from object_input.image_files import PLACEHOLDER_PNG, looks_like_image
 from object_input.ops import core
 from object_input.sources.base import ReadContext, Source
 

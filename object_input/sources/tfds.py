@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from object_input import boxes as box_formats
 from object_input import errors, fields
-from object_input.decoders.tf_example import (
+from object_input.image_files import (
     PLACEHOLDER_PNG,
     header_size,
     image_magic,
