@@ -9,7 +9,6 @@ read, their kinds and defaults come from :data:`object_input.schema.EXAMPLE`.
 
 from __future__ import annotations
 
-import importlib
 import os
 import warnings
 from collections.abc import Mapping
@@ -24,6 +23,7 @@ from object_input.annotation_checks import (
     check_class_ids,
     check_masks,
 )
+from object_input.moved import moved_names
 from object_input.ops import core, deferred
 
 MASK_TYPES = (None, *schema.MASK_KINDS)
@@ -706,26 +706,18 @@ def _renamed_check_mode(on_error: str) -> str:
     return checks
 
 
-# Names that moved to the modules of their concern, kept here for one release: {name: module}.
-_MOVED = {
-    "PLACEHOLDER_PNG": "object_input.image_files",
-    "header_size": "object_input.image_files",
-    "image_magic": "object_input.image_files",
-    "looks_like_image": "object_input.image_files",
-    "default_per_box_fields": "object_input.annotation_checks",
-    "kept_after_clip": "object_input.annotation_checks",
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _MOVED:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    warnings.warn(
-        f"{__name__}.{name} moved to {_MOVED[name]}.{name}; the old name goes in the next release",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return getattr(importlib.import_module(_MOVED[name]), name)
+# Names that moved to the modules of their concern, kept here for one release.
+__getattr__ = moved_names(
+    __name__,
+    {
+        "PLACEHOLDER_PNG": "object_input.image_files",
+        "header_size": "object_input.image_files",
+        "image_magic": "object_input.image_files",
+        "looks_like_image": "object_input.image_files",
+        "default_per_box_fields": "object_input.annotation_checks",
+        "kept_after_clip": "object_input.annotation_checks",
+    },
+)
 
 
 def decode_example(
