@@ -15,10 +15,12 @@ import zlib
 import numpy as np
 import pytest
 import tensorflow as tf
+from source_samples import SAMPLED, SOURCES, WITHOUT_SAMPLE, declares_sample, record_ids, sample
 
 import object_input as oi
 from object_input import fields
 from object_input.skips import stats
+from object_input.sources import samples
 from object_input.writers import build_example, encode_image
 
 IMAGE = np.full((16, 24, 3), 90, np.uint8)
@@ -470,6 +472,7 @@ def test_on_error_is_validated(tmp_path):
 HANG_CHECK = """
 import sys
 import object_input as oi
+from source_samples import SAMPLED, SOURCES, WITHOUT_SAMPLE, declares_sample, record_ids, sample
 import tensorflow as tf
 dataset = oi.make_dataset(sys.argv[1], num_epochs=None, batch_size=None, shuffle=False)
 try:
@@ -492,6 +495,32 @@ def test_repeating_records_that_all_fail_raise_instead_of_looping_forever(tmp_pa
     )
     assert "raised:" in run.stdout, run.stderr[-2000:]
     assert f"{path}:0: undecodable" in run.stdout
+
+
+def test_every_registered_source_declares_a_sample_next_to_itself():
+    missing = sorted(n for n, c in SOURCES.items() if not declares_sample(c))
+    assert missing == sorted(WITHOUT_SAMPLE), "declare Source.sample in the source's module"
+
+
+@pytest.mark.parametrize("name", SAMPLED)
+def test_every_source_raises_or_skips_its_damaged_record_alone(tmp_path, name):
+    options = {"batch_size": None, "shuffle": False}
+    good = sample(name, tmp_path / "good")
+    examples = list(oi.make_dataset(good, **options))
+    assert len(examples) == len(record_ids(good)) == samples.RECORDS
+    bad = sample(name, tmp_path / "bad", samples.CERTAIN)
+    if bad is None:
+        return  # refused when made, naming the file: a format without record-level failures
+    ids = record_ids(bad)
+    with pytest.raises(tf.errors.InvalidArgumentError) as raised:
+        list(oi.make_dataset(bad, on_error="raise", **options))
+    assert any(record_id in str(raised.value) for record_id in ids), str(raised.value)
+    dataset = oi.make_dataset(bad, on_error="skip", **options)
+    kept = list(dataset)
+    summary = stats(dataset)
+    assert summary.passed == len(kept) == samples.RECORDS - 1
+    assert summary.total_skipped == 1
+    assert summary.offenders[0].startswith(ids), summary.offenders
 
 
 def test_the_old_reader_and_decoder_words_still_work_with_a_deprecation_warning():

@@ -155,5 +155,19 @@ class Source(abc.ABC):
         """
         raise NotImplementedError(f"{type(self).__name__} does not defer decoding")
 
+    @classmethod
+    def sample(cls, folder: str, damage: int | None = None) -> Source:
+        """A small source of this kind, its data written under ``folder`` (an empty folder of
+        its own): :data:`~object_input.sources.samples.RECORDS` records, for the tests that run
+        every registered source through ``make_dataset`` (the policy and fuzz suites).
+
+        ``damage`` spoils record :data:`~object_input.sources.samples.DAMAGED`:
+        ``samples.CERTAIN`` so that it fails (a check, reading it, or, for a format without
+        record-level failures, making the source: a ValueError naming the file), any other
+        value the seed of a random change that may or may not spoil it. Every registered source declares one,
+        in its own module; a test fails on one that does not.
+        """
+        raise NotImplementedError(f"{cls.__name__} declares no sample")
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"

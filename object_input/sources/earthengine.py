@@ -23,7 +23,7 @@ from object_input import errors, fields
 from object_input.earthengine import Mixer, buffer_of, pair, patch_bounds
 from object_input.errors import RecordChecks, guarded
 from object_input.options import ReadOptions
-from object_input.sources import integrity
+from object_input.sources import integrity, samples
 from object_input.sources.base import ReadContext, Source
 from object_input.sources.files import PathSource, list_files, read_files
 
@@ -461,6 +461,24 @@ class EarthEngineTable(Source):
         }
         values = {name: parsed[name].values for name in self.shapes}
         return guarded(checks, errors.FLAG, build, values, placeholder)
+
+    @classmethod
+    def sample(cls, folder: str, damage: int | None = None) -> EarthEngineTable:
+        def row(values: list[float]) -> bytes:
+            feature = tf.train.Feature(float_list=tf.train.FloatList(value=values))
+            example = tf.train.Example(features=tf.train.Features(feature={"value": feature}))
+            return example.SerializeToString()
+
+        rows = [row([float(i), 0.5]) for i in range(samples.RECORDS)]
+        if damage == samples.CERTAIN:
+            rows[samples.DAMAGED] = row([1.0])
+        elif damage is not None:
+            rows[samples.DAMAGED] = samples.mutated(rows[samples.DAMAGED], damage)
+        path = os.path.join(folder, "table.tfrecord.gz")
+        with tf.io.TFRecordWriter(path, "GZIP") as writer:
+            for record in rows:
+                writer.write(record)
+        return cls(path, {"value": 2})
 
     def __repr__(self) -> str:
         return f"EarthEngineTable({self.files[0]!r}, properties {list(self.shapes)})"

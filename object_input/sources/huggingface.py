@@ -43,7 +43,7 @@ from object_input.decoders.tf_example import BOX_RANGE_POLICIES
 from object_input.image_files import PLACEHOLDER_PNG, looks_like_image
 from object_input.moved import moved_names
 from object_input.ops import core
-from object_input.sources import hf_arrow, hf_layout
+from object_input.sources import hf_arrow, hf_layout, samples
 from object_input.sources.base import ReadContext, Source
 from object_input.sources.hf_layout import HEIGHT, OBJECT_KEYS, WIDTH
 
@@ -367,6 +367,35 @@ class HuggingFace(Source):
         if self.boxes_out_of_range == "clip":
             out = core.mask_boxes(out, kept_after_clip(boxes, unclipped))
         return out
+
+    @classmethod
+    def sample(cls, folder: str, damage: int | None = None) -> HuggingFace:
+        datasets = hf_layout.import_datasets()
+        images = [samples.png(i) for i in range(samples.RECORDS)]
+        if damage == samples.CERTAIN:
+            images[samples.DAMAGED] = b"GIF7 not an image"
+        elif damage is not None:
+            images[samples.DAMAGED] = samples.mutated(images[samples.DAMAGED], damage)
+        side = samples.SIDE
+        ymin, xmin, ymax, xmax = (side * c for c in samples.BOX)
+        objects = {"bbox": [[xmin, ymin, xmax - xmin, ymax - ymin]], "category": [0]}
+        features = datasets.Features(
+            {
+                "image": datasets.Image(),
+                "objects": {
+                    "bbox": datasets.List(datasets.List(datasets.Value("float32"), length=4)),
+                    "category": datasets.List(datasets.ClassLabel(names=["cat"])),
+                },
+            }
+        )
+        table = datasets.Dataset.from_dict(
+            {
+                "image": [{"bytes": data, "path": None} for data in images],
+                "objects": [objects] * samples.RECORDS,
+            },
+            features=features,
+        )
+        return cls(table, name="sample")
 
     def __repr__(self) -> str:
         rows = "streaming" if self.streaming else f"{self.num_rows} rows"

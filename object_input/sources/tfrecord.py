@@ -12,7 +12,7 @@ from object_input import errors, manifest
 from object_input.decoders import ExampleDecoder
 from object_input.ops import deferred
 from object_input.options import DecodeOptions, build
-from object_input.sources import integrity
+from object_input.sources import integrity, samples
 from object_input.sources.base import ReadContext, Source
 from object_input.sources.files import PathSource, list_files, read_files
 from object_input.sources.resolve import PathOptions, register_format
@@ -133,6 +133,27 @@ class TFRecord(Source):
     ) -> dict[str, tf.Tensor]:
         dct_min_size = output_size if self.decoding.jpeg_dct_scaling else None
         return deferred.realize(features, self.decoding.channels, dct_min_size=dct_min_size)
+
+    @classmethod
+    def sample(cls, folder: str, damage: int | None = None) -> TFRecord:
+        from object_input.writers import build_example
+
+        size = {"height": samples.SIDE, "width": samples.SIDE}
+        records = [
+            build_example(
+                samples.png(i), boxes=[samples.BOX], classes=[1], source_id=str(i), **size
+            )
+            for i in range(samples.RECORDS)
+        ]
+        if damage == samples.CERTAIN:
+            records[samples.DAMAGED] = build_example(b"GIF7 not an image", source_id="bad", **size)
+        elif damage is not None:
+            records[samples.DAMAGED] = samples.mutated(records[samples.DAMAGED], damage)
+        path = os.path.join(folder, "sample.tfrecord")
+        with tf.io.TFRecordWriter(path) as writer:
+            for record in records:
+                writer.write(record)
+        return cls(path)
 
     def __repr__(self) -> str:
         return f"TFRecord({len(self.files)} files, first {self.files[0]!r})"
