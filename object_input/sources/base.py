@@ -164,8 +164,8 @@ class Source(abc.ABC):
         ``damage`` spoils record :data:`~object_input.sources.samples.DAMAGED`:
         ``samples.CERTAIN`` so that it fails (a check, reading it, or, for a format without
         record-level failures, making the source: a ValueError naming the file), any other
-        value the seed of a random change that may or may not spoil it. Every registered source declares one,
-        in its own module; a test fails on one that does not.
+        value the seed of a random change that may or may not spoil it. Every registered
+        source declares one, in its own module; a test fails on one that does not.
         """
         raise NotImplementedError(f"{cls.__name__} declares no sample")
 

@@ -142,11 +142,12 @@ class TFRecord(Source):
         records = [
             build_example(
                 samples.png(i), boxes=[samples.BOX], classes=[1], source_id=str(i), **size
-            )
+            ).SerializeToString()
             for i in range(samples.RECORDS)
         ]
         if damage == samples.CERTAIN:
-            records[samples.DAMAGED] = build_example(b"GIF7 not an image", source_id="bad", **size)
+            bad = build_example(b"GIF7 not an image", source_id="bad", **size)
+            records[samples.DAMAGED] = bad.SerializeToString()
         elif damage is not None:
             records[samples.DAMAGED] = samples.mutated(records[samples.DAMAGED], damage)
         path = os.path.join(folder, "sample.tfrecord")
