@@ -239,18 +239,18 @@ class CIFAR100(FixedLength):
 
 def _cifar_sample(folder: str, label_bytes: int, damage: int | None) -> str:
     """A CIFAR binary of ``samples.RECORDS`` flat gray images under ``folder``; ``damage`` (see
-    ``Source.sample``) cuts the file inside its last record or changes its bytes (any bytes are
-    an image: only a file of the wrong size fails, when the source is made)."""
-    data = b"".join(
+    ``Source.sample``) cuts a record short or changes its bytes (any bytes are an image: only a
+    file of the wrong size fails, when the source is made)."""
+    records = [
         bytes([i] * label_bytes + [40 * i + 20] * CIFAR_IMAGE_BYTES) for i in range(samples.RECORDS)
-    )
+    ]
     if damage == samples.CERTAIN:
-        data = data[:-7]
+        records[samples.DAMAGED] = records[samples.DAMAGED][:-7]
     elif damage is not None:
-        data = samples.mutated(data, damage)
+        records[samples.DAMAGED] = samples.mutated(records[samples.DAMAGED], damage)
     path = os.path.join(folder, "data_batch_1.bin")
     with open(path, "wb") as f:
-        f.write(data)
+        f.write(b"".join(records))
     return path
 
 
