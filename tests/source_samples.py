@@ -18,7 +18,7 @@ SOURCES = {
 }
 #: Sources whose sample is still a hand-written case in the suites (none may be added: a
 #: registered source declares its sample next to itself).
-WITHOUT_SAMPLE = {"CaffeAnnotatedLMDB", "CaffeLMDB", "EarthEngine", "TFDS"}
+WITHOUT_SAMPLE = {"TFDS"}
 SAMPLED = sorted(set(SOURCES) - WITHOUT_SAMPLE)
 
 

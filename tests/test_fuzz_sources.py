@@ -362,22 +362,6 @@ def test_caffe_datums_decode_as_caffe_reads_them_or_are_flagged(caffe_decode, va
     np.testing.assert_array_equal(out[fields.IMAGE], image)
 
 
-@PIPELINE
-@given(caffe_values, st.sampled_from(["raise", "skip"]))
-def test_caffe_database_with_a_fuzzed_datum_through_make_dataset(tmp_path_factory, value, on_error):
-    path = tmp_path_factory.mktemp("lmdb") / "db"
-    source = caffe_source(path, [CAFFE_VALID, value, CAFFE_VALID])
-    examples = through_pipeline(source, f"{path}:00001", on_error)
-    if examples is None:
-        return
-    keys = [e[fields.KEY].numpy() for e in examples]
-    assert keys in ([b"00000", b"00001", b"00002"], [b"00000", b"00002"])
-    for example in examples:
-        label, image = caffe_reference(CAFFE_VALID if example[fields.KEY] != b"00001" else value)
-        assert int(example[fields.LABEL]) == label
-        np.testing.assert_array_equal(example[fields.IMAGE], image)
-
-
 # --- Earth Engine ------------------------------------------------------------------------
 
 EE_SIZE = (2, 3)
@@ -439,24 +423,6 @@ def test_earth_engine_patches_decode_exactly_or_are_flagged(ee_decode, serialize
     out = flagged_or_decoded(ee_decode, "ee-00000.tfrecord:patch 4", tf.constant(serialized))
     if is_ok(out):
         np.testing.assert_array_equal(out[fields.IMAGE], ee_reference(serialized))
-
-
-@PIPELINE
-@given(ee_patches, st.sampled_from(["raise", "skip"]))
-def test_earth_engine_export_with_a_fuzzed_patch_through_make_dataset(
-    tmp_path_factory, serialized, on_error
-):
-    path = write_records(
-        tmp_path_factory.mktemp("ee") / "ee-00000.tfrecord", [EE_VALID, serialized, EE_VALID]
-    )
-    source = oi.sources.EarthEngine(path, bands=EE_BANDS, patch_size=EE_SIZE)
-    examples = through_pipeline(source, f"{path}:patch 1", on_error)
-    if examples is not None:
-        indices = [int(e[fields.PATCH_INDEX]) for e in examples]
-        assert indices in ([0, 1, 2], [0, 2])
-        for example in examples:
-            record = serialized if int(example[fields.PATCH_INDEX]) == 1 else EE_VALID
-            np.testing.assert_array_equal(example[fields.IMAGE], ee_reference(record))
 
 
 def ee_pixel(b1: list[float] | None, steps: list[list[int]] | None) -> bytes:

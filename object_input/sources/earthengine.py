@@ -385,6 +385,26 @@ class EarthEngine(Source):
             planes.append((_as_floats(flat, self.dtypes[band]), depth, "HWD"))
         return planes
 
+    @classmethod
+    def sample(cls, folder: str, damage: int | None = None) -> EarthEngine:
+        bands, size = ("B1", "B2"), (2, 3)
+
+        def patch(index: int, length: int = size[0] * size[1]) -> bytes:
+            values = tf.train.FloatList(value=[float(index + i) for i in range(length)])
+            feature = {band: tf.train.Feature(float_list=values) for band in bands}
+            return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+
+        patches = [patch(i) for i in range(samples.RECORDS)]
+        if damage == samples.CERTAIN:
+            patches[samples.DAMAGED] = patch(samples.DAMAGED, length=5)
+        elif damage is not None:
+            patches[samples.DAMAGED] = samples.mutated(patches[samples.DAMAGED], damage)
+        path = os.path.join(folder, "export-00000.tfrecord")
+        with tf.io.TFRecordWriter(path) as writer:
+            for record in patches:
+                writer.write(record)
+        return cls(path, bands=list(bands), patch_size=size)
+
     def __repr__(self) -> str:
         return f"EarthEngine({len(self.files)} files, first {self.files[0]!r}, bands {self.bands})"
 
