@@ -472,7 +472,6 @@ def test_on_error_is_validated(tmp_path):
 HANG_CHECK = """
 import sys
 import object_input as oi
-from source_samples import SAMPLED, SOURCES, WITHOUT_SAMPLE, declares_sample, record_ids, sample
 import tensorflow as tf
 dataset = oi.make_dataset(sys.argv[1], num_epochs=None, batch_size=None, shuffle=False)
 try:
