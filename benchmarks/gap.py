@@ -102,7 +102,7 @@ def floor_reader(files: list[str], decoder: ExampleDecoder) -> tf.data.Dataset:
 def package_reader(files: list[str]) -> tf.data.Dataset:
     """The package's TFRecord reader (marking, as ``make_dataset`` reads) and the same."""
     source = TFRecord(files)
-    context = ReadContext(on_error="mark", seed=1)
+    context = ReadContext(marks=True, seed=1)
     records = context.shuffled(source.records(context), speed.FLOOR_SHUFFLE_BUFFER).repeat()
     dataset = records.map(decoder_and_resize(source.decoder), num_parallel_calls=AUTOTUNE)
     return dataset.padded_batch(8).prefetch(AUTOTUNE)
@@ -132,7 +132,7 @@ def main() -> None:
     args = parser.parse_args()
 
     records = tiny_records()
-    flagging = ExampleDecoder(on_error="flag")
+    flagging = ExampleDecoder(checks="flag")
 
     def parse_and_decode(record_id: tf.Tensor, serialized: tf.Tensor) -> dict[str, tf.Tensor]:
         parsed = tf.io.parse_single_example(serialized, flagging.spec)

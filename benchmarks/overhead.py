@@ -147,7 +147,7 @@ def main() -> None:
     began = time.perf_counter()
 
     records = tiny_records()
-    flagging, raising = ExampleDecoder(on_error="flag"), ExampleDecoder(on_error="raise")
+    flagging, raising = ExampleDecoder(checks="flag"), ExampleDecoder(checks="raise")
     decoders = {
         "plain parse + decode (no checks)": plain_decode,
         "ExampleDecoder, flagging": lambda rid, s: flagging(s, rid),

@@ -1,4 +1,5 @@
-"""The checks of a record's boxes, classes and masks, for every source that reads them.
+"""The checks of a record's boxes, classes and masks, and the defaults of its per-box fields, for
+every source that reads them.
 
 The TFRecord decoder and the in-memory sources (``sources.Dataset``, so ``Arrays`` and
 ``Generator``) add the same checks, with the same reasons (:data:`object_input.errors.REASONS`),
@@ -9,14 +10,16 @@ failed record.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import tensorflow as tf
 
-from object_input import errors
+from object_input import errors, fields
 
 # Coordinates this far outside [0, 1] are float noise (1.0000001 from a float32 division): clipped.
 BOX_TOLERANCE = 1e-5
+#: The per-box flags, False by default.
+BOX_FLAGS = (fields.IS_CROWD, fields.DIFFICULT, fields.GROUP_OF)
 
 
 def where_not(values: tf.Tensor, test: Callable[[tf.Tensor], tf.Tensor]) -> tf.Tensor:
@@ -136,3 +139,52 @@ def check_masks(
         "for an image of",
         size,
     )
+
+
+def default_per_box_fields(
+    boxes: tf.Tensor,
+    height: tf.Tensor,
+    width: tf.Tensor,
+    lists: Mapping[str, tf.Tensor] | None = None,
+) -> dict[str, tf.Tensor]:
+    """The optional per-box fields of ``boxes``, as a record decodes them: each of ``lists``
+    (``{field: values}``, one value per box or none) cut to the box count, its default where it
+    is empty or not given.
+
+    The defaults: weights 1, area = box area in pixels of a ``height`` × ``width`` image, flags
+    False, track ids -1; so sources of boxes other than Examples (annotation CSVs, hub datasets)
+    match the decoder.
+    """
+    lists = lists or {}
+    num = tf.shape(boxes)[0]
+    # One zeros tensor serves every integer default: the decoder runs these per record.
+    zeros = tf.zeros([num], tf.int64)
+    defaults = {
+        fields.WEIGHTS: tf.ones([num], tf.float32),
+        fields.AREA: _area(boxes) * tf.cast(height * width, tf.float32),
+        fields.TRACK_IDS: zeros - 1,
+        **{name: zeros for name in BOX_FLAGS},
+    }
+    # The first num values of a list followed by its default are the list or the default,
+    # without a branch.
+    first = tf.reshape(num, [1])
+    out = {
+        name: tf.strided_slice(tf.concat([lists[name], default], 0), [0], first, [1])
+        if name in lists
+        else default
+        for name, default in defaults.items()
+    }
+    for name in BOX_FLAGS:
+        out[name] = tf.not_equal(out[name], 0)
+    out[fields.TRACK_IDS] = tf.cast(out[fields.TRACK_IDS], tf.int32)
+    return out
+
+
+def _area(boxes: tf.Tensor) -> tf.Tensor:
+    return (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
+
+
+def kept_after_clip(clipped: tf.Tensor, unclipped: tf.Tensor) -> tf.Tensor:
+    """``[N]`` bool: the boxes to keep after clipping ``unclipped`` to the image. A box the clip
+    left without area lay outside the image; a degenerate one (no area before) stays."""
+    return (_area(clipped) > 0) | (_area(unclipped) <= 0)

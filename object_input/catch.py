@@ -19,8 +19,8 @@ from object_input.skips import SkipCounter
 #: Records per window of :func:`catch_errors`: its fixed cost per window is spread over them,
 #: and it holds up to about four windows of mapped examples (docs/performance.md).
 CATCH_WINDOW = 16
-#: Record ids each element of :func:`catch_marked` carries of the records before it: the most
-#: failures in a row it names by id (earlier ones are named by their distance to those).
+#: Records between the markers of :func:`catch_marked`, and the record ids each element carries
+#: of the records before it: every failure is named by id.
 CATCH_HISTORY = 32
 
 
@@ -55,11 +55,7 @@ def catch_errors(
     """
     block = window + 1  # the window's records and its end marker
     records, marker = _with_end_flags(dataset)
-    # ``window`` records, then a marker, until the records end; then the stream's own marker.
-    choice = tf.data.Dataset.from_tensor_slices(tf.constant([0] * window + [1], tf.int64))
-    stream = tf.data.Dataset.choose_from_datasets(
-        [records, marker.repeat()], choice.repeat(), stop_on_empty_dataset=True
-    ).concatenate(marker)
+    stream = _every(records, marker, window)
     attempt = _attempt(fn)
 
     @tf.autograph.experimental.do_not_convert
@@ -104,29 +100,32 @@ def catch_marked(
 
     ``ignore_errors`` over the whole map would also swallow an error raised upstream of it, so
     ``dataset`` must report what it could not read as *marked* elements instead of raising (a
-    source's ``records`` under ``on_error="mark"``): ``mark`` picks an element's ``(error,
-    detail)``, an error code of :mod:`object_input.errors` (``OK`` for a record) and its message.
-    ``fn`` maps the records (its features must have the fields ``fields.ERROR``,
+    source's ``records`` under ``ReadContext(marks=True)``): ``mark`` picks an element's
+    ``(error, detail)``, an error code of :mod:`object_input.errors` (``OK`` for a record) and its
+    message. ``fn`` maps the records (its features must have the fields ``fields.ERROR``,
     ``ERROR_DETAIL`` and ``RECORD_ID``); a marked element passes without it, as placeholder
     features flagged with its code, message and record id in those fields, so
     :func:`raise_caught` and :func:`count_caught` raise or count it in stream order.
 
-    The elements out are :func:`catch_errors`'s, with one end marker, after the stream. Each
+    The elements out are :func:`catch_errors`'s: an end marker follows every ``history``
+    records and, last, the stream, so failures are reported even when no record after them
+    survives (an endless stream of records that all fail raises at the first marker). Each
     element carries the ids of the ``history`` records before it (a scan ahead of the map): a
-    survivor names the failures since the previous survivor, the last ``history`` of them by id,
-    any earlier ones by their distance to those. There are no windows, so no dataset, iterator
-    or thread per window of records: the first batch comes up to 0.8 CPU s sooner
-    (docs/performance.md, "Prefer sources that mark what they cannot read").
+    survivor or marker names the failures since the previous one. There are no windows, so no
+    dataset, iterator or thread per window of records: the first batch comes up to 0.8 CPU s
+    sooner (docs/performance.md, "Prefer sources that mark what they cannot read").
     """
     records, marker = _with_end_flags(dataset)
-    stream = records.concatenate(marker)
+    stream = _every(records, marker, history)
 
     @tf.autograph.experimental.do_not_convert
     def number(state: tuple, item: tuple) -> tuple:
+        # A marker takes no position: it reports the records before it.
         position, previous = state
         element, end = item
         ids = tf.concat([previous[1:], tf.reshape(record_id(*element), [1])], 0)
-        return (position + 1, ids), (position, previous, element, end)
+        after = tf.where(end, previous, ids)
+        return (position + tf.cast(~end, tf.int64), after), (position, previous, element, end)
 
     start = (tf.constant(0, tf.int64), tf.fill([history], ""))
     attempt = _attempt(fn)
@@ -144,14 +143,9 @@ def catch_marked(
     @tf.autograph.experimental.do_not_convert
     def step(expected: tf.Tensor, item: tuple) -> tuple:
         position, previous, end, features = item
-        missing = position - expected
-        named = previous[history - tf.minimum(missing, history) :]
-        # Failures before the oldest id kept, by how many records before it each came.
-        distances = tf.range(tf.maximum(missing - history, 0), 0, -1)
-        unnamed = tf.strings.join(
-            ["(the record ", tf.strings.as_string(distances), " before ", previous[0], ")"]
-        )
-        return position + 1, (tf.concat([unnamed, named], 0), end, features)
+        # At most ``history`` records since the previous survivor or marker: all named.
+        failed = previous[history - (position - expected) :]
+        return position + tf.cast(~end, tf.int64), (failed, end, features)
 
     mapped = (
         stream.scan(start, number)
@@ -159,6 +153,14 @@ def catch_marked(
         .ignore_errors(log_warning=True)
     )
     return mapped.scan(tf.constant(0, tf.int64), step)
+
+
+def _every(records: tf.data.Dataset, marker: tf.data.Dataset, window: int) -> tf.data.Dataset:
+    """``window`` records, then a marker, until the records end; then the stream's own marker."""
+    choice = tf.data.Dataset.from_tensor_slices(tf.constant([0] * window + [1], tf.int64))
+    return tf.data.Dataset.choose_from_datasets(
+        [records, marker.repeat()], choice.repeat(), stop_on_empty_dataset=True
+    ).concatenate(marker)
 
 
 def _with_end_flags(dataset: tf.data.Dataset) -> tuple[tf.data.Dataset, tf.data.Dataset]:

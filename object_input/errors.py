@@ -17,21 +17,24 @@ import tensorflow as tf
 
 from object_input import fields
 
-#: The words of the error policy (:mod:`object_input.policy`): the pipeline *raises* (stops
-#: naming the record) or *skips* (drops and counts) a bad record; a reader asked to *mark* yields
-#: what it cannot read as an element carrying an error code; a decoder or step *flags* a failed
-#: check in ``fields.ERROR`` on placeholder features. Marks and flags are raised or counted by
-#: the pipeline's policy, never where they arise. A decoder may *trust* records verified once
-#: (``object-input inspect --verify``): it then checks nothing.
-RAISE, SKIP, MARK, FLAG, TRUST = "raise", "skip", "mark", "flag", "trust"
+#: The words of the error policy (:mod:`object_input.policy`), one meaning each:
+#:
+#: - ``on_error`` is the pipeline's alone (``make_dataset(on_error=...)``): it *raises* (stops
+#:   naming the record) or *skips* (drops and counts) a bad record.
+#: - A reader is told only whether to *mark* (``ReadContext.marks``): then it yields what it
+#:   cannot read as an element carrying an error code instead of raising.
+#: - A decoder's or source's ``checks`` mode: a failed check *raises*, or is *flagged* in
+#:   ``fields.ERROR`` on placeholder features, or there are ``"none"`` (records verified once,
+#:   ``object-input inspect --verify``).
+#:
+#: Marks and flags are raised or counted by the pipeline's policy, never where they arise.
+RAISE, SKIP, FLAG, NO_CHECKS = "raise", "skip", "flag", "none"
 #: ``make_dataset(on_error=...)``.
 ON_ERROR_POLICIES = (RAISE, SKIP)
-#: What a reader may be asked to do with what it cannot read (``ReadContext.on_error``).
-READ_POLICIES = (*ON_ERROR_POLICIES, MARK)
-#: What a decoder does with a failed check (``ExampleDecoder(on_error=...)``).
-CHECK_POLICIES = (RAISE, FLAG)
-#: What a decoder does with its checks: the above, or none at all on verified records.
-DECODE_POLICIES = (*CHECK_POLICIES, TRUST)
+#: What a failed check does (:meth:`RecordChecks.verdict`, :func:`guarded`).
+CHECK_OUTCOMES = (RAISE, FLAG)
+#: A decoder's ``checks`` mode (``ExampleDecoder(checks=...)``): the above, or no checks at all.
+CHECK_MODES = (*CHECK_OUTCOMES, NO_CHECKS)
 
 # name -> description; the code of a reason is its position in this table, plus one.
 REASONS: dict[str, str] = {
@@ -73,10 +76,13 @@ def reason_of(code_value: int) -> str:
     return list(REASONS)[code_value - 1]
 
 
-def check_policy(on_error: str, policies: tuple[str, ...] = ON_ERROR_POLICIES) -> str:
-    """``on_error`` validated: one of ``policies`` (by default ``"raise"`` or ``"skip"``)."""
+def check_policy(
+    on_error: str, policies: tuple[str, ...] = ON_ERROR_POLICIES, name: str = "on_error"
+) -> str:
+    """``on_error`` validated: one of ``policies`` (by default ``"raise"`` or ``"skip"``);
+    ``name`` is the setting's, for the error."""
     if on_error not in policies:
-        raise ValueError(f"on_error must be one of {policies}, got {on_error!r}")
+        raise ValueError(f"{name} must be one of {policies}, got {on_error!r}")
     return on_error
 
 
@@ -148,15 +154,16 @@ class RecordChecks:
     def _body(parts: tuple) -> tf.Tensor:
         return tf.strings.join([_text(p) for p in parts], " ")
 
-    def verdict(self, on_error: str) -> tuple[tf.Tensor, tf.Tensor | None]:
-        """``(ok, error)`` of the record under policy ``on_error``.
+    def verdict(self, outcome: str) -> tuple[tf.Tensor, tf.Tensor | None]:
+        """``(ok, error)`` of the record where a failed check has ``outcome`` (``RAISE`` or
+        ``FLAG``).
 
         ``raise``: ``ok`` is True once the assertions have passed (they raise otherwise) and
         ``error`` is None. ``flag``: ``error`` is :meth:`error_code` and ``ok`` whether it is OK.
         Ops that a bad record would break take their inputs through selects on ``ok`` (known-good
         stand-ins when it is False), so they run after the checks, without a branch per input.
         """
-        if check_policy(on_error, CHECK_POLICIES) == RAISE:
+        if check_policy(outcome, CHECK_OUTCOMES, "outcome") == RAISE:
             passed = self.asserts()
             return (passed[0] if passed else tf.constant(True)), None
         error = self.error_code()
@@ -210,7 +217,7 @@ def _text(part: Any) -> Any:
 
 def guarded(
     checks: RecordChecks,
-    on_error: str,
+    outcome: str,
     build: Callable[[Any], dict[str, tf.Tensor]],
     inputs: Any,
     placeholder: Any,
@@ -219,7 +226,7 @@ def guarded(
     ``flag`` from ``placeholder`` (known-good inputs) when a check fails, flagged with the
     failure in ``fields.ERROR`` and ``fields.ERROR_DETAIL`` for the pipeline to raise or skip.
     """
-    if check_policy(on_error, CHECK_POLICIES) == RAISE:
+    if check_policy(outcome, CHECK_OUTCOMES, "outcome") == RAISE:
         with tf.control_dependencies(checks.asserts()):
             inputs = tf.nest.map_structure(tf.identity, inputs)
         return build(inputs)

@@ -1,24 +1,45 @@
-"""Image files checked outside any pipeline: a full, strict decode, and a JPEG's end marker.
+"""Image bytes: the formats' signatures, sizes from headers, a placeholder, and strict checks.
 
-The converters check every image they write with :func:`decode_image_file`, and
-``object-input inspect`` every record's image, so that the two agree on what a broken image is:
-bytes that are not a JPEG, PNG, GIF or BMP file, a JPEG whose data ends before its end-of-image
-marker (a file cut short; some decoders fill its missing rows with gray), or bytes TensorFlow's
-decoder refuses.
+In the pipeline (graph ops): :func:`image_magic` tells which format bytes start like,
+:func:`header_size` reads an image's size without decoding it, and :data:`PLACEHOLDER_PNG` is what
+a flagged record decodes instead of its own bytes; every source that reads encoded images uses
+them. Outside any pipeline (Python): the converters check every image they write with
+:func:`decode_image_file`, and ``object-input inspect`` every record's image, so that the two
+agree on what a broken image is: bytes that are not a JPEG, PNG, GIF or BMP file, a JPEG whose
+data ends before its end-of-image marker (a file cut short; some decoders fill its missing rows
+with gray), or bytes TensorFlow's decoder refuses.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from typing import Any
 
 import tensorflow as tf
 
-_SIGNATURES = {
-    b"\xff\xd8\xff": "jpeg",
-    b"\x89PNG\r\n\x1a\n": "png",
-    b"GIF8": "gif",
-    b"BM": "bmp",
+#: The signatures of the formats tf.io.decode_image reads, by format name, in the order of
+#: :func:`image_magic`'s flags.
+SIGNATURES = {
+    "jpeg": b"\xff\xd8\xff",
+    "png": b"\x89PNG\r\n\x1a\n",
+    "gif": b"GIF8",
+    "bmp": b"BM",
 }
+# What the pipeline compares: at most the first 4 bytes, so a PNG damaged after them is an
+# image to decode (undecodable), not a foreign file.
+_MAGIC = tuple(signature[:4] for signature in SIGNATURES.values())
+_ZEROS8 = b"\0" * 8
+# The least JPEG whose header reads as 1x1: what header reads see for other formats.
+_TINY_JPEG = (
+    b"\xff\xd8\xff\xc0\x00\x0b\x08\x00\x01\x00\x01\x01\x01\x11\x00"
+    b"\xff\xda\x00\x08\x01\x01\x00\x00?\x00\xff\xd9"
+)
+#: A 1x1 gray PNG: what a skipped record decodes instead of its own bytes.
+PLACEHOLDER_PNG = (
+    b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x00\x00\x00\x00:~\x9bU"
+    b"\x00\x00\x00\nIDATx\x9cc`\x00\x00\x00\x02\x00\x01H\xaf\xa4q\x00\x00\x00\x00IEND\xaeB`\x82"
+)
 # JPEG markers: start of scan, end of image, and the ones without a length (TEM, RST0-7, SOI).
 _SOS, _EOI = 0xDA, 0xD9
 _STANDALONE = frozenset([0x01, *range(0xD0, 0xD9)])
@@ -31,10 +52,54 @@ class ImageError(ValueError):
 
 def image_format(data: bytes) -> str | None:
     """``"jpeg"``, ``"png"``, ``"gif"`` or ``"bmp"`` from the bytes' signature; None else."""
-    for signature, name in _SIGNATURES.items():
+    for name, signature in SIGNATURES.items():
         if data.startswith(signature):
             return name
     return None
+
+
+def png_size(encoded: tf.Tensor) -> tf.Tensor:
+    """(height, width) from a PNG's IHDR chunk; (-1, -1) when ``encoded`` is not a PNG."""
+    # IHDR: width then height, 4 big-endian bytes each, from byte 16. Padded so that short or
+    # foreign bytes still give 8 digits.
+    dims = tf.strings.substr(tf.strings.join([tf.strings.substr(encoded, 16, 8), _ZEROS8]), 0, 8)
+    digits = tf.cast(tf.io.decode_raw(dims, tf.uint8), tf.int32)
+    sizes = tf.reduce_sum(tf.reshape(digits, [2, 4]) * [2**24, 2**16, 2**8, 1], axis=1)
+    is_png = tf.equal(tf.strings.substr(encoded, 0, 8), SIGNATURES["png"])
+    return tf.where(is_png & (tf.strings.length(encoded) >= 24), tf.stack([sizes[1], sizes[0]]), -1)
+
+
+def header_size(
+    encoded: tf.Tensor,
+    magic: tf.Tensor,
+    decode_pixels: Callable[[tf.Tensor], tf.Tensor],
+    is_raw: Any = False,
+    raw_size: Any = (0, 0),
+) -> tf.Tensor:
+    """(height, width) of encoded image bytes whose :func:`image_magic` is ``magic``: a JPEG's
+    or PNG's from its header (no decode), a GIF's or BMP's from ``decode_pixels(encoded)``;
+    ``raw_size`` where ``is_raw`` (raw pixels); 0 where the bytes are no image."""
+    is_jpeg, is_png = magic[0], magic[1]
+    # Header reads without a branch per format: a stand-in where the format differs.
+    jpeg_size = tf.io.extract_jpeg_shape(tf.where(is_jpeg, encoded, _TINY_JPEG))[:2]
+    size = tf.where(is_raw, raw_size, tf.where(is_png, png_size(encoded), jpeg_size))
+    # GIF and BMP: their decoder tells (a rare format, one branch).
+    return tf.cond(
+        tf.reduce_any(magic) & ~(is_raw | is_jpeg | is_png),
+        lambda: tf.shape(decode_pixels(encoded))[:2],
+        lambda: tf.where(is_raw | is_jpeg | is_png, size, 0),
+    )
+
+
+def looks_like_image(encoded: tf.Tensor) -> tf.Tensor:
+    """Whether ``encoded`` starts like a JPEG, PNG, GIF or BMP file (what decode_image reads)."""
+    return tf.reduce_any(image_magic(encoded))
+
+
+def image_magic(encoded: tf.Tensor) -> tf.Tensor:
+    """bool ``[4]``: whether ``encoded`` starts like a JPEG, PNG, GIF, BMP (one substr op)."""
+    heads = tf.strings.substr(encoded, [0] * len(_MAGIC), [len(m) for m in _MAGIC])
+    return tf.equal(heads, _MAGIC)
 
 
 def jpeg_cut_short(data: bytes) -> bool:

@@ -312,8 +312,7 @@ def _build_dataset(opts: DatasetOptions) -> tf.data.Dataset:
         shuffle=opts.shuffle,
         seed=opts.seed,
         deterministic=opts.deterministic,
-        on_error=policy.read_policy,
-        counter=policy.counter,
+        marks=policy.reader_marks,
     )
     read = functools.partial(
         _read,

@@ -4,7 +4,8 @@
 source marks what it cannot read, and whether it may count (not on tf.data service workers). The
 policy then
 
-- hands the source its read policy (:attr:`ErrorPolicy.read_policy`, ``ReadContext.on_error``),
+- tells the source's reader whether to mark what it cannot read or raise
+  (:attr:`ErrorPolicy.reader_marks`, ``ReadContext.marks``): a reader never skips,
 - flags what the decoder and steps leave unflagged (:meth:`ErrorPolicy.flag`),
 - wraps the per-example map in the catch that suits the source and settles what was caught,
   raising it or counting it in stream order (:meth:`ErrorPolicy.catch`),
@@ -13,10 +14,13 @@ policy then
   (:meth:`ErrorPolicy.count_passed`), and keeps its counter on the dataset
   (:meth:`ErrorPolicy.attach`, read by ``object_input.stats``).
 
-The words, one vocabulary everywhere (:mod:`object_input.errors`): the pipeline *raises* or
-*skips* a bad record; a reader asked to *mark* yields what it cannot read as an element with an
-error code instead of raising; a decoder or step *flags* a failed check in ``fields.ERROR`` on
-placeholder features. Marks and flags are settled here, by the policy, never where they arise.
+The words, one vocabulary everywhere (:mod:`object_input.errors`): ``on_error`` is the
+pipeline's: it *raises* or *skips* a bad record; a reader asked to *mark* yields what it cannot
+read as an element with an error code instead of raising; a decoder or step *flags* a failed
+check in ``fields.ERROR`` on placeholder features (its ``checks`` mode). Marks and flags are
+settled here, by the policy, never where they arise; what is skipped is counted in one
+:class:`~object_input.skips.SkipCounter`, by :mod:`object_input.catch` and
+:mod:`object_input.skips`.
 """
 
 from __future__ import annotations
@@ -71,9 +75,10 @@ class ErrorPolicy:
         )
 
     @property
-    def read_policy(self) -> str:
-        """What the source's reader does with what it cannot read (``ReadContext.on_error``)."""
-        return errors.MARK if self.source_marks and not self.trusted else self.on_error
+    def reader_marks(self) -> bool:
+        """Whether the source's reader marks what it cannot read (``ReadContext.marks``) rather
+        than raising: a marking source's, unless its records were verified."""
+        return self.source_marks and not self.trusted
 
     @property
     def allowed(self) -> tuple[str, ...]:

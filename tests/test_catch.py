@@ -111,24 +111,23 @@ def test_catch_marked_is_the_map_with_failures_named_and_marks_flagged(
         )
         for failed, end, features in _marked(size, failing, marked, history, calls)
     ]
-    # Survivors and marks in order, then one end marker; each carries the failures since the
-    # element before it: the last ``history`` by id, earlier ones by distance to the oldest id.
-    expected, failed = [], []
+    # Each full ``history`` of records gives its survivors and marks, then an end marker; the
+    # records after the last full one give theirs, then the stream's end marker. Each element
+    # carries, by id, the failures since the element before it.
+    expected = []
     unreadable = errors.code("unreadable_file")
-    for value in range(size + 1):
-        if value in failing:
-            failed.append(value)
-            continue
-        oldest = len(failed) - history
-        names = [f"(the record {oldest - i} before {failed[oldest]})" for i in range(oldest)]
-        names += [str(f) for f in failed[max(oldest, 0) :]]
-        if value == size:
-            expected.append((names, True, 0, 0, "", ""))
-        elif value in marked:
-            expected.append((names, False, 0, unreadable, f"cannot read {value}", str(value)))
-        else:
-            expected.append((names, False, value, 0, "", str(value)))
+    for start in range(0, size + 1, history):
         failed = []
+        for value in range(start, min(start + history, size)):
+            if value in failing:
+                failed.append(str(value))
+                continue
+            if value in marked:
+                expected.append((failed, False, 0, unreadable, f"cannot read {value}", str(value)))
+            else:
+                expected.append((failed, False, value, 0, "", str(value)))
+            failed = []
+        expected.append((failed, True, 0, 0, "", ""))
     assert elements == expected
 
 
@@ -155,6 +154,24 @@ def test_marks_are_raised_or_counted_in_stream_order_like_flagged_records():
         ["6", "undecodable"],
     ]
     assert snapshot.offenders[1].endswith("; cannot read 2")
+
+
+@pytest.mark.parametrize("history", [1, 3])
+def test_a_stream_of_failing_records_raises_at_its_first_marker_not_its_end(history):
+    # Nothing survives: the marker after ``history`` records carries their failures. (Bounded,
+    # so that a catch without markers ends, at the stream's end, naming other records.)
+    records = _records(1).repeat(1000)
+    caught = catch.catch_marked(
+        records,
+        _failing_map({0}),
+        record_id=lambda record_id, value: record_id,
+        mark=lambda *_: (tf.constant(errors.OK), tf.constant("")),
+        num_parallel_calls=2,
+        history=history,
+    )
+    expected = ", ".join(["0"] * history)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=f"records? {expected}: undecodable"):
+        next(iter(catch.raise_caught(caught)))
 
 
 def test_count_caught_counts_failures_and_drops_in_stream_order():

@@ -231,3 +231,40 @@ def test_bad_options_fail_at_construction():
         decode_example(b"", masks="jpeg")
     with pytest.raises(ValueError, match="channels"):
         decode_example(b"", channels=2)
+
+
+def test_image_bytes_have_one_signature_table_for_python_and_graph_checks():
+    from object_input import image_files
+
+    png = encode_image(IMAGE, "png")
+    samples = {"jpeg": encode_image(IMAGE, "jpeg"), "png": png, "gif": b"GIF89a", "bmp": b"BMxx"}
+    for name, data in samples.items():
+        assert image_files.image_format(data) == name
+        flags = image_files.image_magic(tf.constant(data)).numpy().tolist()
+        assert flags == [n == name for n in image_files.SIGNATURES]
+    # The graph compares the first 4 bytes: a PNG damaged after them is an image to decode.
+    assert bool(image_files.looks_like_image(tf.constant(png[:4] + b"damaged")))
+    assert image_files.image_format(png[:4] + b"damaged") is None
+    encoded = tf.constant(png)
+    size = image_files.header_size(encoded, image_files.image_magic(encoded), None)
+    assert size.numpy().tolist() == [4, 5]
+    placeholder = tf.io.decode_png(image_files.PLACEHOLDER_PNG)
+    assert placeholder.shape == (1, 1, 1)
+
+
+def test_moved_helpers_keep_their_old_names_for_a_release_with_a_warning():
+    from object_input import annotation_checks, image_files
+    from object_input.decoders import tf_example
+
+    for name, module in [
+        ("PLACEHOLDER_PNG", image_files),
+        ("header_size", image_files),
+        ("image_magic", image_files),
+        ("looks_like_image", image_files),
+        ("default_per_box_fields", annotation_checks),
+        ("kept_after_clip", annotation_checks),
+    ]:
+        with pytest.warns(DeprecationWarning, match=f"moved to {module.__name__}.{name}"):
+            assert getattr(tf_example, name) is getattr(module, name)
+    with pytest.raises(AttributeError):
+        tf_example.no_such_name  # noqa: B018

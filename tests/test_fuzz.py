@@ -1,5 +1,5 @@
 """Fuzzing: random bytes and mutated valid records through the decoders give a feature dict or a
-documented error (InvalidArgumentError naming the record), or a flag (on_error="flag"); never a
+documented error (InvalidArgumentError naming the record), or a flag (checks="flag"); never a
 crash or a hang. Few examples per run, for CI speed."""
 
 import gzip
@@ -40,8 +40,8 @@ FUZZ = settings(
 )
 
 
-def _decoder(on_error: str):
-    decoder = ExampleDecoder(on_error=on_error, **OPTIONS)
+def _decoder(checks: str):
+    decoder = ExampleDecoder(checks=checks, **OPTIONS)
     return tf.function(lambda serialized: decoder(serialized, "fuzz.tfrecord:0"))
 
 

@@ -164,7 +164,7 @@ def _record(boxes, classes, masks) -> bytes:
 def test_a_bad_record_gets_the_same_reason_from_the_decoder_and_an_arrays_source():
     cases = sorted(BAD)
     decoded = [
-        decode_example(_record(*BAD[case]), on_error="flag", masks="png")[fields.ERROR]
+        decode_example(_record(*BAD[case]), checks="flag", masks="png")[fields.ERROR]
         for case in cases
     ]
     reasons = [errors.reason_of(int(code)) for code in decoded]

@@ -664,3 +664,17 @@ def test_without_datasets_installed_the_error_says_how_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "datasets", None)
     with pytest.raises(ImportError, match=r"pip install object-input\[hf\]"):
         HuggingFace("coco")
+
+
+def test_layout_names_are_shared_with_tfds_and_moved_names_still_answer():
+    from object_input.sources import hf_layout, hub_layout, huggingface, tfds_layout
+
+    assert set(hub_layout.NAMES.items()) <= set(hf_layout._NAMES.items())
+    assert set(tfds_layout.PER_OBJECT_KEYS) == {
+        name for field in hub_layout.PER_OBJECT for name in hub_layout.NAMES[field]
+    }
+    two_images = datasets.Features({"a": datasets.Image(), "b": datasets.Image()})
+    with pytest.raises(hub_layout.LayoutError, match="several image columns"):
+        HuggingFace(datasets.Dataset.from_dict({"a": [], "b": []}, features=two_images))
+    with pytest.warns(DeprecationWarning, match="moved to object_input.sources.hf_layout"):
+        assert huggingface.IMAGE_KEYS == hf_layout.IMAGE_KEYS

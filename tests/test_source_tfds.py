@@ -451,3 +451,10 @@ def test_without_tensorflow_datasets_the_error_says_how_to_install(monkeypatch):
     monkeypatch.setitem(__import__("sys").modules, "tensorflow_datasets", None)
     with pytest.raises(ImportError, match=r"pip install object-input\[tfds\]"):
         TFDS("mnist", split="train")
+
+
+def test_moved_layout_names_still_answer_with_a_warning():
+    from object_input.sources import tfds, tfds_layout
+
+    with pytest.warns(DeprecationWarning, match="moved to object_input.sources.tfds_layout"):
+        assert tfds.automatic_fields is tfds_layout.automatic_fields

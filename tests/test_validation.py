@@ -38,7 +38,7 @@ def _expect(serialized: bytes, reason: str, match: str, **options) -> None:
     message = str(err.value)
     assert "record data.tfrecord:5 (source_id src-7)" in message, message
     assert match in message, message
-    out = decode_example(serialized, "data.tfrecord:5", on_error="flag", **options)
+    out = decode_example(serialized, "data.tfrecord:5", checks="flag", **options)
     assert errors.reason_of(int(out[fields.ERROR])) == reason
     assert out[fields.ERROR_DETAIL].numpy().decode() in message
 
@@ -166,7 +166,7 @@ def test_a_flagged_record_decodes_to_consistent_stand_ins(masks):
     example = _example(boxes=boxes, classes=[1, 2])
     _set(example, "image/object/bbox/ymax", [0.5])  # unequal coordinate lists
     serialized = _set(example, "image/object/weight", [1.0, 1.0])
-    out = decode_example(serialized, "data.tfrecord:5", on_error="flag", masks=masks)
+    out = decode_example(serialized, "data.tfrecord:5", checks="flag", masks=masks)
     assert errors.reason_of(int(out[fields.ERROR])) == "box_lists"
     assert out[fields.IMAGE].shape == (1, 1, 3)
     assert out[fields.BOXES].shape == (0, 4)
@@ -245,14 +245,14 @@ def test_flagged_record_decodes_in_graph_mode_with_the_code():
     bad = _set(_example(), "image/object/class/label", [0])
     good = _example().SerializeToString()
     dataset = tf.data.Dataset.from_tensor_slices([good, bad]).map(
-        lambda s: decode_example(s, on_error="flag")
+        lambda s: decode_example(s, checks="flag")
     )
     codes = [int(x[fields.ERROR]) for x in dataset]
     assert codes == [errors.OK, errors.code("class_range")]
 
 
 def test_bad_policies_fail_at_construction():
-    for name in ("on_error", "boxes_out_of_range", "large_images"):
+    for name in ("checks", "boxes_out_of_range", "large_images"):
         with pytest.raises(ValueError, match=name):
             decode_example(b"", **{name: "sometimes"})
     with pytest.raises(ValueError, match="max_image_pixels"):

@@ -106,9 +106,9 @@ def test_trusted_source_reads_and_decodes_without_checks(tmp_path):
     _dataset(tmp_path, count=1)
     verify_files(str(tmp_path))
     source = TFRecord(str(tmp_path))
-    assert source.verified and source.decoder.on_error == "trust"
+    assert source.verified and source.decoder.checks == "none"
     unverified = TFRecord(str(tmp_path), decoding={"trust_manifest": False})
-    assert not unverified.verified and unverified.decoder.on_error == "flag"
+    assert not unverified.verified and unverified.decoder.checks == "flag"
 
 
 def test_trusted_data_still_limits_boxes(tmp_path):

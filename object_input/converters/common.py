@@ -13,6 +13,7 @@ import tensorflow as tf
 
 from object_input import wording
 from object_input.boxes import convert
+from object_input.converters import write_options
 from object_input.converters.write_options import WriteOptions
 from object_input.image_files import ImageError, decode_image_file, image_format, op_message
 from object_input.label_map import LabelMapSource, format_label_map, load_label_map
@@ -275,7 +276,7 @@ def build_or_reason(build: Callable[[Any], bytes], item: Any, on_error: str) -> 
     try:
         return build(item)
     except BadImage as err:
-        if on_error == "raise":
+        if on_error == write_options.RAISE:
             raise
         return str(err)
 

@@ -17,8 +17,11 @@ from object_input.label_map import LabelMapSource
 from object_input.suggest import did_you_mean
 
 COMPRESSIONS = (None, "GZIP")
-#: What a converter does with an image that fails its check: leave it out, or stop.
-ON_ERROR = ("skip", "raise")
+#: A converter's write policy (``WriteOptions.on_error``): an image that fails its check is
+#: left out (named in the result) or stops the writing. The same two words as
+#: ``make_dataset(on_error=...)``, but a setting of its own, taken when the records are written.
+SKIP, RAISE = "skip", "raise"
+ON_ERROR = (SKIP, RAISE)
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -52,9 +55,11 @@ class WriteOptions:
       shuffle, seed: write the images in a seeded random order (else in input order).
       compression: None or ``"GZIP"``.
       progress: show a progress bar on stderr.
-      on_error: an image that does not decode, is truncated, or whose size disagrees with its
-        annotation: ``"skip"`` leaves it out, and the result names it with the reason
-        (``left_out``); ``"raise"`` stops the conversion at the first, naming it.
+      on_error: the write policy, for an image that does not decode, is truncated, or whose size
+        disagrees with its annotation: ``"skip"`` leaves it out of the written records, and the
+        result names it with the reason (``left_out``); ``"raise"`` stops the conversion at the
+        first, naming it. A setting of the converter alone: what a pipeline later does with a
+        bad record it reads is ``make_dataset(on_error=...)``'s.
       runner: None builds the records on local threads; an Apache Beam runner's name
         (``"DirectRunner"``, ``"DataflowRunner"``, ``"FlinkRunner"``, ``"SparkRunner"``,
         ``"PortableRunner"``) builds them in a Beam pipeline on it: the same records (needs
@@ -116,7 +121,7 @@ class WriteOptions:
         default=True, metadata=_flag("--no-progress", action="store_false", help="no progress bar")
     )
     on_error: str = dataclasses.field(
-        default="skip",
+        default=SKIP,
         metadata=_flag(
             "--on-error",
             choices=ON_ERROR,

@@ -2,7 +2,7 @@
 
 Every example decodes to the same set of keys (absent optional fields get defaults), so examples can
 be batched together. Malformed records fail with an error that names the record, its source id
-and the field, or, under ``on_error="flag"``, carry the failure in ``fields.ERROR`` (its reason's
+and the field, or, under ``checks="flag"``, carry the failure in ``fields.ERROR`` (its reason's
 code) and ``fields.ERROR_DETAIL`` (that message), for the pipeline to raise or skip. The keys
 read, their kinds and defaults come from :data:`object_input.schema.EXAMPLE`.
 """
@@ -10,18 +10,28 @@ read, their kinds and defaults come from :data:`object_input.schema.EXAMPLE`.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+import warnings
+from collections.abc import Mapping
 from typing import Any
 
 import tensorflow as tf
 
-from object_input import deferred_image, errors, feature_dict, fields, schema
+from object_input import (
+    annotation_checks,
+    deferred_image,
+    errors,
+    feature_dict,
+    fields,
+    image_files,
+    schema,
+)
 from object_input.annotation_checks import (
     check_boxes,
     check_class_count,
     check_class_ids,
     check_masks,
 )
+from object_input.moved import moved_names
 
 MASK_TYPES = (None, *schema.MASK_KINDS)
 UNKNOWN_CLASS_POLICIES = ("error", "drop")
@@ -36,21 +46,6 @@ _PER_BOX = [
 _PER_BOX_KEYS = frozenset(entry.key for entry in _PER_BOX)
 # The optional ones, all but the classes: key -> output field (absent: its default per box).
 _PER_BOX_LISTS = {entry.key: entry.field for entry in _PER_BOX if entry.field != fields.CLASSES}
-_FLAGS = (fields.IS_CROWD, fields.DIFFICULT, fields.GROUP_OF)
-# Byte signatures of the formats tf.io.decode_image reads.
-_IMAGE_MAGIC = (b"\xff\xd8\xff", b"\x89PNG", b"GIF8", b"BM")
-_ZEROS8 = b"\0" * 8
-_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-# The least JPEG whose header reads as 1x1: what header reads see for other formats.
-_TINY_JPEG = (
-    b"\xff\xd8\xff\xc0\x00\x0b\x08\x00\x01\x00\x01\x01\x01\x11\x00"
-    b"\xff\xda\x00\x08\x01\x01\x00\x00?\x00\xff\xd9"
-)
-#: A 1x1 gray PNG: what a skipped record decodes instead of its own bytes.
-PLACEHOLDER_PNG = (
-    b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x00\x00\x00\x00:~\x9bU"
-    b"\x00\x00\x00\nIDATx\x9cc`\x00\x00\x00\x02\x00\x01H\xaf\xa4q\x00\x00\x00\x00IEND\xaeB`\x82"
-)
 
 
 class ExampleDecoder:
@@ -74,13 +69,17 @@ class ExampleDecoder:
         dropped boxes are counted in ``NUM_DROPPED_BOXES``.
       extra_features: ``{record key: tf.io feature spec}`` decoded and passed through under the
         same key (sparse features become dense).
-      on_error: ``"raise"``: a failed check raises InvalidArgumentError naming the record, its
-        source id and the field; ``"flag"``: the result carries the reason's code in
-        ``fields.ERROR`` (0 when good; see :mod:`object_input.errors`), the message in
-        ``fields.ERROR_DETAIL``, and placeholder values, for the pipeline to raise or skip;
-        ``"trust"``: no checks at all, for records that passed them before (a verified
-        manifest, :mod:`object_input.manifest`): a good record decodes to the same features,
-        a bad one to whatever its ops make of it, or an op error.
+      checks: what a failed check does (:data:`object_input.errors.CHECK_MODES`; the
+        pipeline's ``on_error`` is a separate setting that settles flags): ``"raise"``: it raises
+        InvalidArgumentError naming the record, its source id and the field; ``"flag"``: the
+        result carries the reason's code in ``fields.ERROR`` (0 when good; see
+        :mod:`object_input.errors`), the message in ``fields.ERROR_DETAIL``, and placeholder
+        values, for the pipeline to raise or skip; ``"none"``: no checks at all, for records
+        that passed them before (a verified manifest, :mod:`object_input.manifest`): a good
+        record decodes to the same features, a bad one to whatever its ops make of it, or an
+        op error.
+      on_error: deprecated, for one release: ``checks`` under its old name, ``"trust"`` for
+        ``"none"``.
       boxes_out_of_range: ``"error"`` (a check) or ``"clip"`` for coordinates outside [0, 1];
         clipped boxes left without area are dropped and counted in ``NUM_DROPPED_BOXES``. Either
         way coordinates within ``annotation_checks.BOX_TOLERANCE`` of the range are float
@@ -102,7 +101,8 @@ class ExampleDecoder:
         multiclass_scores: bool = False,
         unknown_classes: str = "error",
         extra_features: Mapping[str, Any] | None = None,
-        on_error: str = "raise",
+        checks: str = errors.RAISE,
+        on_error: str | None = None,
         boxes_out_of_range: str = "error",
         max_image_pixels: int | None = None,
         large_images: str = "error",
@@ -130,7 +130,9 @@ class ExampleDecoder:
         self.multiclass_scores = multiclass_scores
         self.unknown_classes = unknown_classes
         self.extra_features = dict(extra_features or {})
-        self.on_error = errors.check_policy(on_error, errors.DECODE_POLICIES)
+        if on_error is not None:
+            checks = _renamed_check_mode(on_error)
+        self.checks = errors.check_policy(checks, errors.CHECK_MODES, "checks")
         self.boxes_out_of_range = boxes_out_of_range
         self.max_image_pixels = max_image_pixels
         self.large_images = large_images
@@ -149,9 +151,20 @@ class ExampleDecoder:
             )
         self.spec = self._feature_spec()
 
+    @property
+    def on_error(self) -> str:
+        """Deprecated, for one release: :attr:`checks` under its old name (``"trust"`` for
+        ``"none"``)."""
+        warnings.warn(
+            "ExampleDecoder.on_error is deprecated: use ExampleDecoder.checks",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return _OLD_CHECK_NAMES.get(self.checks, self.checks)
+
     def settings(self) -> dict[str, Any]:
         """The options that decide which records pass the checks, as JSON values: what a
-        verified manifest records (``on_error`` aside)."""
+        verified manifest records (``checks`` aside)."""
         return {
             "channels": self.channels,
             "label_map": sorted(self.label_map.items()) if self.label_map is not None else None,
@@ -221,12 +234,12 @@ class ExampleDecoder:
             record_id = tf.strings.join(["source_id=", parsed[schema.SOURCE_ID]])
         record_id = tf.convert_to_tensor(record_id, tf.string)
         need_size = defer_image or bool(self.masks) or self.max_image_pixels is not None
-        if self.on_error == errors.TRUST:
+        if self.checks == errors.NO_CHECKS:
             size, boxes = self._trusted_inputs(parsed, need_size)
             return self._build(parsed, size, boxes, record_id, defer_image)
         checks = errors.RecordChecks(record_id, parsed[schema.SOURCE_ID])
         size, boxes = self._validate(parsed, checks, need_size)
-        ok, error = checks.verdict(self.on_error)
+        ok, error = checks.verdict(self.checks)
         parsed, size, boxes = _sanitized(parsed, size, boxes, ok)
         out = self._build(parsed, size, boxes, record_id, defer_image)
         return out if error is None else checks.flag(out, error)
@@ -279,7 +292,7 @@ class ExampleDecoder:
         present = checks.add(
             length > 0, "no_image", "has no image: field image/encoded is missing or empty"
         )
-        magic = image_magic(encoded)
+        magic = image_files.image_magic(encoded)
         is_image = tf.reduce_any(magic)
         checks.add(
             is_image | is_raw | ~present,
@@ -309,7 +322,7 @@ class ExampleDecoder:
         if not need_size:
             # Nothing checks against the size: decoding finds it (raw images: their fields).
             return raw_size
-        size = header_size(encoded, magic, self._decode_pixels, is_raw, raw_size)
+        size = image_files.header_size(encoded, magic, self._decode_pixels, is_raw, raw_size)
         checks.add(
             ~present | tf.reduce_all(size > 0),
             "image_size",
@@ -331,13 +344,15 @@ class ExampleDecoder:
         self, parsed: dict[str, tf.Tensor], need_size: bool
     ) -> tuple[tf.Tensor, tf.Tensor]:
         """:meth:`_validate`'s (height, width) and boxes for a record known to pass its checks
-        (``on_error="trust"``): the same values, without the checks."""
+        (``checks="none"``): the same values, without the checks."""
         encoded = parsed[schema.ENCODED]
         raw_size = tf.cast(tf.stack([parsed[schema.HEIGHT], parsed[schema.WIDTH]]), tf.int32)
         size = raw_size
         if need_size:
             is_raw = tf.equal(tf.strings.lower(parsed[schema.FORMAT]), "raw")
-            size = header_size(encoded, image_magic(encoded), self._decode_pixels, is_raw, raw_size)
+            size = image_files.header_size(
+                encoded, image_files.image_magic(encoded), self._decode_pixels, is_raw, raw_size
+            )
         boxes = tf.stack([parsed[key] for key in schema.BOX_KEYS], axis=1)
         return size, boxes
 
@@ -439,7 +454,9 @@ class ExampleDecoder:
                 expected,
             )
             return
-        mask_sizes = tf.map_fn(_png_size, raw, fn_output_signature=tf.TensorSpec([2], tf.int32))
+        mask_sizes = tf.map_fn(
+            image_files.png_size, raw, fn_output_signature=tf.TensorSpec([2], tf.int32)
+        )
         check_masks(checks, schema.MASK, "PNGs", tf.size(raw), num, mask_sizes, size)
 
     def _build(
@@ -469,7 +486,7 @@ class ExampleDecoder:
         out[fields.CLASSES] = self._classes(parsed)
         height, width = tf.shape(image)[0], tf.shape(image)[1]
         lists = {name: parsed[key] for key, name in _PER_BOX_LISTS.items()}
-        out.update(_per_box_fields(boxes, height, width, lists))
+        out.update(annotation_checks.default_per_box_fields(boxes, height, width, lists))
 
         if self.masks:
             out[fields.MASKS] = self._decode_masks(parsed, num, size, height, width)
@@ -488,7 +505,7 @@ class ExampleDecoder:
         if self._table is not None and self.unknown_classes == "drop":
             keep &= out[fields.CLASSES] > 0
         if self.boxes_out_of_range == "clip":
-            keep &= kept_after_clip(boxes, unclipped)
+            keep &= annotation_checks.kept_after_clip(boxes, unclipped)
         out[fields.NUM_DROPPED_BOXES] = tf.constant(0, tf.int32)
         if (self._table is not None and self.unknown_classes == "drop") or (
             self.boxes_out_of_range == "clip"
@@ -514,7 +531,7 @@ class ExampleDecoder:
                 lambda: self._decode_pixels(encoded),
             )
         target = self._fitted_size(size)
-        is_jpeg = tf.strings.substr(encoded, 0, 3) == _IMAGE_MAGIC[0]
+        is_jpeg = tf.strings.substr(encoded, 0, 3) == image_files.SIGNATURES["jpeg"]
         # DCT scaling: the largest of 1/2, 1/4, 1/8 that still leaves at least the target size.
         ratio_index = tf.reduce_sum(
             tf.cast(size[0] // tf.constant([2, 4, 8]) >= target[0], tf.int32)
@@ -622,50 +639,6 @@ class ExampleDecoder:
         return tf.cast(labels, tf.int32)
 
 
-def _png_size(encoded: tf.Tensor) -> tf.Tensor:
-    """(height, width) from a PNG's IHDR chunk; (-1, -1) when ``encoded`` is not a PNG."""
-    # IHDR: width then height, 4 big-endian bytes each, from byte 16. Padded so that short or
-    # foreign bytes still give 8 digits.
-    dims = tf.strings.substr(tf.strings.join([tf.strings.substr(encoded, 16, 8), _ZEROS8]), 0, 8)
-    digits = tf.cast(tf.io.decode_raw(dims, tf.uint8), tf.int32)
-    sizes = tf.reduce_sum(tf.reshape(digits, [2, 4]) * [2**24, 2**16, 2**8, 1], axis=1)
-    is_png = tf.equal(tf.strings.substr(encoded, 0, 8), _PNG_SIGNATURE)
-    return tf.where(is_png & (tf.strings.length(encoded) >= 24), tf.stack([sizes[1], sizes[0]]), -1)
-
-
-def header_size(
-    encoded: tf.Tensor,
-    magic: tf.Tensor,
-    decode_pixels: Callable[[tf.Tensor], tf.Tensor],
-    is_raw: Any = False,
-    raw_size: Any = (0, 0),
-) -> tf.Tensor:
-    """(height, width) of encoded image bytes whose :func:`image_magic` is ``magic``: a JPEG's
-    or PNG's from its header (no decode), a GIF's or BMP's from ``decode_pixels(encoded)``;
-    ``raw_size`` where ``is_raw`` (raw pixels); 0 where the bytes are no image."""
-    is_jpeg, is_png = magic[0], magic[1]
-    # Header reads without a branch per format: a stand-in where the format differs.
-    jpeg_size = tf.io.extract_jpeg_shape(tf.where(is_jpeg, encoded, _TINY_JPEG))[:2]
-    size = tf.where(is_raw, raw_size, tf.where(is_png, _png_size(encoded), jpeg_size))
-    # GIF and BMP: their decoder tells (a rare format, one branch).
-    return tf.cond(
-        tf.reduce_any(magic) & ~(is_raw | is_jpeg | is_png),
-        lambda: tf.shape(decode_pixels(encoded))[:2],
-        lambda: tf.where(is_raw | is_jpeg | is_png, size, 0),
-    )
-
-
-def looks_like_image(encoded: tf.Tensor) -> tf.Tensor:
-    """Whether ``encoded`` starts like a JPEG, PNG, GIF or BMP file (what decode_image reads)."""
-    return tf.reduce_any(image_magic(encoded))
-
-
-def image_magic(encoded: tf.Tensor) -> tf.Tensor:
-    """bool ``[4]``: whether ``encoded`` starts like a JPEG, PNG, GIF, BMP (one substr op)."""
-    heads = tf.strings.substr(encoded, [0] * len(_IMAGE_MAGIC), [len(m) for m in _IMAGE_MAGIC])
-    return tf.equal(heads, _IMAGE_MAGIC)
-
-
 def _sanitized(
     parsed: dict[str, tf.Tensor], size: tf.Tensor, boxes: tf.Tensor, ok: tf.Tensor
 ) -> tuple[dict[str, tf.Tensor], tf.Tensor, tf.Tensor]:
@@ -679,7 +652,7 @@ def _sanitized(
     out = dict(parsed)
     # A branch, not a select, for the image bytes: a select would copy them.
     out[schema.ENCODED] = tf.cond(
-        ok, lambda: parsed[schema.ENCODED], lambda: tf.constant(PLACEHOLDER_PNG)
+        ok, lambda: parsed[schema.ENCODED], lambda: tf.constant(image_files.PLACEHOLDER_PNG)
     )
     out[schema.FORMAT] = tf.where(ok, parsed[schema.FORMAT], "png")
     keep = tf.cast(ok, tf.int32)
@@ -703,56 +676,6 @@ def _sanitized(
     return out, tf.where(ok, size, 1), boxes
 
 
-def default_per_box_fields(
-    boxes: tf.Tensor, height: tf.Tensor, width: tf.Tensor
-) -> dict[str, tf.Tensor]:
-    """The optional per-box fields of boxes that come without them, as a record decodes them.
-
-    Weights 1, area = box area in pixels of a ``height`` × ``width`` image, flags False, track
-    ids -1: for sources of boxes other than Examples (annotation CSVs) to match the decoder.
-    """
-    return _per_box_fields(boxes, height, width, {})
-
-
-def _per_box_fields(
-    boxes: tf.Tensor, height: tf.Tensor, width: tf.Tensor, lists: Mapping[str, tf.Tensor]
-) -> dict[str, tf.Tensor]:
-    """The optional per-box fields: each of ``lists`` (``{field: values}``, one value per box
-    or none) cut to the box count, its default where it is empty or not given."""
-    num = tf.shape(boxes)[0]
-    # One zeros tensor serves every integer default: the decoder runs these per record.
-    zeros = tf.zeros([num], tf.int64)
-    defaults = {
-        fields.WEIGHTS: tf.ones([num], tf.float32),
-        fields.AREA: _area(boxes) * tf.cast(height * width, tf.float32),
-        fields.TRACK_IDS: zeros - 1,
-        **{name: zeros for name in _FLAGS},
-    }
-    # The first num values of a list followed by its default are the list or the default,
-    # without a branch.
-    first = tf.reshape(num, [1])
-    out = {
-        name: tf.strided_slice(tf.concat([lists[name], default], 0), [0], first, [1])
-        if name in lists
-        else default
-        for name, default in defaults.items()
-    }
-    for name in _FLAGS:
-        out[name] = tf.not_equal(out[name], 0)
-    out[fields.TRACK_IDS] = tf.cast(out[fields.TRACK_IDS], tf.int32)
-    return out
-
-
-def _area(boxes: tf.Tensor) -> tf.Tensor:
-    return (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
-
-
-def kept_after_clip(clipped: tf.Tensor, unclipped: tf.Tensor) -> tf.Tensor:
-    """``[N]`` bool: the boxes to keep after clipping ``unclipped`` to the image. A box the clip
-    left without area lay outside the image; a degenerate one (no area before) stays."""
-    return (_area(clipped) > 0) | (_area(unclipped) <= 0)
-
-
 def _check_per_box(
     checks: errors.RecordChecks, lists: list[tuple[str, tf.Tensor]], num: tf.Tensor
 ) -> None:
@@ -772,6 +695,36 @@ def _check_per_box(
         num,
         "boxes",
     )
+
+
+# ExampleDecoder(on_error=...)'s words that ``checks`` names otherwise.
+_OLD_CHECK_NAMES = {errors.NO_CHECKS: "trust"}
+
+
+def _renamed_check_mode(on_error: str) -> str:
+    """``checks`` for the deprecated ``ExampleDecoder(on_error=...)``, with its warning."""
+    checks = {old: new for new, old in _OLD_CHECK_NAMES.items()}.get(on_error, on_error)
+    warnings.warn(
+        f"ExampleDecoder(on_error={on_error!r}) is deprecated: use checks={checks!r} (on_error "
+        "is the pipeline's raise-or-skip setting alone)",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return checks
+
+
+# Names that moved to the modules of their concern, kept here for one release.
+__getattr__ = moved_names(
+    __name__,
+    {
+        "PLACEHOLDER_PNG": "object_input.image_files",
+        "header_size": "object_input.image_files",
+        "image_magic": "object_input.image_files",
+        "looks_like_image": "object_input.image_files",
+        "default_per_box_fields": "object_input.annotation_checks",
+        "kept_after_clip": "object_input.annotation_checks",
+    },
+)
 
 
 def decode_example(

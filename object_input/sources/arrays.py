@@ -9,6 +9,7 @@ import numpy as np
 import tensorflow as tf
 
 from object_input import fields
+from object_input.sources import samples
 from object_input.sources.dataset import Dataset
 
 # Fields whose pipeline dtype is int32 whatever integer type the arrays hold.
@@ -51,6 +52,10 @@ class Arrays(Dataset):
             )
         self.num_examples = next(iter(counts.values()))
         super().__init__(tf.data.Dataset.from_tensor_slices(columns), name=name)
+
+    @classmethod
+    def sample(cls, folder: str, damage: int | None = None) -> Arrays:
+        return cls(samples.columns(damage), name="sample")
 
     def __repr__(self) -> str:
         return f"Arrays({self.num_examples} examples, fields {sorted(self.dataset.element_spec)})"

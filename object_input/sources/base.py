@@ -9,6 +9,7 @@ from __future__ import annotations
 import abc
 import contextlib
 import dataclasses
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,6 +17,9 @@ import tensorflow as tf
 
 from object_input import errors
 from object_input.options import ReadOptions
+
+# The deprecated ReadContext(on_error=...) words and what each asked of a reader.
+_READ_POLICIES = {errors.RAISE: False, "mark": True}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,25 +32,42 @@ class ReadContext:
       seed: the seed of this iteration over the data (a scalar int64 tensor derived from the
         pipeline seed and the iteration number; None: unseeded). Shuffle with :meth:`shuffled`.
       deterministic: keep the record order independent of thread timing.
-      on_error: "raise" or "skip": what a reader does with a file it cannot read to the end
-        (see :func:`~object_input.sources.files.read_files` ``checked``); "mark", asked only of
-        a source whose :attr:`Source.marks_read_errors` is set: neither, the reader yields
-        ``(record_id, payload, error, detail)`` and the pipeline raises or counts the marks.
-      counter: the :class:`~object_input.skips.SkipCounter` that counts what is skipped
-        (None unless the pipeline skips).
+      marks: what a reader does with what it cannot read (a damaged file): False, raise an
+        error naming it; True (asked only of a source whose :attr:`Source.marks_read_errors` is
+        set), yield ``(record_id, payload, error, detail)`` elements instead, ``error`` a code of
+        :mod:`object_input.errors` (``OK`` for a record). A reader never skips or counts: the
+        pipeline's policy raises or counts the marks (:mod:`object_input.policy`).
+      on_error: deprecated, for one release: ``"mark"`` is ``marks=True``, ``"raise"``
+        ``marks=False``.
     """
 
     reading: ReadOptions = dataclasses.field(default_factory=ReadOptions)
     shuffle: bool = True
     seed: int | tf.Tensor | None = None
     deterministic: bool = True
-    on_error: str = "raise"
-    counter: Any = None
+    marks: bool = False
+    on_error: dataclasses.InitVar[str | None] = None
+
+    def __post_init__(self, on_error: str | None) -> None:
+        if on_error is None:
+            return
+        if on_error not in _READ_POLICIES:
+            raise ValueError(
+                f"ReadContext(on_error=...) is deprecated; a reader marks or raises "
+                f"(marks=True or False), it never skips: got {on_error!r}"
+            )
+        warnings.warn(
+            f"ReadContext(on_error={on_error!r}) is deprecated: use "
+            f"ReadContext(marks={_READ_POLICIES[on_error]})",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        object.__setattr__(self, "marks", _READ_POLICIES[on_error])
 
     def unmarked(self) -> tuple:
-        """What a record adds to its ``(record_id, payload)`` under ``on_error="mark"``: ``(OK,
-        "")``, no error and no detail; nothing under the other policies."""
-        if self.on_error != "mark":
+        """What a record adds to its ``(record_id, payload)`` when the reader :attr:`marks`:
+        ``(OK, "")``, no error and no detail; nothing otherwise."""
+        if not self.marks:
             return ()
         return tf.constant(errors.OK, tf.int32), tf.constant("")
 
@@ -86,7 +107,7 @@ class Source(abc.ABC):
     #: whether the source's records can be read on tf.data service workers (a Python generator
     #: of this process cannot).
     serializable: bool = True
-    #: whether ``records`` under ``on_error="mark"`` never raises: it yields ``(record_id,
+    #: whether ``records`` under ``ReadContext(marks=True)`` never raises: it yields ``(record_id,
     #: payload, error, detail)``, a nonzero ``error`` (a code of :mod:`object_input.errors`)
     #: marking what could not be read, ``detail`` saying why. ``make_dataset`` then catches the
     #: op errors of decoding in one map instead of a map per window of records, which it must
@@ -133,6 +154,20 @@ class Source(abc.ABC):
         then decode a large window at reduced scale, if its decoding options allow.
         """
         raise NotImplementedError(f"{type(self).__name__} does not defer decoding")
+
+    @classmethod
+    def sample(cls, folder: str, damage: int | None = None) -> Source:
+        """A small source of this kind, its data written under ``folder`` (an empty folder of
+        its own): :data:`~object_input.sources.samples.RECORDS` records, for the tests that run
+        every registered source through ``make_dataset`` (the policy and fuzz suites).
+
+        ``damage`` spoils record :data:`~object_input.sources.samples.DAMAGED`:
+        ``samples.CERTAIN`` so that it fails (a check, reading it, or, for a format without
+        record-level failures, making the source: a ValueError naming the file), any other
+        value the seed of a random change that may or may not spoil it. Every registered
+        source declares one, in its own module; a test fails on one that does not.
+        """
+        raise NotImplementedError(f"{cls.__name__} declares no sample")
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"

@@ -14,7 +14,8 @@ from typing import Any
 import tensorflow as tf
 
 from object_input import caffe_proto, errors, fields
-from object_input.sources.caffe_lmdb import CaffeLMDB
+from object_input.sources import samples
+from object_input.sources.caffe_lmdb import CaffeLMDB, sample_datum
 
 # (message, [(field, dtype)]) of each level, as caffe.proto of the SSD fork numbers them.
 _ANNOTATED = ("datum", tf.string), ("type", tf.int32), ("annotation_group", tf.string)
@@ -62,6 +63,22 @@ class CaffeAnnotatedLMDB(CaffeLMDB):
     """
 
     message = "AnnotatedDatum"
+
+    @classmethod
+    def _sample_record(cls, index: int, spoiled: bool = False) -> bytes:
+        """Record ``index`` of a sample: its Datum and one box, ``spoiled`` out of order."""
+        message = caffe_proto.message_class
+        ymin, xmin, ymax, xmax = samples.BOX
+        if spoiled:
+            ymin, ymax = ymax, ymin
+        box = message("NormalizedBBox")(xmin=xmin, ymin=ymin, xmax=xmax, ymax=ymax)
+        group = message("AnnotationGroup")(
+            group_label=1, annotation=[message("Annotation")(instance_id=0, bbox=box)]
+        )
+        annotated = message("AnnotatedDatum")(
+            datum=sample_datum(index), type=0, annotation_group=[group]
+        )
+        return annotated.SerializeToString()
 
     @staticmethod
     def _datum_of(message: Any) -> Any:

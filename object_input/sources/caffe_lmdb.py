@@ -27,6 +27,7 @@ import tensorflow as tf
 from google.protobuf.message import DecodeError
 
 from object_input import caffe_proto, errors, fields
+from object_input.sources import samples
 from object_input.sources.base import ReadContext, Source
 from object_input.sources.resolve import PathOptions, register_format
 
@@ -324,6 +325,27 @@ class CaffeLMDB(Source):
     def _decode_encoded(self, data: tf.Tensor) -> tf.Tensor:
         return tf.io.decode_image(data, channels=self.channels, expand_animations=False)
 
+    @classmethod
+    def sample(cls, folder: str, damage: int | None = None) -> CaffeLMDB:
+        lmdb = _import_lmdb()
+        values = [cls._sample_record(i) for i in range(samples.RECORDS)]
+        if damage == samples.CERTAIN:
+            values[samples.DAMAGED] = cls._sample_record(samples.DAMAGED, spoiled=True)
+        elif damage is not None:
+            values[samples.DAMAGED] = samples.mutated(values[samples.DAMAGED], damage)
+        path = os.path.join(folder, "db")
+        env = lmdb.open(path, map_size=1 << 24)
+        with env.begin(write=True) as txn:
+            for index, value in enumerate(values):
+                txn.put(f"{index:05d}".encode(), value)
+        env.close()
+        return cls(path)
+
+    @classmethod
+    def _sample_record(cls, index: int, spoiled: bool = False) -> bytes:
+        """Record ``index`` of a :meth:`sample`; ``spoiled``: its pixel data a byte short."""
+        return sample_datum(index, spoiled).SerializeToString()
+
     def __repr__(self) -> str:
         return f"CaffeLMDB({self.path!r}, {self.num_records} records)"
 
@@ -371,3 +393,15 @@ def _from_paths(files: list[str], options: PathOptions) -> CaffeLMDB:
 
 
 register_format("caffe_lmdb", ("data.mdb", "lock.mdb"), _from_paths)
+
+
+def sample_datum(index: int, spoiled: bool = False) -> Any:
+    """A raw ``Datum`` of sample record ``index`` (planar pixels), ``spoiled`` a byte short."""
+    planar = samples.pixels(index).transpose(2, 0, 1).tobytes()
+    return caffe_proto.message_class("Datum")(
+        channels=3,
+        height=samples.SIDE,
+        width=samples.SIDE,
+        data=planar[:-1] if spoiled else planar,
+        label=index,
+    )

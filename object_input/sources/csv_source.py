@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import itertools
+import os
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -12,6 +13,7 @@ from typing import Any
 import tensorflow as tf
 
 from object_input import errors, fields
+from object_input.sources import samples
 from object_input.sources.base import ReadContext, Source
 from object_input.sources.files import PathSource, list_files, read_files
 from object_input.sources.resolve import register_format
@@ -205,6 +207,20 @@ class CSV(Source):
         values = _convert(dict(zip(names, raw, strict=True)), self.columns, self.na_value, checks)
         values.setdefault(fields.RECORD_ID, record_id)
         return checks.flag(values)
+
+    @classmethod
+    def sample(cls, folder: str, damage: int | None = None) -> CSV:
+        rows = [f"{i},{i / 2},name{i}" for i in range(samples.RECORDS)]
+        if damage == samples.CERTAIN:
+            rows[samples.DAMAGED] = "1,2"
+        elif damage is not None:
+            rows[samples.DAMAGED] = samples.mutated(rows[samples.DAMAGED].encode(), damage).decode(
+                "latin-1"
+            )
+        path = os.path.join(folder, "sample.csv")
+        with open(path, "w", encoding="latin-1", newline="") as f:
+            f.write("\n".join(["count,ratio,name", *rows]) + "\n")
+        return cls(path, record_defaults=[0, 0.0, "none"])
 
     def __repr__(self) -> str:
         columns = ", ".join(f"{c.name}: {c.dtype.name}" for c in self.columns)

@@ -15,6 +15,7 @@ from object_input.annotation_checks import (
     check_masks,
     check_per_box_count,
 )
+from object_input.sources import samples
 from object_input.sources.base import ReadContext, Source
 
 
@@ -78,7 +79,11 @@ class Dataset(Source):
             # Float noise (1.0000001 from a division) is clipped, as the TFRecord decoder does.
             return {**chosen, fields.BOXES: tf.clip_by_value(chosen[fields.BOXES], 0, 1), **flags}
 
-        return errors.guarded(checks, "flag", build, features, stand_ins(features))
+        return errors.guarded(checks, errors.FLAG, build, features, stand_ins(features))
+
+    @classmethod
+    def sample(cls, folder: str, damage: int | None = None) -> Dataset:
+        return cls(tf.data.Dataset.from_tensor_slices(samples.columns(damage)), name="sample")
 
     def __repr__(self) -> str:
         return f"Dataset({self.name!r})"

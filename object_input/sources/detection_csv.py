@@ -10,13 +10,11 @@ import numpy as np
 import tensorflow as tf
 
 from object_input import errors, fields
+from object_input.annotation_checks import default_per_box_fields
 from object_input.converters.common import label_map_for
 from object_input.converters.detection_csv import COLUMNS, CsvImage, read_detection_csv
-from object_input.decoders.tf_example import (
-    PLACEHOLDER_PNG,
-    default_per_box_fields,
-    looks_like_image,
-)
+from object_input.image_files import PLACEHOLDER_PNG, looks_like_image
+from object_input.sources import samples
 from object_input.sources.base import ReadContext, Source
 from object_input.sources.files import PathSource, list_files
 
@@ -169,6 +167,25 @@ class DetectionCSV(Source):
         }
         out.update(default_per_box_fields(boxes, size[0], size[1]))
         return checks.flag(out)
+
+    @classmethod
+    def sample(cls, folder: str, damage: int | None = None) -> DetectionCSV:
+        images = [samples.png(i) for i in range(samples.RECORDS)]
+        if damage == samples.CERTAIN:
+            images[samples.DAMAGED] = b"GIF7 not an image"
+        elif damage is not None:
+            images[samples.DAMAGED] = samples.mutated(images[samples.DAMAGED], damage)
+        side = samples.SIDE
+        ymin, xmin, ymax, xmax = (side * c for c in samples.BOX)
+        rows = [",".join(COLUMNS)]
+        for index, data in enumerate(images):
+            with open(os.path.join(folder, f"{index}.png"), "wb") as f:
+                f.write(data)
+            rows.append(f"{index}.png,{side},{side},cat,{xmin},{ymin},{xmax},{ymax}")
+        path = os.path.join(folder, "boxes.csv")
+        with open(path, "w") as f:
+            f.write("\n".join(rows) + "\n")
+        return cls(path, folder)
 
     def __repr__(self) -> str:
         return (

@@ -19,11 +19,11 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from object_input import fields
+from object_input import errors, fields
 from object_input.earthengine import Mixer, buffer_of, pair, patch_bounds
 from object_input.errors import RecordChecks, guarded
 from object_input.options import ReadOptions
-from object_input.sources import integrity
+from object_input.sources import integrity, samples
 from object_input.sources.base import ReadContext, Source
 from object_input.sources.files import PathSource, list_files, read_files
 
@@ -87,7 +87,7 @@ def _first_record(files: Sequence[str], codes: Sequence[str]) -> tuple[str, byte
     raise ValueError(f"the export has no records ({files[0]} ...)")
 
 
-def _reader(files: Sequence[str], codes: Sequence[str], on_error: str):
+def _reader(files: Sequence[str], codes: Sequence[str], marks: bool):
     """``read(path, record_id)`` for ``read_files(checked=True)``: a file's ``(path, record)``
     pairs, decompressed as detected, and a flag where the file cannot be read to its end."""
     sizes = integrity.expected_sizes(files, codes)
@@ -98,7 +98,7 @@ def _reader(files: Sequence[str], codes: Sequence[str], on_error: str):
             path,
             tf.gather(tf.constant(sizes, tf.int64), position),
             tf.gather(tf.constant(list(codes)), position),
-            on_error,
+            marks,
             record_id,
         ).map(lambda name, record, *mark: (name, (path, record), *mark))
 
@@ -256,9 +256,9 @@ class EarthEngine(Source):
 
     def records(self, context: ReadContext) -> tf.data.Dataset:
         # One reader, files in order: the position in this stream is the patch index.
-        # Damaged files raise whatever on_error says: see the module docstring.
+        # A damaged file raises whatever on_error says: see the module docstring.
         in_order = ReadContext(reading=ReadOptions(num_readers=1), shuffle=False)
-        read = _reader(self.files, self.codes, "raise")
+        read = _reader(self.files, self.codes, marks=False)
         stream = read_files(self.files, read, in_order, checked=True)
         stream = stream.map(lambda _, item: item)
         if self.sequence_data:
@@ -315,7 +315,7 @@ class EarthEngine(Source):
 
         # Flagged, not raised: the pipeline raises the message or skips the patch (on_error).
         placeholder = [tf.zeros([depth * height * width]) for _, depth, _ in planes]
-        return guarded(checks, "flag", build, [values for values, _, _ in planes], placeholder)
+        return guarded(checks, errors.FLAG, build, [values for values, _, _ in planes], placeholder)
 
     def _example_planes(self, serialized: tf.Tensor, checks: RecordChecks) -> list:
         """``(flat values, depth, "DHW")`` per feature of a patch Example, checked."""
@@ -385,6 +385,26 @@ class EarthEngine(Source):
             planes.append((_as_floats(flat, self.dtypes[band]), depth, "HWD"))
         return planes
 
+    @classmethod
+    def sample(cls, folder: str, damage: int | None = None) -> EarthEngine:
+        bands, size = ("B1", "B2"), (2, 3)
+
+        def patch(index: int, length: int = size[0] * size[1]) -> bytes:
+            values = tf.train.FloatList(value=[float(index + i) for i in range(length)])
+            feature = {band: tf.train.Feature(float_list=values) for band in bands}
+            return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+
+        patches = [patch(i) for i in range(samples.RECORDS)]
+        if damage == samples.CERTAIN:
+            patches[samples.DAMAGED] = patch(samples.DAMAGED, length=5)
+        elif damage is not None:
+            patches[samples.DAMAGED] = samples.mutated(patches[samples.DAMAGED], damage)
+        path = os.path.join(folder, "export-00000.tfrecord")
+        with tf.io.TFRecordWriter(path) as writer:
+            for record in patches:
+                writer.write(record)
+        return cls(path, bands=list(bands), patch_size=size)
+
     def __repr__(self) -> str:
         return f"EarthEngine({len(self.files)} files, first {self.files[0]!r}, bands {self.bands})"
 
@@ -429,7 +449,7 @@ class EarthEngineTable(Source):
             self.dtypes[name] = _kind(feature[name], name, first)
 
     def records(self, context: ReadContext) -> tf.data.Dataset:
-        read = _reader(self.files, self.codes, context.on_error)
+        read = _reader(self.files, self.codes, context.marks)
         return read_files(self.files, read, context, checked=True).map(
             lambda record_id, item, *mark: (record_id, item[1], *mark)
         )
@@ -460,7 +480,25 @@ class EarthEngineTable(Source):
             for name, shape in self.shapes.items()
         }
         values = {name: parsed[name].values for name in self.shapes}
-        return guarded(checks, "flag", build, values, placeholder)
+        return guarded(checks, errors.FLAG, build, values, placeholder)
+
+    @classmethod
+    def sample(cls, folder: str, damage: int | None = None) -> EarthEngineTable:
+        def row(values: list[float]) -> bytes:
+            feature = tf.train.Feature(float_list=tf.train.FloatList(value=values))
+            example = tf.train.Example(features=tf.train.Features(feature={"value": feature}))
+            return example.SerializeToString()
+
+        rows = [row([float(i), 0.5]) for i in range(samples.RECORDS)]
+        if damage == samples.CERTAIN:
+            rows[samples.DAMAGED] = row([1.0])
+        elif damage is not None:
+            rows[samples.DAMAGED] = samples.mutated(rows[samples.DAMAGED], damage)
+        path = os.path.join(folder, "table.tfrecord.gz")
+        with tf.io.TFRecordWriter(path, "GZIP") as writer:
+            for record in rows:
+                writer.write(record)
+        return cls(path, {"value": 2})
 
     def __repr__(self) -> str:
         return f"EarthEngineTable({self.files[0]!r}, properties {list(self.shapes)})"

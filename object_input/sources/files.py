@@ -11,7 +11,6 @@ from collections.abc import Callable, Sequence
 
 import tensorflow as tf
 
-from object_input import errors
 from object_input.sources.base import ReadContext
 
 PathSource = str | os.PathLike | Sequence[str | os.PathLike]
@@ -69,12 +68,11 @@ def read_files(
 
     With ``checked``, ``read(path, record_id)`` names its records itself (``record_id(i)`` is
     the id of the payload at 0-based position ``i``, so a reader that runs a function per record
-    builds it there, not in a stage of its own) and raises, under ``context.on_error="raise"``,
-    where the file cannot be read further: it yields ``(record_id, payload)``. Under ``"skip"``
-    it yields ``(record_id, payload, error, detail)``: a nonzero ``error`` (a code of
-    :mod:`object_input.errors`, e.g. ``unreadable_file``) marks where the file could not be read
-    further, ``detail`` says why; the mark is counted in ``context.counter`` and dropped. Under
-    ``"mark"`` the four-element records come out, marks included.
+    builds it there, not in a stage of its own) and, where the file cannot be read further,
+    raises; when ``context.marks`` it yields ``(record_id, payload, error, detail)`` instead: a
+    nonzero ``error`` (a code of :mod:`object_input.errors`, e.g. ``unreadable_file``) marks
+    where the file could not be read further, ``detail`` says why. The pairs or marked records
+    come out as the reader yields them: the pipeline's policy settles the marks.
     """
     reading = context.reading
     files = list(files)
@@ -85,10 +83,6 @@ def read_files(
     # Record-level sharding needs the same record order in every worker: no file shuffle then.
     if context.shuffle and reading.file_shuffle and by_file and len(files) > 1:
         dataset = context.shuffled(dataset, len(files))
-
-    # Under "raise" a checked reader raises itself: its marks never come, nothing to filter;
-    # under "mark" they go on to the pipeline.
-    marks = checked and context.on_error == errors.SKIP
 
     def with_ids(path: tf.Tensor) -> tf.data.Dataset:
         prefix = tf.strings.join([path, ":" + index_name])
@@ -109,16 +103,4 @@ def read_files(
     )
     if not by_file:
         dataset = dataset.shard(reading.num_shards, reading.shard_index)
-    if marks:
-        dataset = dataset.filter(
-            lambda record_id, payload, error, detail: _keep(context, error, record_id, detail)
-        ).map(lambda record_id, payload, error, detail: (record_id, payload))
     return dataset
-
-
-def _keep(
-    context: ReadContext, error: tf.Tensor, record_id: tf.Tensor, detail: tf.Tensor
-) -> tf.Tensor:
-    if context.counter is None:
-        return tf.equal(error, 0)
-    return context.counter.count(error, record_id, detail, count_passed=False)

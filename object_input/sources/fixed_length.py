@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import tensorflow as tf
 
 from object_input import errors, fields
+from object_input.sources import samples
 from object_input.sources.base import ReadContext, Source
 from object_input.sources.files import PathSource, list_files, read_files
 from object_input.sources.resolve import register_format
@@ -168,7 +170,15 @@ class FixedLength(Source):
 
         # The reader gives whole records; a payload from elsewhere is flagged, not reshaped.
         return errors.guarded(
-            checks, "flag", build, payload, tf.constant(b"\0" * self.record_bytes)
+            checks, errors.FLAG, build, payload, tf.constant(b"\0" * self.record_bytes)
+        )
+
+    @classmethod
+    def sample(cls, folder: str, damage: int | None = None) -> FixedLength:
+        return cls(
+            _cifar_sample(folder, 1, damage),
+            record_bytes=1 + CIFAR_IMAGE_BYTES,
+            fields={fields.LABEL: Field(0, tf.uint8, cast=tf.int32), fields.IMAGE: _cifar_image(1)},
         )
 
     def __repr__(self) -> str:
@@ -199,6 +209,10 @@ class CIFAR10(FixedLength):
             },
         )
 
+    @classmethod
+    def sample(cls, folder: str, damage: int | None = None) -> CIFAR10:
+        return cls(_cifar_sample(folder, 1, damage))
+
 
 class CIFAR100(FixedLength):
     """CIFAR-100 binaries: coarse label byte, fine label byte, then the image as in CIFAR-10.
@@ -217,6 +231,27 @@ class CIFAR100(FixedLength):
                 fields.IMAGE: _cifar_image(2),
             },
         )
+
+    @classmethod
+    def sample(cls, folder: str, damage: int | None = None) -> CIFAR100:
+        return cls(_cifar_sample(folder, 2, damage))
+
+
+def _cifar_sample(folder: str, label_bytes: int, damage: int | None) -> str:
+    """A CIFAR binary of ``samples.RECORDS`` flat gray images under ``folder``; ``damage`` (see
+    ``Source.sample``) cuts a record short or changes its bytes (any bytes are an image: only a
+    file of the wrong size fails, when the source is made)."""
+    records = [
+        bytes([i] * label_bytes + [40 * i + 20] * CIFAR_IMAGE_BYTES) for i in range(samples.RECORDS)
+    ]
+    if damage == samples.CERTAIN:
+        records[samples.DAMAGED] = records[samples.DAMAGED][:-7]
+    elif damage is not None:
+        records[samples.DAMAGED] = samples.mutated(records[samples.DAMAGED], damage)
+    path = os.path.join(folder, "data_batch_1.bin")
+    with open(path, "wb") as f:
+        f.write(b"".join(records))
+    return path
 
 
 # ".bin" means CIFAR-10 (registered first, so it wins the shared suffix); CIFAR-100 binaries

@@ -9,6 +9,7 @@ import numpy as np
 import tensorflow as tf
 
 from object_input import errors, fields
+from object_input.sources import samples
 from object_input.sources.dataset import Dataset, stand_in_shape
 
 
@@ -70,6 +71,21 @@ class Generator(Dataset):
         super().__init__(
             tf.data.Dataset.from_generator(checked, output_signature=flagged), name=name
         )
+
+    @classmethod
+    def sample(cls, folder: str, damage: int | None = None) -> Generator:
+        columns = samples.columns(damage)
+
+        def generate() -> Iterator[dict[str, np.ndarray]]:
+            for index in range(samples.RECORDS):
+                yield {name: values[index] for name, values in columns.items()}
+
+        signature = {
+            fields.IMAGE: tf.TensorSpec([samples.SIDE, samples.SIDE, 3], tf.uint8),
+            fields.BOXES: tf.TensorSpec([None, 4], tf.float32),
+            fields.CLASSES: tf.TensorSpec([None], tf.int32),
+        }
+        return cls(generate, signature, name="sample")
 
     def __repr__(self) -> str:
         fn = getattr(self.fn, "__name__", "fn")

@@ -36,61 +36,15 @@ from object_input.annotation_checks import (
     check_class_count,
     check_class_ids,
     check_per_box_count,
-)
-from object_input.decoders.tf_example import (
-    BOX_RANGE_POLICIES,
-    PLACEHOLDER_PNG,
     default_per_box_fields,
     kept_after_clip,
-    looks_like_image,
 )
+from object_input.decoders.tf_example import BOX_RANGE_POLICIES
+from object_input.image_files import PLACEHOLDER_PNG, looks_like_image
+from object_input.moved import moved_names
+from object_input.sources import hf_arrow, hf_layout, samples
 from object_input.sources.base import ReadContext, Source
-
-#: The keys of ``fields=`` besides feature fields: the annotated image size, checked.
-HEIGHT, WIDTH = "height", "width"
-#: What ``fields=`` maps: one value per image, and one per object.
-IMAGE_KEYS = (fields.IMAGE, fields.LABEL, fields.COARSE_LABEL, fields.SOURCE_ID, HEIGHT, WIDTH)
-OBJECT_KEYS = (fields.BOXES, fields.CLASSES, fields.AREA, fields.IS_CROWD, fields.DIFFICULT)
-# The names each key is found under when ``fields=`` does not say, in order of preference.
-_NAMES = {
-    fields.IMAGE: ("image", "img"),
-    fields.LABEL: ("label", "labels", "fine_label"),
-    fields.COARSE_LABEL: ("coarse_label",),
-    fields.SOURCE_ID: ("image_id",),
-    HEIGHT: ("height",),
-    WIDTH: ("width",),
-    fields.BOXES: ("bbox", "bboxes", "box", "boxes"),
-    fields.CLASSES: ("category", "category_id", "categories", "label", "labels", "class"),
-    fields.AREA: ("area",),
-    fields.IS_CROWD: ("iscrowd", "is_crowd"),
-    fields.DIFFICULT: ("difficult", "is_difficult"),
-}
-# What a key's column holds: its list depth (0 per image, 1 per object, 2 per box coordinate)
-# and the kind of its values, as they reach the pipeline.
-_IMAGE, _FLOAT, _INT, _FLAG, _ID = "image", "float", "int", "flag", "id"
-_KINDS = {
-    fields.IMAGE: (0, _IMAGE),
-    fields.LABEL: (0, _INT),
-    fields.COARSE_LABEL: (0, _INT),
-    fields.SOURCE_ID: (0, _ID),
-    HEIGHT: (0, _INT),
-    WIDTH: (0, _INT),
-    fields.BOXES: (2, _FLOAT),
-    fields.CLASSES: (1, _INT),
-    fields.AREA: (1, _FLOAT),
-    fields.IS_CROWD: (1, _FLAG),
-    fields.DIFFICULT: (1, _FLAG),
-}
-_DTYPES = {_FLOAT: tf.float32, _INT: tf.int64, _FLAG: tf.bool, _ID: tf.string}
-# What each kind takes from a datasets ``Value`` dtype (besides a ClassLabel for _INT).
-_VALUE_DTYPES = {
-    _FLOAT: ("float", "int", "uint"),
-    _INT: ("int", "uint"),
-    _FLAG: ("bool", "int", "uint"),
-    _ID: ("int", "uint", "string", "large_string"),
-    _IMAGE: ("binary", "large_binary", "string", "large_string"),
-}
-_INSTALL = "pip install object-input[hf]"
+from object_input.sources.hf_layout import HEIGHT, OBJECT_KEYS, WIDTH
 
 
 class HuggingFace(Source):
@@ -181,7 +135,7 @@ class HuggingFace(Source):
         name: str | None = None,
         load_options: Mapping[str, Any] | None = None,
     ):
-        datasets = _import_datasets()
+        datasets = hf_layout.import_datasets()
         if boxes_out_of_range not in BOX_RANGE_POLICIES:
             raise ValueError(
                 f"boxes_out_of_range must be one of {BOX_RANGE_POLICIES}, "
@@ -202,8 +156,8 @@ class HuggingFace(Source):
                 "HuggingFace needs a dataset whose features are known; this IterableDataset's "
                 "are not: give them with dataset.cast(features)"
             )
-        self.layout = _layout(dataset.features, image_column, objects_column, fields)
-        self.label_map, self.label_names, self.class_offset = _names(
+        self.layout = hf_layout.infer_layout(dataset.features, image_column, objects_column, fields)
+        self.label_map, self.label_names, self.class_offset = hf_layout.class_names(
             datasets, dataset.features, self.layout, class_offset
         )
         tops = list(dict.fromkeys(path.split(".")[0] for path in self.layout.values()))
@@ -212,7 +166,7 @@ class HuggingFace(Source):
         self.name = name or loaded_as or _dataset_name(dataset)
         split_name = getattr(dataset, "split", None)
         self._prefix = f"{self.name}/{split_name}:" if split_name else f"{self.name}:"
-        self._signature = _signature(self.layout)
+        self._signature = hf_arrow.signature(self.layout)
 
     def records(self, context: ReadContext) -> tf.data.Dataset:
         chunks = self._stream(context) if self.streaming else self._chunks(context)
@@ -226,7 +180,7 @@ class HuggingFace(Source):
 
         def chunk(index: np.int64) -> Iterator[dict[str, np.ndarray]]:
             taken = rows[int(index) * self.chunk_size : (int(index) + 1) * self.chunk_size]
-            yield _arrays(self.dataset[taken], np.asarray(taken, np.int64), self.layout)
+            yield hf_arrow.arrays(self.dataset[taken], np.asarray(taken, np.int64), self.layout)
 
         def read(index: tf.Tensor) -> tf.data.Dataset:
             return tf.data.Dataset.from_generator(
@@ -257,7 +211,7 @@ class HuggingFace(Source):
                 start += table.num_rows
                 mine = rows % reading.num_shards == reading.shard_index
                 if mine.any():
-                    yield _arrays(table.filter(pa.array(mine)), rows[mine], self.layout)
+                    yield hf_arrow.arrays(table.filter(pa.array(mine)), rows[mine], self.layout)
 
         return tf.data.Dataset.from_generator(chunks, output_signature=self._signature)
 
@@ -413,19 +367,38 @@ class HuggingFace(Source):
             out = feature_dict.mask_boxes(out, kept_after_clip(boxes, unclipped))
         return out
 
+    @classmethod
+    def sample(cls, folder: str, damage: int | None = None) -> HuggingFace:
+        datasets = hf_layout.import_datasets()
+        images = [samples.png(i) for i in range(samples.RECORDS)]
+        if damage == samples.CERTAIN:
+            images[samples.DAMAGED] = b"GIF7 not an image"
+        elif damage is not None:
+            images[samples.DAMAGED] = samples.mutated(images[samples.DAMAGED], damage)
+        side = samples.SIDE
+        ymin, xmin, ymax, xmax = (side * c for c in samples.BOX)
+        objects = {"bbox": [[xmin, ymin, xmax - xmin, ymax - ymin]], "category": [0]}
+        features = datasets.Features(
+            {
+                "image": datasets.Image(),
+                "objects": {
+                    "bbox": datasets.List(datasets.List(datasets.Value("float32"), length=4)),
+                    "category": datasets.List(datasets.ClassLabel(names=["cat"])),
+                },
+            }
+        )
+        table = datasets.Dataset.from_dict(
+            {
+                "image": [{"bytes": data, "path": None} for data in images],
+                "objects": [objects] * samples.RECORDS,
+            },
+            features=features,
+        )
+        return cls(table, name="sample")
+
     def __repr__(self) -> str:
         rows = "streaming" if self.streaming else f"{self.num_rows} rows"
         return f"HuggingFace({self._prefix[:-1]!r}, {rows}, fields {self.layout})"
-
-
-def _import_datasets() -> Any:
-    try:
-        import datasets
-    except ImportError as error:
-        raise ImportError(
-            f"HuggingFace needs the Hugging Face datasets package: {_INSTALL}"
-        ) from error
-    return datasets
 
 
 def _load(datasets: Any, dataset: Any, split: str | None, options: dict) -> tuple[Any, str | None]:
@@ -467,317 +440,5 @@ def _dataset_name(dataset: Any) -> str:
     return info.dataset_name or info.builder_name or "huggingface"
 
 
-def _names(
-    datasets: Any, features: Any, layout: dict[str, str], class_offset: int | None
-) -> tuple[dict[str, int] | None, list[str] | None, int]:
-    """The label map of the classes, the names of the labels, and the class offset."""
-    paths = _paths(features)
-    classes = paths[layout[fields.CLASSES]][0] if fields.CLASSES in layout else None
-    named = isinstance(classes, datasets.ClassLabel)
-    offset = int(named) if class_offset is None else class_offset
-    label_map = {n: i + offset for i, n in enumerate(classes.names)} if named else None
-    labels = paths[layout[fields.LABEL]][0] if fields.LABEL in layout else None
-    label_names = list(labels.names) if isinstance(labels, datasets.ClassLabel) else None
-    return label_map, label_names, offset
-
-
-def _unlisted(feature: Any) -> tuple[Any, int]:
-    """A feature without its list levels, and how many there were."""
-    datasets = _import_datasets()
-    depth = 0
-    while isinstance(feature, (datasets.List, datasets.LargeList)):
-        feature, depth = feature.feature, depth + 1
-    return feature, depth
-
-
-def _paths(features: Mapping[str, Any]) -> dict[str, tuple[Any, int]]:
-    """Every column and every key of a column of dicts: ``path -> (innermost feature, list
-    depth)``; a list of dicts counts its level for each key."""
-    out = {}
-    for column, feature in features.items():
-        inner, depth = _unlisted(feature)
-        out[column] = (inner, depth)
-        if isinstance(inner, dict):
-            for key, sub in inner.items():
-                leaf, sub_depth = _unlisted(sub)
-                out[f"{column}.{key}"] = (leaf, depth + sub_depth)
-    return out
-
-
-def _fits(key: str, feature: Any, depth: int) -> bool:
-    """Whether a column of ``feature`` at list ``depth`` can hold ``key``."""
-    datasets = _import_datasets()
-    want_depth, kind = _KINDS[key]
-    if depth != want_depth:
-        return False
-    if isinstance(feature, datasets.Image):
-        return kind == _IMAGE
-    if isinstance(feature, datasets.ClassLabel):
-        return kind in (_INT, _ID)
-    return isinstance(feature, datasets.Value) and feature.dtype.startswith(_VALUE_DTYPES[kind])
-
-
-def _layout(
-    features: Mapping[str, Any],
-    image_column: str | None,
-    objects_column: str | None,
-    mapping: Mapping[str, str | None] | None,
-) -> dict[str, str]:
-    """``{key: path}`` of what to read: found by name and type, then as the caller says."""
-    paths = _paths(features)
-    given = dict(mapping or {})
-    unknown = sorted(set(given) - set(_KINDS))
-    if unknown:
-        raise ValueError(
-            f"fields= maps unknown keys {unknown}; the keys are {list(_KINDS)} "
-            "(one per image, then one per object)"
-        )
-    if image_column is not None:
-        given.setdefault(fields.IMAGE, image_column)
-    if objects_column is not None and objects_column not in features:
-        raise _layout_error(features, f"objects_column {objects_column!r} is not a column", {})
-    group = _group(features, paths, objects_column, given.get(fields.BOXES))
-    found = _found(features, paths, group)
-    if fields.BOXES not in found and given.get(fields.BOXES) is None:
-        found = {k: v for k, v in found.items() if k not in OBJECT_KEYS}
-    layout = {k: v for k, v in {**found, **given}.items() if v is not None}
-    for key, path in layout.items():
-        if path not in paths:
-            raise _layout_error(features, f"{key!r} maps to {path!r}, which is no column", layout)
-        feature, depth = paths[path]
-        if not _fits(key, feature, depth):
-            raise _layout_error(
-                features,
-                f"column {path!r} ({feature}, {depth} list levels) cannot hold {key!r}",
-                layout,
-            )
-    if fields.IMAGE not in layout:
-        images = [p for p, (f, d) in paths.items() if _fits(fields.IMAGE, f, d)]
-        problem = (
-            f"there are several image columns {images}: pass image_column="
-            if len(images) > 1
-            else "no Image column was found"
-        )
-        raise _layout_error(features, problem, layout)
-    if fields.BOXES in layout:
-        labels = _class_labels(paths, group)
-        if fields.CLASSES not in layout and fields.CLASSES not in given and labels:
-            raise _layout_error(
-                features,
-                f"it is not clear which of {labels} holds the boxes' classes (None: every box "
-                "is class 1)",
-                layout,
-            )
-        return layout
-    objects = [k for k in layout if k in OBJECT_KEYS]
-    if objects:
-        raise _layout_error(features, f"{objects} are mapped but no boxes", layout)
-    groups = [
-        column
-        for column in features
-        if isinstance(paths[column][0], dict)
-        and any(depth for path, (_, depth) in paths.items() if path.startswith(f"{column}."))
-    ]
-    if groups and fields.BOXES not in given:
-        raise _layout_error(
-            features,
-            f"column {groups[0]!r} looks like objects, but none of its keys is a box "
-            f"({', '.join(_NAMES[fields.BOXES])}: 4 numbers per object)",
-            layout,
-        )
-    return layout
-
-
-def _group(
-    features: Mapping[str, Any],
-    paths: dict[str, tuple[Any, int]],
-    objects_column: str | None,
-    boxes: str | None,
-) -> str | None:
-    """The column of dicts that holds the objects (None: lists at the top level): the one
-    named, the one of the boxes given, or the first with a box key."""
-    if objects_column is not None:
-        return objects_column
-    if boxes is not None:
-        column, _, key = boxes.partition(".")
-        return column if key else None
-    for column in features:
-        if isinstance(paths[column][0], dict) and any(
-            f"{column}.{name}" in paths for name in _NAMES[fields.BOXES]
-        ):
-            return column
-    return None
-
-
-def _class_labels(paths: dict[str, tuple[Any, int]], group: str | None) -> list[str]:
-    """The per-object ``ClassLabel`` keys of the objects' column (or of the top level)."""
-    datasets = _import_datasets()
-    return [
-        path
-        for path, (feature, depth) in paths.items()
-        if isinstance(feature, datasets.ClassLabel)
-        and depth == 1
-        and (path.startswith(f"{group}.") if group else "." not in path)
-    ]
-
-
-def _found(
-    features: Mapping[str, Any], paths: dict[str, tuple[Any, int]], group: str | None
-) -> dict[str, str]:
-    """What the columns' names and types say, where they say it unambiguously; the objects'
-    keys in ``group`` (or at the top level), the classes the only ``ClassLabel`` there when no
-    key is named as classes."""
-    found = {}
-    datasets = _import_datasets()
-    images = [c for c in features if isinstance(paths[c][0], datasets.Image) and not paths[c][1]]
-    named = [c for name in _NAMES[fields.IMAGE] for c in images if c == name]
-    if len(images) == 1 or named:
-        found[fields.IMAGE] = (named or images)[0]
-    prefix = f"{group}." if group else ""
-    for key in (*IMAGE_KEYS[1:], *OBJECT_KEYS):
-        names = [prefix + name if key in OBJECT_KEYS else name for name in _NAMES[key]]
-        matches = [path for path in names if path in paths and _fits(key, *paths[path])]
-        if matches:
-            found[key] = matches[0]
-    labels = _class_labels(paths, group)
-    if fields.CLASSES not in found and len(labels) == 1:
-        found[fields.CLASSES] = labels[0]
-    return found
-
-
-def _layout_error(
-    features: Mapping[str, Any], problem: str, layout: Mapping[str, str]
-) -> ValueError:
-    """The error of a layout that cannot be read: what is wrong, the dataset's features and a
-    ``fields=`` mapping to start from."""
-    paths = _paths(features)
-    suggestion = dict(layout)
-    for key in (fields.IMAGE, fields.BOXES, fields.CLASSES):
-        if key not in suggestion:
-            candidates = [p for p, (f, d) in paths.items() if _fits(key, f, d)]
-            suggestion[key] = candidates[0] if candidates else "<column>.<key>"
-    listing = "\n".join(f"  {column}: {feature}" for column, feature in features.items())
-    return ValueError(
-        f"HuggingFace cannot read this dataset's layout: {problem}. Its features:\n{listing}\n"
-        "Pass fields={key: column} (a key inside a column as 'column.key'; None: not read), "
-        f"for example\n  HuggingFace(dataset, fields={suggestion!r})\n"
-        f"Keys per image: {', '.join(IMAGE_KEYS)}; per object: {', '.join(OBJECT_KEYS)}."
-    )
-
-
-def _signature(layout: Mapping[str, str]) -> dict[str, tf.TensorSpec]:
-    """The chunk generator's output: flat per-chunk arrays of every mapped key."""
-    vector = lambda dtype: tf.TensorSpec([None], dtype)  # noqa: E731
-    signature = {
-        "row": vector(tf.int64),
-        "image_bytes": vector(tf.string),
-        "image_path": vector(tf.string),
-    }
-    for key in layout:
-        if key == fields.IMAGE:
-            continue
-        dtype = _DTYPES[_KINDS[key][1]]
-        if key in OBJECT_KEYS:
-            signature[f"{key}/lengths"] = vector(tf.int64)
-            signature[f"{key}/values"] = vector(dtype)
-        else:
-            signature[key] = vector(dtype)
-    if fields.BOXES in layout:
-        signature["boxes/sizes"] = vector(tf.int64)
-    return signature
-
-
-def _arrays(table: Any, rows: np.ndarray, layout: Mapping[str, str]) -> dict[str, np.ndarray]:
-    """A chunk's columns (a ``pyarrow.Table`` of the rows ``rows``) as :func:`_signature`'s
-    flat arrays: per-object values flattened, with the number in each row."""
-    import pyarrow.compute as pc
-
-    # Each column in one piece, once: rows taken apart (a shard, a selection) come in pieces.
-    columns = {name: table.column(name).combine_chunks() for name in table.column_names}
-    out = {"row": rows}
-    for key, path in layout.items():
-        kind = _KINDS[key][1]
-        if key == fields.IMAGE:
-            out["image_bytes"], out["image_path"] = _image_arrays(_column(columns, path))
-        elif key in OBJECT_KEYS:
-            out[f"{key}/lengths"], values = _per_object(columns, path)
-            if key == fields.BOXES:
-                out["boxes/sizes"] = _lengths(values)
-                values = pc.list_flatten(values)
-            out[f"{key}/values"] = _values(values, kind)
-        else:
-            out[key] = _values(_column(columns, path), kind)
-    return out
-
-
-def _column(columns: Mapping[str, Any], path: str) -> Any:
-    """The Arrow array of one value per row at ``path``: a column, or a key of a column of
-    dicts."""
-    import pyarrow.compute as pc
-
-    column, *keys = path.split(".")
-    array = columns[column]
-    for key in keys:
-        array = pc.struct_field(array, [key])
-    return array
-
-
-def _per_object(columns: Mapping[str, Any], path: str) -> tuple[np.ndarray, Any]:
-    """``(lengths, values)`` of the objects at ``path``: how many each row has, and their
-    values one after another. ``path`` is a list column, a list key of a column of dicts, or a
-    key of a column of lists of dicts."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    column, *keys = path.split(".")
-    array, lengths = columns[column], None
-    for key in keys:
-        if not pa.types.is_struct(array.type):
-            lengths, array = _lengths(array), pc.list_flatten(array)
-        array = pc.struct_field(array, [key])
-    if lengths is None:
-        lengths, array = _lengths(array), pc.list_flatten(array)
-    return lengths, array
-
-
-def _lengths(array: Any) -> np.ndarray:
-    """The length of each list of ``array``, 0 for a missing one."""
-    import pyarrow.compute as pc
-
-    return pc.fill_null(pc.list_value_length(array), 0).to_numpy().astype(np.int64)
-
-
-def _values(array: Any, kind: str) -> np.ndarray:
-    """Arrow values as the numpy array of ``kind``, nulls replaced (see :class:`HuggingFace`)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    if pa.types.is_dictionary(array.type):
-        array = array.dictionary_decode()
-    if kind == _ID:
-        return pc.fill_null(pc.cast(array, pa.string()), "").to_numpy(zero_copy_only=False)
-    if kind == _FLOAT:
-        # Unchecked: an integer area beyond float32's 2**24 is rounded, not refused.
-        floats = pc.cast(array, pa.float32(), safe=False)
-        return pc.fill_null(floats, float("nan")).to_numpy()
-    values = pc.fill_null(pc.cast(array, pa.int64()), 0 if kind == _FLAG else -1).to_numpy()
-    return values != 0 if kind == _FLAG else values
-
-
-def _image_arrays(column: Any) -> tuple[np.ndarray, np.ndarray]:
-    """The encoded bytes and paths of an image column (an ``Image`` feature's ``{bytes, path}``,
-    bytes or paths), empty where absent."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    if pa.types.is_struct(column.type):
-        data, path = pc.struct_field(column, ["bytes"]), pc.struct_field(column, ["path"])
-    elif pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type):
-        data, path = column, pa.nulls(len(column), pa.string())
-    else:
-        data, path = pa.nulls(len(column), pa.binary()), column
-
-    def filled(array: Any, empty: Any) -> np.ndarray:
-        return pc.fill_null(array, empty).to_numpy(zero_copy_only=False)
-
-    return filled(data, b""), filled(pc.cast(path, pa.string()), "")
+# Names that moved with the layout inference, kept here for one release.
+__getattr__ = moved_names(__name__, {"IMAGE_KEYS": "object_input.sources.hf_layout"})

@@ -6,8 +6,9 @@ their framing (12 header bytes + data + 4 CRC bytes) and, when the file ends, th
 compared with the bytes the file holds: its size, for GZIP the uncompressed size in its trailer,
 for ZLIB (whose stream carries no size) the size found by inflating the file once, in Python,
 when the dataset is built. A shortfall is the file-level error ``unreadable_file``: raised naming
-the file, the record and the byte offset, or, under ``on_error="skip"``, reported as a flagged
-element so the records before it are kept and the file's loss is counted.
+the file, the record and the byte offset, or, for a reader that marks (``ReadContext.marks``),
+reported as a marked element so the records before it are kept and the pipeline can count the
+file's loss.
 """
 
 from __future__ import annotations
@@ -79,15 +80,15 @@ def checked_records(
     path: tf.Tensor,
     expected: tf.Tensor,
     compression: str | tf.Tensor,
-    on_error: str,
+    marks: bool,
     record_id: Callable[[tf.Tensor], tf.Tensor],
 ) -> tf.data.Dataset:
     """Records of one file as ``(record_id, payload)`` (``read_files(checked=True)``).
 
-    ``record_id(index)`` names the record at ``index`` (0-based) in the file. Under
-    ``on_error="raise"`` a file that cannot be read to its end raises an InvalidArgumentError
-    saying where and why after its last record. Under ``"skip"`` (and ``"mark"``) the elements are
-    ``(record_id, payload, error, detail)``: ``error`` is 0 for records; after the last record
+    ``record_id(index)`` names the record at ``index`` (0-based) in the file. Without ``marks``
+    a file that cannot be read to its end raises an InvalidArgumentError saying where and why
+    after its last record. With ``marks`` the elements are ``(record_id, payload, error,
+    detail)``: ``error`` is 0 for records; after the last record
     comes, only if the file could not be read to its end, one element with the
     ``unreadable_file`` code, the id of the record that could not be read and ``detail`` saying
     where and why.
@@ -95,8 +96,7 @@ def checked_records(
     One function runs per record (a ``scan``: byte accounting, the end check and the record
     id); a filter that picks its flag drops the end element of a file read to its end.
     """
-    errors.check_policy(on_error, errors.READ_POLICIES)
-    raising = on_error == errors.RAISE
+    raising = not marks
     # No buffer_size: TensorFlow's default read-ahead, raised for GCS on Cloud TPU and for S3.
     # (TensorFlow 2.21 logs one INFO line per process either way; a given size would read "the
     # default ... is overridden by the user specified buffer_size", though no user gave one.)

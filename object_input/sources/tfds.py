@@ -6,7 +6,6 @@ Needs ``tensorflow-datasets`` (``pip install object-input[tfds]``), imported onl
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -14,33 +13,19 @@ import tensorflow as tf
 
 from object_input import boxes as box_formats
 from object_input import deferred_image, errors, fields
-from object_input.decoders.tf_example import (
+from object_input.image_files import (
     PLACEHOLDER_PNG,
     header_size,
     image_magic,
     looks_like_image,
 )
+from object_input.moved import moved_names
+from object_input.sources import hub_layout, tfds_layout
 from object_input.sources.base import ReadContext, Source
 from object_input.sources.dataset import detection_checks, stand_ins
+from object_input.sources.hub_layout import LayoutError
 
 INSTALL_HINT = "sources.TFDS needs tensorflow-datasets: pip install object-input[tfds]"
-
-# Keys by TFDS convention, matched against the last part of a feature's path.
-# The box class among the ClassLabels of a box sequence, in this order (kitti: "type").
-CLASS_KEYS = ("label", "type", "category", "class")
-# Per-object features with a field of ours (coco: is_crowd, area; voc: is_difficult;
-# open_images_v4: is_group_of).
-PER_OBJECT_KEYS = {
-    "is_crowd": fields.IS_CROWD,
-    "iscrowd": fields.IS_CROWD,
-    "is_difficult": fields.DIFFICULT,
-    "difficult": fields.DIFFICULT,
-    "is_group_of": fields.GROUP_OF,
-    "area": fields.AREA,
-}
-# Top-level features naming the image, by full path, in order of preference.
-SOURCE_ID_PATHS = ("image/id", "image_id", "id")
-FILENAME_PATHS = ("image/filename", "image/file_name", "file_name", "filename")
 
 # Field dtypes the pipeline expects, whatever TFDS stores.
 _DTYPES = {
@@ -82,153 +67,15 @@ def import_tfds() -> Any:
     return tensorflow_datasets
 
 
-@dataclasses.dataclass(frozen=True)
-class Feature:
-    """One leaf of a TFDS feature dict.
-
-    Attributes:
-      path: its keys joined by "/" (``"objects/bbox"``), as the examples nest them.
-      connector: the TFDS feature connector (``Image``, ``ClassLabel``, ``BBoxFeature``, ...).
-      sequence: the path of the ``Sequence`` it lies in (one value per element), or None.
-    """
-
-    path: str
-    connector: Any
-    sequence: str | None
-
-    @property
-    def key(self) -> str:
-        return self.path.rsplit("/", 1)[-1]
-
-    @property
-    def kind(self) -> str:
-        return type(self.connector).__name__
-
-    @property
-    def dtype(self) -> tf.DType | None:
-        """Its dtype; None for a nested connector (a ``Dataset`` of examples)."""
-        try:
-            return tf.as_dtype(self.connector.tf_dtype)
-        except TypeError:
-            return None
-
-    def describe(self) -> str:
-        """``"objects/bbox: BBoxFeature float32 [N, 4], one per element of objects"``."""
-        if self.dtype is None:
-            return f"{self.path}: {self.kind}"
-        dims = ["N"] if self.sequence else []
-        dims += ["None" if d is None else str(d) for d in self.connector.shape]
-        text = f"{self.path}: {self.kind} {self.dtype.name} [{', '.join(dims)}]"
-        names = getattr(self.connector, "names", None) if self.kind == "ClassLabel" else None
-        if names:
-            text += f" ({len(names)} classes)"
-        return text + (f", one per element of {self.sequence}" if self.sequence else "")
-
-
-def feature_leaves(tfds: Any, connector: Any, path: str = "", sequence: str | None = None):
-    """Every leaf of ``connector`` (a ``FeaturesDict``) as :class:`Feature`, in its order."""
-    # Exact types, as TFDS's own traversal: subclasses (Dataset, Translation) are leaves.
-    if type(connector) is tfds.features.FeaturesDict:
-        return [
-            leaf
-            for key, inner in connector.items()
-            for leaf in feature_leaves(tfds, inner, f"{path}/{key}" if path else key, sequence)
-        ]
-    if type(connector) is tfds.features.Sequence:
-        return feature_leaves(tfds, connector.feature, path, sequence or path)
-    return [Feature(path, connector, sequence)]
-
-
 def _flatten(nested: Any, path: str = "") -> dict[str, Any]:
-    """An example's nested dicts as ``{path: tensor}``, paths as in :func:`feature_leaves`."""
+    """An example's nested dicts as ``{path: tensor}``, paths as in
+    :func:`~object_input.sources.tfds_layout.feature_leaves`."""
     if not isinstance(nested, Mapping):
         return {path: nested}
     out: dict[str, Any] = {}
     for key, value in nested.items():
         out.update(_flatten(value, f"{path}/{key}" if path else key))
     return out
-
-
-class LayoutError(ValueError):
-    """A TFDS feature layout that :class:`TFDS` cannot map to fields on its own."""
-
-
-def _pick(candidates: list[Feature], preferred: tuple[str, ...], what: str) -> Feature | None:
-    """The one candidate, or the first whose key comes first in ``preferred``; None if there
-    are none; LayoutError if several remain."""
-    for key in preferred:
-        for leaf in candidates:
-            if leaf.key == key:
-                return leaf
-    if len(candidates) > 1:
-        raise LayoutError(f"several {what}: {', '.join(leaf.path for leaf in candidates)}")
-    return candidates[0] if candidates else None
-
-
-def automatic_fields(leaves: list[Feature]) -> dict[str, str]:
-    """``{field: feature path}`` by the conventions of TFDS's image datasets (see
-    :class:`TFDS`); LayoutError saying what is ambiguous or missing."""
-    top = [leaf for leaf in leaves if leaf.sequence is None]
-    mapping: dict[str, str] = {}
-    image = _pick([f for f in top if f.kind == "Image"], ("image",), "top-level images")
-    if image is None:
-        raise LayoutError("no top-level Image feature")
-    mapping[fields.IMAGE] = image.path
-    in_sequences = [f for f in leaves if f.sequence is not None and f.kind == "BBoxFeature"]
-    boxes = _pick(in_sequences, ("bbox",), "box features in sequences")
-    if boxes is not None:
-        mapping[fields.BOXES] = boxes.path
-        objects = [f for f in leaves if f.sequence == boxes.sequence]
-        labels = [f for f in objects if f.kind == "ClassLabel"]
-        classes = _pick(labels, CLASS_KEYS, f"class labels in {boxes.sequence}")
-        if classes is not None:
-            mapping[fields.CLASSES] = classes.path
-        for leaf in objects:
-            field = PER_OBJECT_KEYS.get(leaf.key)
-            if field is not None:
-                mapping.setdefault(field, leaf.path)
-    labels = [f for f in top if f.kind == "ClassLabel"]
-    coarse = [f for f in labels if f.key == "coarse_label"]
-    if coarse:
-        mapping[fields.COARSE_LABEL] = coarse[0].path
-    label = _pick([f for f in labels if f not in coarse], ("label",), "image-level class labels")
-    if label is not None:
-        mapping[fields.LABEL] = label.path
-    for leaf in leaves:
-        # voc's "labels": the image's classes, a sequence of ClassLabels of its own.
-        if leaf.path == "labels" and leaf.sequence == "labels" and leaf.kind == "ClassLabel":
-            mapping[fields.IMAGE_CLASSES] = leaf.path
-    paths = {leaf.path for leaf in top}
-    filename = next((p for p in FILENAME_PATHS if p in paths), None)
-    if filename is not None:
-        mapping[fields.FILENAME] = filename
-    source_id = next((p for p in SOURCE_ID_PATHS if p in paths), filename)
-    if source_id is not None:
-        mapping[fields.SOURCE_ID] = source_id
-    return mapping
-
-
-def suggested_fields(leaves: list[Feature]) -> dict[str, str]:
-    """A ``fields=`` mapping to start from: the first image, box feature and class label."""
-
-    def first(kind: str, sequence: str | None) -> Feature | None:
-        return next((f for f in leaves if f.kind == kind and f.sequence == sequence), None)
-
-    suggestion = {}
-    image = first("Image", None)
-    boxes = next((f for f in leaves if f.kind == "BBoxFeature"), None)
-    if image is not None:
-        suggestion[fields.IMAGE] = image.path
-    if boxes is not None:
-        suggestion[fields.BOXES] = boxes.path
-        classes = first("ClassLabel", boxes.sequence)
-        if classes is not None:
-            suggestion[fields.CLASSES] = classes.path
-    else:
-        label = first("ClassLabel", None)
-        if label is not None:
-            suggestion[fields.LABEL] = label.path
-    return suggestion
 
 
 class TFDS(Source):
@@ -326,7 +173,9 @@ class TFDS(Source):
         if download:
             self.builder.download_and_prepare()
         self.read_config = _read_config(tfds, read_config)
-        self.leaves = {leaf.path: leaf for leaf in feature_leaves(tfds, self.builder.info.features)}
+        self.leaves = {
+            leaf.path: leaf for leaf in tfds_layout.feature_leaves(tfds, self.builder.info.features)
+        }
         self.fields = self._mapping(fields)
         self.box_format = self._box_format(box_format)
         self.defer_decode = defer_decode
@@ -341,16 +190,19 @@ class TFDS(Source):
 
     def _layout(self, reason: str) -> LayoutError:
         leaves = list(self.leaves.values())
-        listing = "\n".join(f"  {leaf.describe()}" for leaf in leaves)
-        return LayoutError(
-            f"TFDS dataset {self.name}: {reason}. Its features:\n{listing}\nName the features "
-            f"to read with fields=, for example fields={suggested_fields(leaves)}"
+        suggestion = tfds_layout.suggested_fields(leaves)
+        return hub_layout.layout_error(
+            f"TFDS dataset {self.name}",
+            reason,
+            (leaf.describe() for leaf in leaves),
+            "{field: feature path} (nested keys joined by '/')",
+            f"TFDS({self.name!r}, split={self.split!r}, fields={suggestion!r})",
         )
 
     def _mapping(self, given: Mapping[str, str] | None) -> dict[str, str]:
         if given is None:
             try:
-                return automatic_fields(list(self.leaves.values()))
+                return tfds_layout.automatic_fields(list(self.leaves.values()))
             except LayoutError as error:
                 raise self._layout(f"cannot map its features to fields: {error}") from None
         if not isinstance(given, Mapping) or not all(
@@ -493,7 +345,7 @@ class TFDS(Source):
         if fields.ENCODED_IMAGE in features:
             stand_in[fields.ENCODED_IMAGE] = tf.constant(PLACEHOLDER_PNG)
             stand_in[fields.IMAGE_SHAPE] = tf.ones([2], tf.int32)
-        return errors.guarded(checks, "flag", _build, features, stand_in)
+        return errors.guarded(checks, errors.FLAG, _build, features, stand_in)
 
     def _image(self, name: str, value: tf.Tensor) -> tf.Tensor:
         """The pixels of image field ``name``: decoded here when TFDS left them encoded."""
@@ -600,3 +452,21 @@ def _read_config(tfds: Any, given: Any) -> Any:
             "and its seed= keys the file shuffle"
         )
     return given
+
+
+# Names that moved with the layout inference, kept here for one release.
+__getattr__ = moved_names(
+    __name__,
+    {
+        name: "object_input.sources.tfds_layout"
+        for name in (
+            "Feature",
+            "feature_leaves",
+            "automatic_fields",
+            "suggested_fields",
+            "PER_OBJECT_KEYS",
+            "SOURCE_ID_PATHS",
+            "FILENAME_PATHS",
+        )
+    },
+)

@@ -11,7 +11,7 @@ import tensorflow as tf
 from object_input import deferred_image, errors, manifest
 from object_input.decoders import ExampleDecoder
 from object_input.options import DecodeOptions, build
-from object_input.sources import integrity
+from object_input.sources import integrity, samples
 from object_input.sources.base import ReadContext, Source
 from object_input.sources.files import PathSource, list_files, read_files
 from object_input.sources.resolve import PathOptions, register_format
@@ -60,11 +60,11 @@ class TFRecord(Source):
         compression_of("", compression)  # validates it
         self.compression = compression
         self.decoding = build(DecodeOptions, "decoding", decoding)
-        self.decoder = self._decoder(label_map, masks, num_keypoints, "flag")
+        self.decoder = self._decoder(label_map, masks, num_keypoints, errors.FLAG)
         if self.decoding.trust_manifest:
             self.verified = manifest.trusted(self.files, self.decoder.settings())
         if self.verified:
-            self.decoder = self._decoder(label_map, masks, num_keypoints, errors.TRUST)
+            self.decoder = self._decoder(label_map, masks, num_keypoints, errors.NO_CHECKS)
             self.known_records = manifest.record_count(self.files)
 
     def _decoder(
@@ -72,7 +72,7 @@ class TFRecord(Source):
         label_map: str | os.PathLike | Mapping[str, int] | None,
         masks: str | None,
         num_keypoints: int,
-        on_error: str,
+        checks: str,
     ) -> ExampleDecoder:
         return ExampleDecoder(
             channels=self.decoding.channels,
@@ -83,9 +83,9 @@ class TFRecord(Source):
             multiclass_scores=self.decoding.multiclass_scores,
             unknown_classes=self.decoding.unknown_classes,
             extra_features=self.decoding.extra_features,
-            # "flag": failed checks are flagged, the pipeline raises them or skips the record;
-            # "trust": verified records, no checks.
-            on_error=on_error,
+            # FLAG: failed checks are flagged, the pipeline raises them or skips the record;
+            # NO_CHECKS: verified records.
+            checks=checks,
             boxes_out_of_range=self.decoding.boxes_out_of_range,
             max_image_pixels=self.decoding.max_image_pixels,
             large_images=self.decoding.large_images,
@@ -93,7 +93,7 @@ class TFRecord(Source):
 
     def records(self, context: ReadContext) -> tf.data.Dataset:
         """Records of every file; a file that cannot be read to its end is an error naming it,
-        or a mark under ``on_error="mark"`` (see :mod:`object_input.sources.integrity`);
+        or a mark when ``context.marks`` (see :mod:`object_input.sources.integrity`);
         verified files are read plainly, as ``(record_id, payload)``."""
         compressions = [compression_of(f, self.compression) for f in self.files]
         compression_table = _table(self.files, compressions, "", tf.string)
@@ -112,7 +112,7 @@ class TFRecord(Source):
                 path,
                 expected_table.lookup(path),
                 compression_table.lookup(path),
-                context.on_error,
+                context.marks,
                 record_id,
             )
 
@@ -132,6 +132,28 @@ class TFRecord(Source):
     ) -> dict[str, tf.Tensor]:
         dct_min_size = output_size if self.decoding.jpeg_dct_scaling else None
         return deferred_image.realize(features, self.decoding.channels, dct_min_size=dct_min_size)
+
+    @classmethod
+    def sample(cls, folder: str, damage: int | None = None) -> TFRecord:
+        from object_input.writers import build_example
+
+        size = {"height": samples.SIDE, "width": samples.SIDE}
+        records = [
+            build_example(
+                samples.png(i), boxes=[samples.BOX], classes=[1], source_id=str(i), **size
+            ).SerializeToString()
+            for i in range(samples.RECORDS)
+        ]
+        if damage == samples.CERTAIN:
+            bad = build_example(b"GIF7 not an image", source_id="bad", **size)
+            records[samples.DAMAGED] = bad.SerializeToString()
+        elif damage is not None:
+            records[samples.DAMAGED] = samples.mutated(records[samples.DAMAGED], damage)
+        path = os.path.join(folder, "sample.tfrecord")
+        with tf.io.TFRecordWriter(path) as writer:
+            for record in records:
+                writer.write(record)
+        return cls(path)
 
     def __repr__(self) -> str:
         return f"TFRecord({len(self.files)} files, first {self.files[0]!r})"
