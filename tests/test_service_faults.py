@@ -294,3 +294,34 @@ def test_audit_needs_a_known_record_count(tmp_path, verified_dir):
         _dataset(tmp_path, "grpc://localhost:1", audit=True)
     with pytest.raises(ValueError, match="finite num_epochs"):
         _dataset(verified_dir, "grpc://localhost:1", num_epochs=None, audit=True)
+
+
+def _id_batches(*batches):
+    return tf.data.Dataset.from_tensor_slices([list(b) for b in batches]).map(
+        lambda ids: {fields.RECORD_ID: ids}
+    )
+
+
+def test_audit_counts_distinct_missing_and_repeated_records_per_pass(caplog):
+    from object_input.audit import DeliveryAudit
+
+    delivery = DeliveryAudit(expected=4)
+    first = delivery.attach(delivery.track(_id_batches("ab", "bc")))
+    assert [b[fields.RECORD_ID].numpy().tolist() for b in first] == [[b"a", b"b"], [b"b", b"c"]]
+    logger = oi.AuditLogger(first)
+    logs = {}
+    with caplog.at_level("INFO", logger="object_input"):
+        logger.on_epoch_end(0, logs)
+    assert logs == {"not_delivered": 1}
+    assert caplog.messages == ["epoch 1: 1 of 4 examples not delivered, 1 delivered again"]
+    second = delivery.attach(delivery.track(_id_batches("ab", "cd")))
+    list(second)
+    (one, two) = oi.stats(second).epochs
+    assert (one.epoch, one.delivered, one.distinct, one.missing, one.repeated) == (1, 4, 3, 1, 1)
+    assert (two.epoch, two.delivered, two.distinct, two.missing, two.repeated) == (2, 4, 4, 0, 0)
+    assert oi.stats(second).format().splitlines()[-1] == "epoch 2: all 4 examples delivered"
+
+
+def test_audit_logger_needs_an_audited_dataset(verified_dir):
+    with pytest.raises(ValueError, match=r"audit=True"):
+        oi.AuditLogger(oi.make_dataset(str(verified_dir), batch_size=2))
