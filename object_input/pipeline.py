@@ -300,7 +300,7 @@ def _check_choice(name: str, value: Any, choices: Sequence[Any]) -> None:
 def _build(opts: DatasetOptions) -> tf.data.Dataset:
     """The stages: read → example seeds → decode and augment under the error policy's catch →
     partners for combining steps → batch → colour stage → Keras layout → options, service →
-    prefetch."""
+    prefetch; with the epoch audit, the audit and then the Keras layout follow the service."""
     # Counting and iteration numbers need variables in this process: not on service workers.
     local = opts.service is None
     policy = ErrorPolicy.build(
