@@ -193,7 +193,7 @@ def supervise_worker(
         while True:
             started = time.monotonic()
             child[:] = [subprocess.Popen(list(command), preexec_fn=_die_with_parent)]
-            status = _wait(child[0])
+            status = _wait(child[0], stopping)
             if stopping.is_set():
                 return 0
             quick = quick + 1 if time.monotonic() - started < STABLE_S else 0
@@ -208,11 +208,14 @@ def supervise_worker(
             signal.signal(sig, handler)
 
 
-def _wait(process: subprocess.Popen) -> int:
-    """The process's exit status; signals interrupt the wait without ending it."""
+def _wait(process: subprocess.Popen, stopping: threading.Event) -> int:
+    """The process's exit status; signals interrupt the wait without ending it. A stop that
+    came while the process was being started (before the handler could see it) ends it too."""
     while True:
         with contextlib.suppress(subprocess.TimeoutExpired):
             return process.wait(timeout=1.0)
+        if stopping.is_set():
+            process.terminate()
 
 
 def _status(status: int) -> str:
