@@ -13,6 +13,7 @@ __version__ = "0.1.0"
 
 # Public name -> module that defines it.
 _EXPORTS = {
+    "AuditLogger": "object_input.callbacks",
     "DatasetOptions": "object_input.pipeline",
     "DecodeOptions": "object_input.options",
     "ExampleDecoder": "object_input.decoders",
@@ -45,6 +46,7 @@ _SUBMODULES = (
 )
 
 __all__ = [
+    "AuditLogger",
     "DatasetOptions",
     "DecodeOptions",
     "ExampleDecoder",
@@ -89,7 +91,7 @@ if TYPE_CHECKING:
         writers,
     )
     from object_input.batching import unpad_batch
-    from object_input.callbacks import SkipLogger, SyncEpochs
+    from object_input.callbacks import AuditLogger, SkipLogger, SyncEpochs
     from object_input.config import PipelineConfig, load_pipeline_config
     from object_input.decoders import ExampleDecoder, decode_example
     from object_input.distribute import dataset_fn

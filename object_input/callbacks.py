@@ -1,4 +1,5 @@
-"""Keras callbacks for ``make_dataset`` datasets: skipped-record logging, epoch-keyed data.
+"""Keras callbacks for ``make_dataset`` datasets: skipped-record logging, the epoch audit,
+epoch-keyed data.
 
 This module imports Keras; ``object_input.SkipLogger`` and ``object_input.SyncEpochs`` load it
 only when first used.
@@ -6,10 +7,12 @@ only when first used.
 
 from __future__ import annotations
 
+import logging
+
 import keras
 import tensorflow as tf
 
-from object_input import iterations, skips
+from object_input import audit, iterations, skips
 
 
 class SkipLogger(keras.callbacks.Callback):
@@ -28,6 +31,32 @@ class SkipLogger(keras.callbacks.Callback):
         self.counter.log_new(snapshot)
         if logs is not None:
             logs["skipped"] = snapshot.total_skipped
+
+
+class AuditLogger(keras.callbacks.Callback):
+    """At each epoch end, say what the epoch delivered and add ``logs["not_delivered"]``.
+
+    The line ("epoch 3: 37 of 4,096 examples not delivered") goes to the ``object_input``
+    logger: a warning when records were lost or repeated, info otherwise.
+
+    Args:
+      dataset: the dataset ``make_dataset`` returned with
+        ``service=ServiceOptions(..., audit=True)``, the one ``fit`` gets.
+    """
+
+    def __init__(self, dataset: tf.data.Dataset):
+        super().__init__()
+        self.audit = audit.audit_of(dataset)
+
+    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+        reports = self.audit.reports()
+        if not reports:
+            return
+        report = reports[-1]
+        level = logging.WARNING if report.missing or report.repeated else logging.INFO
+        skips.logger.log(level, "%s", report.format())
+        if logs is not None:
+            logs["not_delivered"] = report.missing
 
 
 class SyncEpochs(keras.callbacks.Callback):

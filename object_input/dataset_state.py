@@ -21,10 +21,15 @@ def attach(dataset: tf.data.Dataset, name: str, value: Any) -> tf.data.Dataset:
     return dataset
 
 
+def get(dataset: tf.data.Dataset, name: str) -> Any:
+    """The value :func:`attach` remembered under ``name``, or None."""
+    return getattr(dataset, f"_object_input_{name}", None)
+
+
 def attached(dataset: tf.data.Dataset, name: str, missing: str, service_note: str) -> Any:
     """The value :func:`attach` remembered under ``name``; a ValueError saying ``missing`` (and
     ``service_note``, why service= has none) when there is none."""
-    value = getattr(dataset, f"_object_input_{name}", None)
+    value = get(dataset, name)
     if value is None:
         raise ValueError(f"{missing}: {_DERIVED}; {service_note})")
     return value

@@ -260,11 +260,16 @@ class ServiceOptions:
       mode: "distributed_epoch" (each example once per epoch across workers) or
         "parallel_epochs" (every worker produces whole epochs).
       job_name: consumers that share a job name share its data.
+      audit: count, in this process, the records each pass delivered, and say what it lost
+        (:mod:`object_input.audit`; read with ``object_input.stats`` or
+        ``object_input.AuditLogger``). Needs finite ``num_epochs`` and files whose record count
+        is known (verified: ``object-input inspect --verify``).
     """
 
     address: str
     mode: str = "distributed_epoch"
     job_name: str | None = None
+    audit: bool = False
 
     def __post_init__(self) -> None:
         if self.mode not in SERVICE_MODES:

@@ -20,6 +20,7 @@ import tensorflow as tf
 
 from object_input import batching, errors, fields, iterations, keras_layout, partners, per_example
 from object_input import options as _options
+from object_input.audit import DeliveryAudit
 from object_input.ops import Augmentation
 from object_input.options import (
     AUTOTUNE,
@@ -296,7 +297,7 @@ DatasetOptions = dataclasses.make_dataclass(
 def _build_dataset(opts: DatasetOptions) -> tf.data.Dataset:
     """The stages: read → example seeds → decode and augment under the error policy's catch →
     partners for combining steps → batch → colour stage → Keras layout → options, service →
-    prefetch."""
+    prefetch; with the epoch audit, the audit and then the Keras layout follow the service."""
     # Counting and iteration numbers need variables in this process: not on service workers.
     local = opts.service is None
     policy = ErrorPolicy.build(
@@ -357,14 +358,42 @@ def _build_dataset(opts: DatasetOptions) -> tf.data.Dataset:
     )
     dataset = policy.count_passed(dataset, batched=opts.batch_size is not None)
     dataset = _colour_stage(dataset, steps, opts.num_parallel_calls, opts.deterministic)
-    dataset = _keras_layout(dataset, opts.keras, opts.bounding_box_format, opts.num_parallel_calls)
+    delivery_audit = _audit(opts)
+    layout = functools.partial(
+        _keras_layout,
+        keras=opts.keras,
+        box_format=opts.bounding_box_format,
+        num_parallel_calls=opts.num_parallel_calls,
+    )
+    if delivery_audit is None:
+        dataset = layout(dataset)
     length = _known_length(opts, combining=steps.combining)
     if length is not None:
         dataset = dataset.apply(tf.data.experimental.assert_cardinality(length))
-    dataset = _deliver(dataset, opts.deterministic, opts.service, opts.prefetch)
+    dataset = _deliver(dataset, opts.deterministic, opts.service)
+    if delivery_audit is not None:
+        # The record ids arrive with the batches; the Keras layout drops them after the count.
+        dataset = layout(delivery_audit.track(dataset))
+    dataset = dataset.prefetch(opts.prefetch)
     if iteration_counter is not None:
         dataset = iterations.attach(dataset, iteration_counter)
+    if delivery_audit is not None:
+        dataset = delivery_audit.attach(dataset)
     return policy.attach(dataset)
+
+
+def _audit(opts: DatasetOptions) -> DeliveryAudit | None:
+    """The epoch audit when ``service`` asks for it: records per pass = records × epochs."""
+    if opts.service is None or not opts.service.audit:
+        return None
+    records = opts.source.known_records
+    if records is None or opts.num_epochs is None:
+        raise ValueError(
+            "ServiceOptions(audit=True) needs the number of records a pass holds: finite "
+            "num_epochs and files whose record count is known (verify them first: "
+            "object-input inspect --verify FILES)"
+        )
+    return DeliveryAudit(records * opts.num_epochs)
 
 
 def _known_length(opts: DatasetOptions, combining: bool) -> int | None:
@@ -463,12 +492,9 @@ def _keras_layout(
 
 
 def _deliver(
-    dataset: tf.data.Dataset,
-    deterministic: bool,
-    service: ServiceOptions | None,
-    prefetch: int,
+    dataset: tf.data.Dataset, deterministic: bool, service: ServiceOptions | None
 ) -> tf.data.Dataset:
-    """The dataset's options, the tf.data service when asked, and the prefetch."""
+    """The dataset's options, and the tf.data service when asked."""
     options = tf.data.Options()
     options.deterministic = deterministic
     # tf.data's static rewrites (fusing shuffle and repeat, parallelizing the small maps, ...)
@@ -487,4 +513,4 @@ def _deliver(
                 service.mode, service.address, job_name=service.job_name
             )
         )
-    return dataset.prefetch(prefetch)
+    return dataset

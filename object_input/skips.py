@@ -17,7 +17,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from object_input import dataset_state, errors, fields, wording
+from object_input import audit, dataset_state, errors, fields, wording
 
 logger = logging.getLogger("object_input")
 
@@ -33,12 +33,16 @@ class Stats:
       offenders: the first skipped records, ``"location: reason: what"``.
       dropped_boxes: boxes the passed examples lost after decoding (the sum of their
         ``num_dropped_boxes``: crops, box filters, unknown classes, clipping, max_boxes).
+      epochs: with ``ServiceOptions(audit=True)``, what each pass delivered and lost
+        (:class:`object_input.audit.EpochReport`); ``passed`` then counts the examples
+        delivered, and skips and dropped boxes, counted on the workers, are not kept.
     """
 
     passed: int
     skipped: dict[str, int]
     offenders: tuple[str, ...]
     dropped_boxes: int = 0
+    epochs: tuple[audit.EpochReport, ...] = ()
 
     @property
     def total_skipped(self) -> int:
@@ -55,6 +59,7 @@ class Stats:
             f"  {count:8d}  {reason}: {errors.REASONS[reason]}"
             for reason, count in sorted(self.skipped.items(), key=lambda kv: -kv[1])
         ]
+        lines += [report.format() for report in self.epochs]
         return "\n".join(lines)
 
 
@@ -166,10 +171,21 @@ def counter_of(dataset: tf.data.Dataset) -> SkipCounter:
 
 
 def stats(dataset: tf.data.Dataset) -> Stats:
-    """Counts of a ``make_dataset`` dataset so far: records used and skipped, boxes dropped.
+    """Counts of a ``make_dataset`` dataset so far: records used and skipped, boxes dropped,
+    and with ``ServiceOptions(audit=True)`` what each pass delivered (``Stats.epochs``).
 
     Logs (warning level, logger ``object_input``) the first skipped records not logged yet.
     """
+    delivery = audit.find(dataset)
+    if delivery is not None:
+        # Only a service= pipeline is audited; its counts of skips stay on the workers.
+        epochs = delivery.reports()
+        return Stats(
+            passed=sum(report.delivered for report in epochs),
+            skipped={},
+            offenders=(),
+            epochs=epochs,
+        )
     counter = counter_of(dataset)
     snapshot = counter.snapshot()
     counter.log_new(snapshot)

@@ -1,0 +1,252 @@
+"""tf.data service servers for ``make_dataset(service=...)``: one command per machine.
+
+``object-input serve dispatcher`` and ``object-input serve worker`` (:mod:`object_input.cli`)
+run these. A worker keeps one address for its life: TensorFlow's dispatcher binds a job's tasks
+to worker addresses and ends a ``distributed_epoch`` pass only when every task has reported its
+end, and it never hands the task of a worker that stopped heartbeating to another (in TF 2.21
+``worker_timeout_ms`` only serves snapshots). A worker that dies and never comes back at its
+address would hold its consumers' epoch open forever; a worker that comes back at the same
+address takes its unfinished task over and finishes it. So the worker command runs the
+TensorFlow server in a child process and starts it again, at the same address, when it dies
+(:func:`supervise_worker`). docs/scale_out.md says what each mode delivers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import dataclasses
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+# A worker that does not heartbeat for this long is reported missing by the dispatcher.
+WORKER_TIMEOUT_MS = 10_000
+# A job without consumers is dropped after this long; a consumer that stopped heartbeating is
+# released after client_timeout (TensorFlow's default, 2 minutes).
+JOB_GC_TIMEOUT_MS = 5 * 60_000
+# Seconds between a worker's death and its restart, and the most restarts in a row that each
+# lived less than STABLE_S before the supervisor gives up.
+RESTART_DELAY_S = 0.5
+STABLE_S = 30.0
+MAX_QUICK_RESTARTS = 5
+
+
+@dataclasses.dataclass(frozen=True)
+class DispatcherSettings:
+    """How ``serve dispatcher`` runs.
+
+    Attributes:
+      port: the port to serve on (0: any free port, printed at start).
+      host: the name workers and consumers reach this machine by (printed at start).
+      work_dir: where the dispatcher journals its state (durable storage: a restart reads it).
+      fault_tolerant_mode: journal the state so that a restarted dispatcher resumes its jobs;
+        None: on when ``work_dir`` is given.
+      worker_timeout_ms: a worker silent this long is reported missing.
+      job_gc_timeout_ms: a job without consumers is dropped after this long (-1: never).
+    """
+
+    port: int = 0
+    host: str = dataclasses.field(default_factory=socket.gethostname)
+    work_dir: str | None = None
+    fault_tolerant_mode: bool | None = None
+    worker_timeout_ms: int = WORKER_TIMEOUT_MS
+    job_gc_timeout_ms: int = JOB_GC_TIMEOUT_MS
+
+    def __post_init__(self) -> None:
+        if self.fault_tolerant_mode and not self.work_dir:
+            raise ValueError("fault_tolerant_mode needs a work_dir to journal the jobs in")
+
+    @property
+    def fault_tolerant(self) -> bool:
+        """Whether the dispatcher journals its state (``fault_tolerant_mode`` resolved)."""
+        if self.fault_tolerant_mode is None:
+            return bool(self.work_dir)
+        return self.fault_tolerant_mode
+
+    def config(self) -> Any:
+        """The ``tf.data.experimental.service.DispatcherConfig``."""
+        import tensorflow as tf
+
+        return tf.data.experimental.service.DispatcherConfig(
+            port=self.port,
+            work_dir=self.work_dir,
+            fault_tolerant_mode=self.fault_tolerant,
+            worker_timeout_ms=self.worker_timeout_ms,
+            job_gc_timeout_ms=self.job_gc_timeout_ms,
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkerSettings:
+    """How ``serve worker`` runs.
+
+    Attributes:
+      dispatcher: the dispatcher's ``host:port`` (a ``grpc://`` prefix is dropped).
+      port: the port to serve on (0: a free port, chosen once and kept across restarts).
+      host: the name consumers reach this machine by.
+      heartbeat_interval_ms: how often the worker heartbeats to the dispatcher (None:
+        TensorFlow's default).
+    """
+
+    dispatcher: str
+    port: int = 0
+    host: str = dataclasses.field(default_factory=socket.gethostname)
+    heartbeat_interval_ms: int | None = None
+
+    @property
+    def address(self) -> str:
+        """The address the worker registers with: ``host:port`` (TensorFlow fills in a port 0
+        chosen when it starts)."""
+        return f"{self.host}:{self.port or '%port%'}"
+
+    def config(self) -> Any:
+        """The ``tf.data.experimental.service.WorkerConfig``."""
+        import tensorflow as tf
+
+        return tf.data.experimental.service.WorkerConfig(
+            dispatcher_address=self.dispatcher.removeprefix("grpc://"),
+            worker_address=self.address,
+            port=self.port,
+            heartbeat_interval_ms=self.heartbeat_interval_ms,
+        )
+
+
+def wait_for_stop() -> None:
+    """Block until SIGTERM or SIGINT (Ctrl-C) arrives."""
+    stop = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in _STOP_SIGNALS}
+    try:
+        while not stop.wait(1.0):
+            pass
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def run_dispatcher(settings: DispatcherSettings, say: Callable[[str], None]) -> int:
+    """Serve a dispatcher until SIGTERM or SIGINT, then stop it; ``say`` gets its address."""
+    import tensorflow as tf
+
+    server = tf.data.experimental.service.DispatchServer(settings.config())
+    journal = f", journal in {settings.work_dir}" if settings.fault_tolerant else ""
+    say(f"dispatcher serving at grpc://{settings.host}:{_port(server)}{journal}")
+    wait_for_stop()
+    server.stop()
+    return 0
+
+
+def run_worker(settings: WorkerSettings, say: Callable[[str], None]) -> int:
+    """Serve a worker until SIGTERM or SIGINT, then stop it; ``say`` gets its address."""
+    import tensorflow as tf
+
+    server = tf.data.experimental.service.WorkerServer(settings.config())
+    say(
+        f"worker serving at {settings.host}:{_port(server)} (pid {os.getpid()}) "
+        f"for dispatcher {settings.dispatcher}"
+    )
+    wait_for_stop()
+    server.stop()
+    return 0
+
+
+def _port(server: Any) -> int:
+    return int(server._address.rsplit(":", 1)[1])
+
+
+def free_port() -> int:
+    """A port no one listens on now (the worker keeps it across restarts)."""
+    with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as probe:
+        probe.bind(("", 0))
+        return probe.getsockname()[1]
+
+
+def supervise_worker(
+    command: Sequence[str], say: Callable[[str], None], *, delay_s: float = RESTART_DELAY_S
+) -> int:
+    """Run ``command`` (a worker serving at a fixed address) and start it again when it dies.
+
+    SIGTERM or SIGINT stop the worker and end the supervision (status 0). A worker that dies
+    quickly ``MAX_QUICK_RESTARTS`` times in a row (a bad flag, a port in use) ends it with the
+    worker's status.
+    """
+    stopping = threading.Event()
+    child: list[subprocess.Popen] = []
+
+    def stop(*_: Any) -> None:
+        stopping.set()
+        if child:
+            child[0].terminate()
+
+    previous = {sig: signal.signal(sig, stop) for sig in _STOP_SIGNALS}
+    quick = 0
+    try:
+        while True:
+            started = time.monotonic()
+            child[:] = [subprocess.Popen(list(command), preexec_fn=_die_with_parent)]
+            status = _wait(child[0], stopping)
+            if stopping.is_set():
+                return 0
+            quick = quick + 1 if time.monotonic() - started < STABLE_S else 0
+            if quick > MAX_QUICK_RESTARTS:
+                say(f"worker exited {_status(status)} {quick} times in a row; giving up")
+                return 1
+            say(f"worker exited {_status(status)}; starting it again at the same address")
+            if stopping.wait(delay_s):
+                return 0
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _wait(process: subprocess.Popen, stopping: threading.Event) -> int:
+    """The process's exit status; signals interrupt the wait without ending it. A stop that
+    came while the process was being started (before the handler could see it) ends it too."""
+    while True:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            return process.wait(timeout=1.0)
+        if stopping.is_set():
+            process.terminate()
+
+
+def _status(status: int) -> str:
+    if status < 0:
+        return f"on signal {signal.Signals(-status).name}"
+    return f"with status {status}"
+
+
+def _die_with_parent() -> None:
+    """In the child: receive SIGTERM when the supervisor dies (Linux), so that a machine's
+    worker never outlives its supervisor."""
+    with contextlib.suppress(OSError, AttributeError):
+        pr_set_pdeathsig = 1
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
+def worker_command(settings: WorkerSettings, verbose: bool) -> list[str]:
+    """The command line of one supervised worker: ``serve worker --no-restart`` at the
+    settings' fixed port."""
+    command = [sys.executable, "-m", "object_input.cli", "serve", "worker"]
+    if verbose:
+        command.append("--verbose")
+    command += [
+        "--dispatcher",
+        settings.dispatcher,
+        "--port",
+        str(settings.port),
+        "--host",
+        settings.host,
+        "--no-restart",
+    ]
+    if settings.heartbeat_interval_ms is not None:
+        command += ["--heartbeat-interval-ms", str(settings.heartbeat_interval_ms)]
+    return command
