@@ -399,13 +399,13 @@ def step_costs(files: list[str], repeats: int = 100) -> None:
     example = {**example, fields.IMAGE: tf.cast(example[fields.IMAGE], tf.float32)}
     image, boxes, classes = example[fields.IMAGE], example[fields.BOXES], example[fields.CLASSES]
     tf1_example = {"image": image, "boxes": boxes, "classes": classes}
-    colour_steps = STANDARD_STEPS[2:]
-    colour = oi.ops.Augmentation(colour_steps)
+    color_steps = STANDARD_STEPS[2:]
+    color = oi.ops.Augmentation(color_steps)
     standard = oi.ops.Augmentation(STANDARD_STEPS)
 
-    def tf1_colour() -> tf.Tensor:
+    def tf1_color() -> tf.Tensor:
         out = image
-        for name in colour_steps:
+        for name in color_steps:
             out = getattr(queue_runners, name)(out)
         return out
 
@@ -426,7 +426,7 @@ def step_costs(files: list[str], repeats: int = 100) -> None:
             lambda: queue_runners.random_crop_image(image, boxes, classes),
         ),
     ]
-    for name in colour_steps:
+    for name in color_steps:
         rows.append(
             (
                 name,
@@ -435,7 +435,7 @@ def step_costs(files: list[str], repeats: int = 100) -> None:
             )
         )
     rows += [
-        ("4 colour steps (Augmentation)", lambda seed: colour(example, seed), tf1_colour),
+        ("4 colour steps (Augmentation)", lambda seed: color(example, seed), tf1_color),
         (
             "all 6 steps (Augmentation)",
             lambda seed: standard(example, seed),

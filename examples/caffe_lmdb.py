@@ -52,8 +52,8 @@ def stripes(label: int, rng: np.random.Generator) -> np.ndarray:
     period = int(rng.integers(3, 7))
     wave = (np.arange(SIZE) // period) % 2 * 160.0
     pattern = wave[:, None] if label == 0 else wave[None, :]
-    colour = rng.uniform(0.5, 1.0, 3)
-    image = pattern[..., None] * colour + rng.normal(40, 20, [SIZE, SIZE, 3])
+    color = rng.uniform(0.5, 1.0, 3)
+    image = pattern[..., None] * color + rng.normal(40, 20, [SIZE, SIZE, 3])
     return np.clip(image, 0, 255).astype(np.uint8)
 
 

@@ -793,8 +793,7 @@ def _add_serve(commands: Any, common: argparse.ArgumentParser) -> None:
         "--job-gc-timeout-ms",
         type=int,
         default=service.JOB_GC_TIMEOUT_MS,
-        help="a job without consumers is dropped after this long; -1: never "
-        "(default %(default)s)",
+        help="a job without consumers is dropped after this long; -1: never (default %(default)s)",
     )
     worker = roles.add_parser(
         "worker",

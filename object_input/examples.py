@@ -5,7 +5,8 @@ The module was renamed because its name collided with the repository's ``example
 
 import warnings
 
-from object_input.per_example import ExampleSteps, fused_colour, plan
+from object_input.per_example import ExampleSteps, plan
+from object_input.per_example import fused_color as fused_colour
 
 __all__ = ["ExampleSteps", "fused_colour", "plan"]
 

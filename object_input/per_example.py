@@ -49,8 +49,8 @@ class ExampleSteps:
     seeded: bool
     shard_index: int
     deferred: int
-    colour_start: int
-    colour: FusedColor | None
+    color_start: int
+    color: FusedColor | None
     device: DeviceStage | None
     image_size: tuple[int, int] | None
     pad_image_size: tuple[int, int] | None
@@ -90,8 +90,8 @@ class ExampleSteps:
         resize is folded into it: the step gets ``image_size`` and no resize follows. The device
         stage's draws and annotation work run before the resize, at the steps' place."""
         stop = len(self.augment)
-        if self.colour is not None and self._is_rgb(features):
-            stop = self.colour_start
+        if self.color is not None and self._is_rgb(features):
+            stop = self.color_start
         if self.device is not None:
             stop = self.device.start
         folded = self._folds_resize(start, stop)
@@ -107,8 +107,8 @@ class ExampleSteps:
             features = batching.check_fits(features, *self.pad_image_size)
         # The fused batch colour stage casts after the colour.
         cast_here = True
-        if self.colour is not None and stop < len(self.augment):
-            features = {**features, fields.COLOR_PARAMETERS: self.colour.draw(seed)}
+        if self.color is not None and stop < len(self.augment):
+            features = {**features, fields.COLOR_PARAMETERS: self.color.draw(seed)}
             cast_here = False
         if self.output_dtype is not None and cast_here:
             features = dict(features)
@@ -159,10 +159,10 @@ def plan(
 ) -> ExampleSteps:
     """The :class:`ExampleSteps` of a pipeline: which steps run before decoding and which go
     to the batch."""
-    colour_start, colour, device = len(augment), None, None
+    color_start, color, device = len(augment), None, None
     # Trailing steps leave the per-example map for the batch, after the resize.
     if trailing_steps == "fused" and image_size is not None and batched:
-        colour_start, colour = FusedColor.split(augment)
+        color_start, color = FusedColor.split(augment)
     elif trailing_steps == "device":
         device = DeviceStage.required(augment, "make_dataset(trailing_steps='device')")
     deferred = deferrable_prefix(augment.names()) if source.can_defer else 0
@@ -173,8 +173,8 @@ def plan(
         seeded=seed is not None,
         shard_index=shard_index,
         deferred=deferred,
-        colour_start=colour_start,
-        colour=colour,
+        color_start=color_start,
+        color=color,
         device=device,
         image_size=image_size,
         pad_image_size=pad_image_size,
@@ -200,9 +200,9 @@ def deferrable_prefix(step_names: Sequence[str]) -> int:
     return max((i + 1 for i, d in enumerate(deferrals) if d == "crop"), default=0)
 
 
-def fused_colour(batch: dict, colour: FusedColor, output_dtype: str | None) -> dict:
+def fused_color(batch: dict, color: FusedColor, output_dtype: str | None) -> dict:
     """The batch with its fused colour stage applied (and its parameters consumed)."""
     out = dict(batch)
     parameters = out.pop(fields.COLOR_PARAMETERS)
-    out[fields.IMAGE] = colour(out[fields.IMAGE], parameters, output_dtype or tf.float32)
+    out[fields.IMAGE] = color(out[fields.IMAGE], parameters, output_dtype or tf.float32)
     return out

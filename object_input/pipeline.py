@@ -357,7 +357,7 @@ def _build_dataset(opts: DatasetOptions) -> tf.data.Dataset:
         group_by_aspect_ratio=opts.group_by_aspect_ratio,
     )
     dataset = policy.count_passed(dataset, batched=opts.batch_size is not None)
-    dataset = _colour_stage(dataset, steps, opts.num_parallel_calls, opts.deterministic)
+    dataset = _color_stage(dataset, steps, opts.num_parallel_calls, opts.deterministic)
     delivery_audit = _audit(opts)
     layout = functools.partial(
         _keras_layout,
@@ -463,18 +463,18 @@ def _batch(
     )
 
 
-def _colour_stage(
+def _color_stage(
     dataset: tf.data.Dataset,
     steps: per_example.ExampleSteps,
     num_parallel_calls: int,
     deterministic: bool,
 ) -> tf.data.Dataset:
     """The trailing colour steps on whole batches, compiled (``trailing_steps="fused"``)."""
-    if steps.colour is None or fields.COLOR_PARAMETERS not in dataset.element_spec:
+    if steps.color is None or fields.COLOR_PARAMETERS not in dataset.element_spec:
         return dataset
     return dataset.map(
         functools.partial(
-            per_example.fused_colour, colour=steps.colour, output_dtype=steps.output_dtype
+            per_example.fused_color, color=steps.color, output_dtype=steps.output_dtype
         ),
         num_parallel_calls=num_parallel_calls,
         deterministic=deterministic,

@@ -273,7 +273,7 @@ def test_a_step_channel_order_that_contradicts_the_source_names_both(raw_db):
         _read(CaffeLMDB(path, bgr_to_rgb=False), augment=augment)
 
 
-def test_only_colour_images_carry_a_channel_order(tmp_path):
+def test_only_color_images_carry_a_channel_order(tmp_path):
     gray = caffe_db.raw_datum(np.zeros((2, 3, 1), np.uint8), 1)
     path = caffe_db.write_lmdb(tmp_path / "gray", {b"0": gray})
     assert fields.CHANNEL_ORDER not in _read(CaffeLMDB(path, bgr_to_rgb=False))[0]

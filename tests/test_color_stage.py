@@ -9,7 +9,7 @@ from object_input import fields
 from object_input.layers import DeviceAugmentation
 
 GEOMETRY = [("random_horizontal_flip", {}), ("random_crop_image", {"min_object_covered": 0.0})]
-COLOUR = [
+COLOR = [
     "random_adjust_brightness",
     "random_adjust_contrast",
     "random_adjust_hue",
@@ -23,10 +23,10 @@ def first_batch(directory, steps, **options):
     return next(iter(oi.make_dataset(directory, augment=steps, **options)))
 
 
-def test_fused_equals_exact_when_the_colour_already_sees_the_output_size(synthetic_dir):
+def test_fused_equals_exact_when_the_color_already_sees_the_output_size(synthetic_dir):
     # resize_image to the output size before the colour: the final resize is then an identity,
     # so the exact order and the fused stage colour the same pixels.
-    steps = [*GEOMETRY, ("resize_image", {"new_height": SIZE[0], "new_width": SIZE[1]}), *COLOUR]
+    steps = [*GEOMETRY, ("resize_image", {"new_height": SIZE[0], "new_width": SIZE[1]}), *COLOR]
     exact = first_batch(synthetic_dir, steps, trailing_steps="exact")
     fused = first_batch(synthetic_dir, steps)
     assert fields.COLOR_PARAMETERS not in fused
@@ -39,29 +39,29 @@ def test_fused_equals_exact_when_the_colour_already_sees_the_output_size(synthet
 
 
 def test_fused_differs_from_exact_by_interpolation_only(synthetic_dir):
-    exact = first_batch(synthetic_dir, [*GEOMETRY, *COLOUR], trailing_steps="exact")
-    fused = first_batch(synthetic_dir, [*GEOMETRY, *COLOUR])
+    exact = first_batch(synthetic_dir, [*GEOMETRY, *COLOR], trailing_steps="exact")
+    fused = first_batch(synthetic_dir, [*GEOMETRY, *COLOR])
     np.testing.assert_array_equal(fused[fields.BOXES], exact[fields.BOXES])
     difference = np.abs(fused[fields.IMAGE].numpy() - exact[fields.IMAGE].numpy())
     assert 0 < np.median(difference) < 1.0
 
 
 @pytest.mark.parametrize("dtype", ["uint8", "bfloat16"])
-def test_fused_stage_output_dtype_is_its_float_colour_cast(synthetic_dir, dtype):
-    steps = [*GEOMETRY, *COLOUR]
-    colour = first_batch(synthetic_dir, steps)[fields.IMAGE]
+def test_fused_stage_output_dtype_is_its_float_color_cast(synthetic_dir, dtype):
+    steps = [*GEOMETRY, *COLOR]
+    color = first_batch(synthetic_dir, steps)[fields.IMAGE]
     got = first_batch(synthetic_dir, steps, output_dtype=dtype)[fields.IMAGE]
     assert got.dtype == tf.as_dtype(dtype)
     if dtype == "uint8":
-        np.testing.assert_array_equal(got, tf.cast(tf.round(colour), tf.uint8))
+        np.testing.assert_array_equal(got, tf.cast(tf.round(color), tf.uint8))
     else:
         np.testing.assert_array_equal(
-            tf.bitcast(got, tf.uint16), tf.bitcast(tf.cast(colour, tf.bfloat16), tf.uint16)
+            tf.bitcast(got, tf.uint16), tf.bitcast(tf.cast(color, tf.bfloat16), tf.uint16)
         )
 
 
-def test_device_stage_defers_the_colour_to_the_layer(synthetic_dir):
-    steps = [*GEOMETRY, *COLOUR]
+def test_device_stage_defers_the_color_to_the_layer(synthetic_dir):
+    steps = [*GEOMETRY, *COLOR]
     device = first_batch(synthetic_dir, steps, trailing_steps="device", output_dtype="uint8")
     fused = first_batch(synthetic_dir, steps)
     geometry_only = first_batch(synthetic_dir, GEOMETRY, output_dtype="uint8")
@@ -72,22 +72,22 @@ def test_device_stage_defers_the_colour_to_the_layer(synthetic_dir):
     assert len(set(parameters[:, 2].tolist())) == 6  # one hue delta per image
     assert np.all(np.abs(parameters[:, 0]) <= 0.2) and np.all(np.abs(parameters[:, 2]) <= 0.02)
     layer = DeviceAugmentation(steps)
-    coloured = layer((device[fields.IMAGE], device[fields.DEVICE_PARAMETERS]))
+    colored = layer((device[fields.IMAGE], device[fields.DEVICE_PARAMETERS]))
     # The fused batch was coloured from float pixels; the device batch was rounded to uint8 first.
-    np.testing.assert_allclose(coloured, fused[fields.IMAGE], atol=2.0)
+    np.testing.assert_allclose(colored, fused[fields.IMAGE], atol=2.0)
 
 
 def test_device_stage_for_keras_gives_images_and_parameters(synthetic_dir):
     inputs, targets = first_batch(
-        synthetic_dir, [*GEOMETRY, *COLOUR], trailing_steps="device", keras=True
+        synthetic_dir, [*GEOMETRY, *COLOR], trailing_steps="device", keras=True
     )
     images, parameters = inputs
     assert images.shape == (6, *SIZE, 3) and parameters.shape == (6, 4)
     assert set(targets) == {"boxes", "classes"}
 
 
-def test_without_trailing_colour_nothing_moves(synthetic_dir):
-    steps = [*COLOUR, *GEOMETRY]
+def test_without_trailing_color_nothing_moves(synthetic_dir):
+    steps = [*COLOR, *GEOMETRY]
     fused = first_batch(synthetic_dir, steps)
     exact = first_batch(synthetic_dir, steps, trailing_steps="exact")
     assert fields.COLOR_PARAMETERS not in fused

@@ -105,7 +105,7 @@ PixelFn = Callable[[tf.Tensor, Any, tf.Tensor], tf.Tensor]  # (colour, arg, seed
 # Image helpers ----------------------------------------------------------------------------------
 
 
-def _colour(image: tf.Tensor, fn: Callable[[tf.Tensor], tf.Tensor]) -> tf.Tensor:
+def _color(image: tf.Tensor, fn: Callable[[tf.Tensor], tf.Tensor]) -> tf.Tensor:
     """Apply ``fn`` to the colour channels; further channels pass through.
 
     Colour is channels 0–2 of an image with 3 or more channels, else channel 0 alone (gray,
@@ -116,8 +116,8 @@ def _colour(image: tf.Tensor, fn: Callable[[tf.Tensor], tf.Tensor]) -> tf.Tensor
         count = tf.where(tf.shape(image)[-1] >= 3, 3, 1)
     else:
         count = 3 if channels >= 3 else 1
-    coloured = tf.concat([fn(image[..., :count]), image[..., count:]], axis=-1)
-    return tf.ensure_shape(coloured, image.shape)
+    colored = tf.concat([fn(image[..., :count]), image[..., count:]], axis=-1)
+    return tf.ensure_shape(colored, image.shape)
 
 
 def _pixel_region(box: tf.Tensor, height: tf.Tensor, width: tf.Tensor) -> Region:
@@ -145,10 +145,10 @@ def _cutout_square(pad_size: Any, seed: tf.Tensor, height, width) -> tuple[Any, 
     return center_y, center_x, (half, half)
 
 
-def _cutout(colour: tf.Tensor, pad_size: Any, seed: tf.Tensor) -> tf.Tensor:
+def _cutout(color: tf.Tensor, pad_size: Any, seed: tf.Tensor) -> tf.Tensor:
     """Grey out a ``2·pad_size`` square centred on a uniformly drawn pixel (clipped at edges)."""
-    height, width = tf.shape(colour)[0], tf.shape(colour)[1]
-    return ops.fill_square(colour, *_cutout_square(pad_size, seed, height, width), FILL_VALUE)
+    height, width = tf.shape(color)[0], tf.shape(color)[1]
+    return ops.fill_square(color, *_cutout_square(pad_size, seed, height, width), FILL_VALUE)
 
 
 # Geometry on the whole feature dict -------------------------------------------------------------
@@ -217,7 +217,7 @@ def _bbox_cutout(features: core.Features, pad_fraction: Any, seed: tf.Tensor) ->
 
     def cut() -> tf.Tensor:
         square = _box_square(boxes, pad_fraction, seed, *core.image_size(image))
-        return _colour(image, lambda c: ops.fill_square(c, *square, FILL_VALUE))
+        return _color(image, lambda c: ops.fill_square(c, *square, FILL_VALUE))
 
     out = dict(features)
     out[fields.IMAGE] = tf.cond(tf.shape(boxes)[0] > 0, cut, lambda: image)
@@ -254,7 +254,7 @@ def _region_pixels(pixel_fn: PixelFn) -> Callable[..., core.Features]:
     def apply(state: core.Features, region: Region, arg: Any, seed: tf.Tensor) -> core.Features:
         y0, y1, x0, x1 = region
         image = state[fields.IMAGE]
-        patch = _colour(image[y0:y1, x0:x1], lambda c: pixel_fn(c, arg, seed))
+        patch = _color(image[y0:y1, x0:x1], lambda c: pixel_fn(c, arg, seed))
         out = dict(state)
         out[fields.IMAGE] = _paste(image, patch, region)
         return out
@@ -438,7 +438,7 @@ def _apply_whole(
     if kind == "box_cutout":
         return pick(features, entry.arg, entry.seed)
     out = dict(features)
-    out[fields.IMAGE] = _colour(out[fields.IMAGE], lambda c: pick(c, entry.arg, entry.seed))
+    out[fields.IMAGE] = _color(out[fields.IMAGE], lambda c: pick(c, entry.arg, entry.seed))
     return out
 
 

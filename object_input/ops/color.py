@@ -68,11 +68,11 @@ def split_channels(
     return image[..., :split], image[..., split:]
 
 
-def merge_channels(colour: tf.Tensor, rest: tf.Tensor) -> tf.Tensor:
+def merge_channels(color: tf.Tensor, rest: tf.Tensor) -> tf.Tensor:
     """Inverse of :func:`split_channels`."""
     if rest.shape[-1] == 0:
-        return colour
-    return tf.concat([colour, rest], axis=-1)
+        return color
+    return tf.concat([color, rest], axis=-1)
 
 
 def per_image(value: Any, dtype: tf.DType = tf.float32) -> tf.Tensor:
@@ -95,17 +95,17 @@ def _single(image: tf.Tensor, parameter: Any) -> bool:
     return len(image.shape) == 3 and tf.convert_to_tensor(parameter).shape.rank == 0
 
 
-def _on_colour(image: tf.Tensor, step: str, fn: Callable[[tf.Tensor], tf.Tensor]) -> tf.Tensor:
-    colour, rest = split_channels(image, step)
-    return merge_channels(fn(colour), rest)
+def _on_color(image: tf.Tensor, step: str, fn: Callable[[tf.Tensor], tf.Tensor]) -> tf.Tensor:
+    color, rest = split_channels(image, step)
+    return merge_channels(fn(color), rest)
 
 
 def _on_rgb(image: tf.Tensor, step: str, fn: Callable[[tf.Tensor], tf.Tensor]) -> tf.Tensor:
     """Apply ``fn`` to the RGB channels; a grayscale image is returned unchanged (as float32)."""
-    colour, rest = split_channels(image, step)
-    if colour.shape[-1] == 3:
-        colour = fn(colour)
-    return merge_channels(colour, rest)
+    color, rest = split_channels(image, step)
+    if color.shape[-1] == 3:
+        color = fn(color)
+    return merge_channels(color, rest)
 
 
 # Draws shared by several steps ------------------------------------------------------------------
@@ -126,7 +126,7 @@ def draw_factor(seed: Any, *, min_delta: float, max_delta: float) -> dict[str, t
 
 def apply_brightness(image: tf.Tensor, delta: Any) -> tf.Tensor:
     """Add ``delta`` (on the [0, 1] scale) to the colour channels, clip to [0, 255]."""
-    return _on_colour(
+    return _on_color(
         image, "random_adjust_brightness", lambda c: _clip(c + 255.0 * per_image(delta))
     )
 
@@ -137,13 +137,13 @@ def apply_brightness(image: tf.Tensor, delta: Any) -> tf.Tensor:
 def apply_contrast(image: tf.Tensor, factor: Any) -> tf.Tensor:
     """Scale each colour channel's distance from its per-image mean over H, W by ``factor``."""
 
-    def adjust(colour: tf.Tensor) -> tf.Tensor:
-        if _single(colour, factor):
-            return _clip(tf.image.adjust_contrast(colour, factor))
-        mean = tf.reduce_mean(colour, axis=[-3, -2], keepdims=True)
-        return _clip((colour - mean) * per_image(factor) + mean)
+    def adjust(color: tf.Tensor) -> tf.Tensor:
+        if _single(color, factor):
+            return _clip(tf.image.adjust_contrast(color, factor))
+        mean = tf.reduce_mean(color, axis=[-3, -2], keepdims=True)
+        return _clip((color - mean) * per_image(factor) + mean)
 
-    return _on_colour(image, "random_adjust_contrast", adjust)
+    return _on_color(image, "random_adjust_contrast", adjust)
 
 
 # Hue and saturation -----------------------------------------------------------------------------
@@ -248,31 +248,31 @@ def apply_gamma(image: tf.Tensor, gamma: Any, gain: Any) -> tf.Tensor:
     the curve (the same float32 arithmetic per value, so the same result).
     """
 
-    def scaled(colour: tf.Tensor) -> tf.Tensor:
-        return _clip(per_image(gain) * (core.to_float(colour) / 255.0) * 255.0)
+    def scaled(color: tf.Tensor) -> tf.Tensor:
+        return _clip(per_image(gain) * (core.to_float(color) / 255.0) * 255.0)
 
     table_fits = image.dtype == tf.uint8 and image.shape[-1] is not None
     if table_fits and _single(image, gamma) and _single(image, gain):
         split = 3 if image.shape[-1] >= 3 else 1
-        colour = image[..., :split]
+        color = image[..., :split]
 
         def looked_up() -> tf.Tensor:
             table = _gamma_curve(tf.range(256, dtype=tf.float32), gamma, gain)
-            return tf.gather(table[0, 0], tf.cast(colour, tf.int32))
+            return tf.gather(table[0, 0], tf.cast(color, tf.int32))
 
-        adjusted = tf.cond(tf.equal(gamma, 1.0), lambda: scaled(colour), looked_up)
+        adjusted = tf.cond(tf.equal(gamma, 1.0), lambda: scaled(color), looked_up)
         return merge_channels(adjusted, core.to_float(image[..., split:]))
 
-    def adjust(colour: tf.Tensor) -> tf.Tensor:
-        if _single(colour, gamma):
+    def adjust(color: tf.Tensor) -> tf.Tensor:
+        if _single(color, gamma):
             return tf.cond(
                 tf.equal(gamma, 1.0),
-                lambda: scaled(colour),
-                lambda: _gamma_curve(colour, gamma, gain),
+                lambda: scaled(color),
+                lambda: _gamma_curve(color, gamma, gain),
             )
-        return _gamma_curve(colour, gamma, gain)
+        return _gamma_curve(color, gamma, gain)
 
-    return _on_colour(image, "adjust_gamma", adjust)
+    return _on_color(image, "adjust_gamma", adjust)
 
 
 # Distort colour ---------------------------------------------------------------------------------
@@ -293,7 +293,7 @@ def draw_distort_color(seed: Any) -> dict[str, tf.Tensor]:
 
 # What random_distort_color chains in each colour ordering: each single step's apply, its part of
 # the fused colour pass, and the draw it takes.
-DISTORT_PARTS: dict[int, tuple[tuple[Callable[..., tf.Tensor], fused.ColourPart, str], ...]] = {
+DISTORT_PARTS: dict[int, tuple[tuple[Callable[..., tf.Tensor], fused.ColorPart, str], ...]] = {
     0: (
         (apply_brightness, fused.BRIGHTNESS, "brightness_delta"),
         (apply_saturation, fused.SATURATION, "saturation_factor"),
@@ -311,7 +311,7 @@ DISTORT_PARTS: dict[int, tuple[tuple[Callable[..., tf.Tensor], fused.ColourPart,
 
 def distort_parts(
     params: Mapping[str, Any],
-) -> tuple[tuple[Callable[..., tf.Tensor], fused.ColourPart, str], ...]:
+) -> tuple[tuple[Callable[..., tf.Tensor], fused.ColorPart, str], ...]:
     """The ``(apply, colour part, draw)`` chain of random_distort_color with ``params``."""
     ordering = params.get("color_ordering", 0)
     if ordering not in DISTORT_PARTS:
@@ -384,7 +384,7 @@ DISTORT_COLOR = ColorStep(draw_distort_color, apply_distort_color, static=("colo
 TO_GRAY = ColorStep(draw_grayscale, apply_grayscale)
 GAMMA = ColorStep(draw_gamma, apply_gamma)
 
-Parts = Callable[[Mapping[str, Any]], tuple[tuple[fused.ColourPart, str], ...]]
+Parts = Callable[[Mapping[str, Any]], tuple[tuple[fused.ColorPart, str], ...]]
 
 
 def _device(step: ColorStep, parts: Parts) -> DeviceStep:
@@ -409,7 +409,7 @@ def _device(step: ColorStep, parts: Parts) -> DeviceStep:
     )
 
 
-def _one_part(part: fused.ColourPart, key: str) -> Parts:
+def _one_part(part: fused.ColorPart, key: str) -> Parts:
     return lambda params: ((part, key),)
 
 
@@ -517,9 +517,9 @@ def rgb_to_gray(features: core.Features, *, seed=None) -> core.Features:
     Channels after the third are kept after the luma; a grayscale image is returned unchanged.
     """
     del seed
-    colour, rest = split_channels(features[fields.IMAGE], "rgb_to_gray")
-    if colour.shape[-1] == 3:
-        colour = luma(colour)
+    color, rest = split_channels(features[fields.IMAGE], "rgb_to_gray")
+    if color.shape[-1] == 3:
+        color = luma(color)
     out = dict(features)
-    out[fields.IMAGE] = merge_channels(colour, rest)
+    out[fields.IMAGE] = merge_channels(color, rest)
     return out

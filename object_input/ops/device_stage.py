@@ -119,8 +119,8 @@ class DeviceStage:
             drawn = parameters[:, column : column + width]
             column += width
             if fused:
-                colour = FusedColor(tuple((i, spec.name, params) for i, spec, params in group))
-                images = colour(images, drawn)
+                color = FusedColor(tuple((i, spec.name, params) for i, spec, params in group))
+                images = color(images, drawn)
                 continue
             ((_, spec, params),) = group
             changed = spec.device.apply(images, drawn, **params)

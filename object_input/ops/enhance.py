@@ -79,7 +79,7 @@ def _uniform(param: str) -> Callable[..., list[tf.Tensor]]:
     return draw
 
 
-def _on_colour_per_image(
+def _on_color_per_image(
     step: str, fn: Callable[[tf.Tensor, tf.Tensor], tf.Tensor]
 ) -> Callable[..., tf.Tensor]:
     """A ``change`` applying ``fn(colour, value)`` with each image's drawn value
@@ -88,7 +88,7 @@ def _on_colour_per_image(
     def change(images, drawn, **params):
         del params
         value = device.per_example(drawn[:, 0])
-        return _on_colour(images, step, lambda c: fn(c, value))
+        return _on_color(images, step, lambda c: fn(c, value))
 
     return change
 
@@ -99,23 +99,21 @@ def _no_draw(features, draw_seed, **params):
     return []
 
 
-def _on_colour_of_batch(
-    step: str, fn: Callable[[tf.Tensor], tf.Tensor]
-) -> Callable[..., tf.Tensor]:
+def _on_color_of_batch(step: str, fn: Callable[[tf.Tensor], tf.Tensor]) -> Callable[..., tf.Tensor]:
     """A ``change`` applying ``fn`` to the colour channels of a batch."""
 
     def change(images, drawn, **params):
         del drawn, params
-        return _on_colour(images, step, fn)
+        return _on_color(images, step, fn)
 
     return change
 
 
-def _on_colour(
+def _on_color(
     image: tf.Tensor, step: str, fn: Callable[[tf.Tensor], tf.Tensor], keep_dtype: bool = False
 ) -> tf.Tensor:
-    colour, rest = split_channels(image, step, keep_dtype)
-    return merge_channels(fn(colour), rest)
+    color, rest = split_channels(image, step, keep_dtype)
+    return merge_channels(fn(color), rest)
 
 
 def _on_levels(
@@ -129,8 +127,8 @@ def _on_levels(
     On uint8 the level ops are one integer pass before the cast to float, where on floats
     they take several float passes after it."""
     if image.dtype == tf.uint8:
-        return core.to_float(_on_colour(image, step, on_bytes, keep_dtype=True))
-    return _on_colour(image, step, on_floats)
+        return core.to_float(_on_color(image, step, on_bytes, keep_dtype=True))
+    return _on_color(image, step, on_floats)
 
 
 def _inside_weight(weights: tf.Tensor, length) -> tf.Tensor:
@@ -254,7 +252,7 @@ _draw_factor = _uniform("factor_range")
     checks={"factor_range": range_pair(0.0, 10.0), "probability": in_range(0.0, 1.0)},
     demo_params={"probability": 1.0},
     device=_device_gated(
-        _draw_factor, _on_colour_per_image("random_sharpness", device.sharpness), 1
+        _draw_factor, _on_color_per_image("random_sharpness", device.sharpness), 1
     ),
 )
 def random_sharpness(
@@ -272,7 +270,7 @@ def random_sharpness(
 
     def sharpen(image: tf.Tensor, draw_seed: tf.Tensor) -> tf.Tensor:
         (factor,) = _draw_factor(image, draw_seed, factor_range=factor_range)
-        return _on_colour(image, "random_sharpness", lambda c: autoaugment_ops.sharpness(c, factor))
+        return _on_color(image, "random_sharpness", lambda c: autoaugment_ops.sharpness(c, factor))
 
     return _maybe(features, seed, probability, sharpen)
 
@@ -287,7 +285,7 @@ def _draw_bits(features, draw_seed, *, bits_range):
     checks={"bits_range": range_pair(1, 8), "probability": in_range(0.0, 1.0)},
     demo_params={"probability": 1.0, "bits_range": (2, 3)},
     device=_device_gated(
-        _draw_bits, _on_colour_per_image("random_posterize", autoaugment_ops.posterize), 1
+        _draw_bits, _on_color_per_image("random_posterize", autoaugment_ops.posterize), 1
     ),
 )
 def random_posterize(
@@ -325,7 +323,7 @@ _draw_threshold = _uniform("threshold_range")
     checks={"threshold_range": range_pair(0.0, 256.0), "probability": in_range(0.0, 1.0)},
     demo_params={"probability": 1.0, "threshold_range": (50.0, 60.0)},
     device=_device_gated(
-        _draw_threshold, _on_colour_per_image("random_solarize", autoaugment_ops.solarize), 1
+        _draw_threshold, _on_color_per_image("random_solarize", autoaugment_ops.solarize), 1
     ),
 )
 def random_solarize(
@@ -364,7 +362,7 @@ def random_solarize(
     kind="color",
     checks={"probability": in_range(0.0, 1.0)},
     demo_params={"probability": 1.0},
-    device=_device_gated(_no_draw, _on_colour_of_batch("random_equalize", device.equalize), 0),
+    device=_device_gated(_no_draw, _on_color_of_batch("random_equalize", device.equalize), 0),
 )
 def random_equalize(
     features: core.Features, *, seed=None, probability: float = 0.5
@@ -386,7 +384,7 @@ def random_equalize(
     checks={"probability": in_range(0.0, 1.0)},
     demo_params={"probability": 1.0},
     device=_device_gated(
-        _no_draw, _on_colour_of_batch("random_autocontrast", device.autocontrast), 0
+        _no_draw, _on_color_of_batch("random_autocontrast", device.autocontrast), 0
     ),
 )
 def random_autocontrast(
@@ -397,13 +395,13 @@ def random_autocontrast(
 
     def stretch(image: tf.Tensor, draw_seed: tf.Tensor) -> tf.Tensor:
         del draw_seed
-        return _on_colour(image, "random_autocontrast", autoaugment_ops.autocontrast)
+        return _on_color(image, "random_autocontrast", autoaugment_ops.autocontrast)
 
     return _maybe(features, seed, probability, stretch)
 
 
-def _invert(colour: tf.Tensor) -> tf.Tensor:
-    return 255.0 - colour
+def _invert(color: tf.Tensor) -> tf.Tensor:
+    return 255.0 - color
 
 
 @register_step(
@@ -411,7 +409,7 @@ def _invert(colour: tf.Tensor) -> tf.Tensor:
     checks={"probability": in_range(0.0, 1.0)},
     demo_params={"probability": 1.0},
     device=_device_gated(
-        _no_draw, _on_colour_of_batch("random_invert", _invert), 0, fidelity="exact"
+        _no_draw, _on_color_of_batch("random_invert", _invert), 0, fidelity="exact"
     ),
 )
 def random_invert(features: core.Features, *, seed=None, probability: float = 0.5) -> core.Features:

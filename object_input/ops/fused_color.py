@@ -42,12 +42,13 @@ from typing import Any
 
 import tensorflow as tf
 
+from object_input.moved import moved_names
 from object_input.ops import core, registry
 from object_input.ops.compose import Augmentation
 
 
 @dataclasses.dataclass(frozen=True)
-class ColourPart:
+class ColorPart:
     """One single colour change in the fused pass: ``run(state, parameter, means)`` with the
     images' ``[B]`` parameter (and, when ``reduces``, the ``[B, 3]`` channel means of the colour
     before it). ``mixes``: after it the colour is no longer per-channel affine in the input.
@@ -94,7 +95,7 @@ class FusedColor:
         return tuple(name for _, name, _ in self.steps)
 
     @property
-    def parts(self) -> tuple[ColourPart, ...]:
+    def parts(self) -> tuple[ColorPart, ...]:
         """The colour parts the stage runs, one per parameter column, in order."""
         return tuple(
             part
@@ -137,17 +138,17 @@ class FusedColor:
             raise ValueError(
                 f"the fused colour stage takes RGB batches [B, H, W, 3], got shape {images.shape}"
             )
-        colour = _compiled(self.parts)(images, tf.cast(parameters, tf.float32))
+        color = _compiled(self.parts)(images, tf.cast(parameters, tf.float32))
         dtype = tf.as_dtype(dtype)
         if dtype.is_integer:
             # Rounding and saturating take three of TensorFlow's passes over the batch and one
             # compiled pass here, equal bit for bit. The cast stays out of the colour function:
             # fused into it, the colour pass measured 20 times slower.
-            return _compiled_like(dtype)(colour)
-        return core.like(colour, dtype)
+            return _compiled_like(dtype)(color)
+        return core.like(color, dtype)
 
 
-def _stored_before(parts: Sequence[ColourPart]) -> int | None:
+def _stored_before(parts: Sequence[ColorPart]) -> int | None:
     """Where to store the colour so far: before the first reducing part (contrast) that follows
     a mixing one (hue, saturation, grayscale); None: no such part.
 
@@ -162,7 +163,7 @@ def _stored_before(parts: Sequence[ColourPart]) -> int | None:
 
 
 @functools.cache
-def _compiled(parts: tuple[ColourPart, ...]) -> Callable[[tf.Tensor, tf.Tensor], tf.Tensor]:
+def _compiled(parts: tuple[ColorPart, ...]) -> Callable[[tf.Tensor, tf.Tensor], tf.Tensor]:
     """One set of XLA-compiled functions per part list, shared by every pipeline that uses it."""
     cut = _stored_before(parts)
     if cut is not None:
@@ -180,7 +181,7 @@ def _compiled(parts: tuple[ColourPart, ...]) -> Callable[[tf.Tensor, tf.Tensor],
         for index, part in enumerate(parts)
         if part.reduces
     ]
-    main = compile_(functools.partial(_colour, parts))
+    main = compile_(functools.partial(_color, parts))
 
     def fused(images: tf.Tensor, parameters: tf.Tensor) -> tf.Tensor:
         means: tuple[tf.Tensor, ...] = ()
@@ -203,7 +204,7 @@ def _compiled_like(dtype: tf.DType) -> Callable[[tf.Tensor], tf.Tensor]:
 
 
 def _run(
-    parts: Sequence[ColourPart],
+    parts: Sequence[ColorPart],
     images: tf.Tensor,
     parameters: tf.Tensor,
     means: Sequence[tf.Tensor],
@@ -220,8 +221,8 @@ def _run(
     return state
 
 
-def _colour(
-    parts: Sequence[ColourPart],
+def _color(
+    parts: Sequence[ColorPart],
     images: tf.Tensor,
     parameters: tf.Tensor,
     means: Sequence[tf.Tensor],
@@ -235,7 +236,7 @@ _PAIRWISE_LEVELS = 3
 
 
 def _channel_means(
-    parts: Sequence[ColourPart],
+    parts: Sequence[ColorPart],
     images: tf.Tensor,
     parameters: tf.Tensor,
     means: Sequence[tf.Tensor],
@@ -371,12 +372,15 @@ def _to_gray(state: _State, to_gray: tf.Tensor) -> _State:
 
 
 #: Add a brightness delta (on the [0, 1] scale), clip.
-BRIGHTNESS = ColourPart("random_adjust_brightness", _brightness)
+BRIGHTNESS = ColorPart("random_adjust_brightness", _brightness)
 #: Scale each channel's distance from its mean by a factor, clip.
-CONTRAST = ColourPart("random_adjust_contrast", _contrast, reduces=True)
+CONTRAST = ColorPart("random_adjust_contrast", _contrast, reduces=True)
 #: Rotate the hue by a delta in turns.
-HUE = ColourPart("random_adjust_hue", _hue, mixes=True)
+HUE = ColorPart("random_adjust_hue", _hue, mixes=True)
 #: Scale the saturation by a factor, capped at 1.
-SATURATION = ColourPart("random_adjust_saturation", _saturation, mixes=True)
+SATURATION = ColorPart("random_adjust_saturation", _saturation, mixes=True)
 #: Where the parameter is 1, the luma in all three channels.
-TO_GRAY = ColourPart("random_rgb_to_gray", _to_gray, mixes=True)
+TO_GRAY = ColorPart("random_rgb_to_gray", _to_gray, mixes=True)
+
+# One spelling in identifiers: the part was first named ColourPart.
+__getattr__ = moved_names(__name__, {"ColourPart": f"{__name__}:ColorPart"})

@@ -116,10 +116,10 @@ def random_pixel_value_scale(
 
     Float32 out. Channels after the colour channels pass through.
     """
-    colour, rest = split_channels(features[fields.IMAGE], "random_pixel_value_scale")
-    factors = core.uniform(seed, minval, maxval, shape=tf.shape(colour))
-    colour = tf.clip_by_value(colour * factors, 0.0, 255.0)
-    return _with_image(features, merge_channels(colour, rest))
+    color, rest = split_channels(features[fields.IMAGE], "random_pixel_value_scale")
+    factors = core.uniform(seed, minval, maxval, shape=tf.shape(color))
+    color = tf.clip_by_value(color * factors, 0.0, 255.0)
+    return _with_image(features, merge_channels(color, rest))
 
 
 @register_step(
@@ -239,18 +239,18 @@ def _device_patch_gaussian() -> device.DeviceStep:
     def apply(images, parameters, **params):
         del params
 
-        def noisy(colour: tf.Tensor) -> tf.Tensor:
+        def noisy(color: tf.Tensor) -> tf.Tensor:
             noise = tf.random.stateless_normal(
-                tf.shape(colour), device.batch_seed(parameters[:, 6:8])
+                tf.shape(color), device.batch_seed(parameters[:, 6:8])
             )
-            patch = device.rectangle_mask(parameters[:, 1:5], *colour.shape[1:3])
+            patch = device.rectangle_mask(parameters[:, 1:5], *color.shape[1:3])
             added = tf.clip_by_value(
-                colour + noise * device.per_example(255.0 * parameters[:, 5]), 0.0, 255.0
+                color + noise * device.per_example(255.0 * parameters[:, 5]), 0.0, 255.0
             )
-            return tf.where(patch & device.fires(parameters), added, colour)
+            return tf.where(patch & device.fires(parameters), added, color)
 
-        colour, rest = split_channels(images, "random_patch_gaussian")
-        return merge_channels(noisy(colour), rest)
+        color, rest = split_channels(images, "random_patch_gaussian")
+        return merge_channels(noisy(color), rest)
 
     return device.DeviceStep(prepare, apply, size=8, fidelity="distribution")
 
@@ -286,10 +286,10 @@ def random_patch_gaussian(
     deviation U(min, max) is on the [0, 1] scale (×255 on ours). Clipped to [0, 255]. With
     probability ``random_coef`` the image is left unchanged. Float32 out.
     """
-    colour, rest = split_channels(features[fields.IMAGE], "random_patch_gaussian")
-    height, width = core.image_size(colour)
+    color, rest = split_channels(features[fields.IMAGE], "random_patch_gaussian")
+    height, width = core.image_size(color)
     keep, size, stddev, top, left, noise_seed = _draw_patch(
-        colour,
+        color,
         seed,
         min_patch_size=min_patch_size,
         max_patch_size=max_patch_size,
@@ -304,13 +304,13 @@ def random_patch_gaussian(
         # for the whole image (or the rows down to the patch) cost more than the rest.
         y0, y1 = tf.clip_by_value(top, 0, height), tf.clip_by_value(top + size, 0, height)
         x0, x1 = tf.clip_by_value(left, 0, width), tf.clip_by_value(left + size, 0, width)
-        extent = tf.concat([[y1 - y0, x1 - x0], tf.shape(colour)[2:]], 0)
+        extent = tf.concat([[y1 - y0, x1 - x0], tf.shape(color)[2:]], 0)
         noise = tf.random.stateless_normal(extent, noise_seed, stddev=255.0 * stddev)
-        band = colour[y0:y1]
+        band = color[y0:y1]
         noisy = band[:, x0:x1] + noise
         band = tf.concat([band[:, :x0], noisy, band[:, x1:]], axis=1)
-        stitched = tf.concat([colour[:y0], band, colour[y1:]], axis=0)
+        stitched = tf.concat([color[:y0], band, color[y1:]], axis=0)
         return tf.clip_by_value(stitched, 0.0, 255.0)
 
-    colour = tf.cond(keep, lambda: colour, patch)
-    return _with_image(features, merge_channels(colour, rest))
+    color = tf.cond(keep, lambda: color, patch)
+    return _with_image(features, merge_channels(color, rest))

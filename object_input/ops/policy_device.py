@@ -34,28 +34,28 @@ FILL_VALUE = 128.0
 _FILL_OPS = ("Cutout", "BBox_Cutout")
 
 
-def _luma(colour: tf.Tensor) -> tf.Tensor:
-    return autoaugment_ops.grayscale(colour)
+def _luma(color: tf.Tensor) -> tf.Tensor:
+    return autoaugment_ops.grayscale(color)
 
 
-def _contrast(colour: tf.Tensor, factor: tf.Tensor) -> tf.Tensor:
-    mean = tf.reduce_mean(_luma(colour), axis=[1, 2, 3], keepdims=True)
-    return autoaugment_ops.blend(mean, colour, factor)
+def _contrast(color: tf.Tensor, factor: tf.Tensor) -> tf.Tensor:
+    mean = tf.reduce_mean(_luma(color), axis=[1, 2, 3], keepdims=True)
+    return autoaugment_ops.blend(mean, color, factor)
 
 
 # Each pixel op on the colour channels of a batch, with per-image arguments ``[B, 1, 1, 1]``,
 # as autoaugment_ops applies it to one image.
 PIXEL_OPS: dict[str, Callable[[tf.Tensor, tf.Tensor], tf.Tensor]] = {
-    "AutoContrast": lambda colour, arg: device.autocontrast(colour),
-    "Equalize": lambda colour, arg: device.equalize(colour),
+    "AutoContrast": lambda color, arg: device.autocontrast(color),
+    "Equalize": lambda color, arg: device.equalize(color),
     "Posterize": autoaugment_ops.posterize,
-    "Solarize": lambda colour, arg: tf.where(colour < arg, colour, 255.0 - colour),
-    "SolarizeAdd": lambda colour, arg: tf.where(
-        colour < 128.0, tf.clip_by_value(colour + arg, 0.0, 255.0), colour
+    "Solarize": lambda color, arg: tf.where(color < arg, color, 255.0 - color),
+    "SolarizeAdd": lambda color, arg: tf.where(
+        color < 128.0, tf.clip_by_value(color + arg, 0.0, 255.0), color
     ),
-    "Color": lambda colour, arg: autoaugment_ops.blend(_luma(colour), colour, arg),
+    "Color": lambda color, arg: autoaugment_ops.blend(_luma(color), color, arg),
     "Contrast": _contrast,
-    "Brightness": lambda colour, arg: autoaugment_ops.blend(0.0, colour, arg),
+    "Brightness": lambda color, arg: autoaugment_ops.blend(0.0, color, arg),
     "Sharpness": device.sharpness,
 }
 _PIXEL_NAMES = tuple(PIXEL_OPS)
@@ -87,7 +87,7 @@ def apply_entries(
         changes.append((WARP, _warp))
     if fills:
         changes.append((FILL, _fill))
-    changes.extend((code(name), _on_colour(PIXEL_OPS[name], step)) for name in pixel_names)
+    changes.extend((code(name), _on_color(PIXEL_OPS[name], step)) for name in pixel_names)
     branch_of = [0] * (3 + len(_PIXEL_NAMES))
     for branch, (value, _) in enumerate(changes, start=1):
         branch_of[value] = branch
@@ -116,19 +116,19 @@ def _warp(image: tf.Tensor, entry: tf.Tensor) -> tf.Tensor:
 
 
 def _fill(image: tf.Tensor, entry: tf.Tensor) -> tf.Tensor:
-    colour, rest = split_channels(image, "fill")
+    color, rest = split_channels(image, "fill")
     _, height, width, _ = image.shape
     square = device.rectangle_mask(entry[:, 8:12], height, width)
-    return merge_channels(tf.where(square, FILL_VALUE, colour), rest)
+    return merge_channels(tf.where(square, FILL_VALUE, color), rest)
 
 
-def _on_colour(
+def _on_color(
     op: Callable[[tf.Tensor, tf.Tensor], tf.Tensor], step: str
 ) -> Callable[[tf.Tensor, tf.Tensor], tf.Tensor]:
     """A branch applying pixel ``op`` with the entry's argument to the colour channels."""
 
     def change(image: tf.Tensor, entry: tf.Tensor) -> tf.Tensor:
-        colour, rest = split_channels(image, step)
-        return merge_channels(op(colour, device.per_example(entry[:, 1])), rest)
+        color, rest = split_channels(image, step)
+        return merge_channels(op(color, device.per_example(entry[:, 1])), rest)
 
     return change

@@ -67,8 +67,8 @@ affine_params = st.fixed_dictionaries(
 )
 
 
-def _pixel_centres(image, colour):
-    rows, cols = np.nonzero(image[..., 0] == colour)
+def _pixel_centres(image, color):
+    rows, cols = np.nonzero(image[..., 0] == color)
     return rows + 0.5, cols + 0.5
 
 

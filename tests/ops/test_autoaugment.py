@@ -384,7 +384,7 @@ def test_level_to_argument(entry, before, after):
     np.testing.assert_array_equal(out[fields.IMAGE][0, :, 0], after)
 
 
-def test_cutout_greys_a_square_on_colour_channels_only():
+def test_cutout_greys_a_square_on_color_channels_only():
     image = tf.ones([60, 60, 4], tf.uint8)
     for seed in range(4):
         out = aa.apply_policy({fields.IMAGE: image}, [[("Cutout", 1.0, 1)]], seed=seed)
@@ -659,7 +659,7 @@ def test_float_images_stay_float_on_the_0_255_scale():
         )
 
 
-def test_colour_ops_leave_extra_channels_and_gray_images_work():
+def test_color_ops_leave_extra_channels_and_gray_images_work():
     image = np.random.default_rng(3).integers(0, 256, [32, 32, 4]).astype(np.uint8)
     for entry in (
         ("Equalize", 1.0, 0),

@@ -202,14 +202,14 @@ def _batch_inputs():
     return np.stack([make_image(seed, (5, 6, 4)) for seed in range(3)]).astype(np.uint8)
 
 
-COLOUR_STEPS = sorted(
+COLOR_STEPS = sorted(
     name
     for name in registered_steps()
     if get_step(name).fn.__module__ == color.__name__ and get_step(name).kind == "color"
 )
 
 
-@pytest.mark.parametrize("name", [n for n in COLOUR_STEPS if get_step(n).device is not None])
+@pytest.mark.parametrize("name", [n for n in COLOR_STEPS if get_step(n).device is not None])
 def test_batched_apply_equals_per_image_step(name):
     """The fusing contract: draw per image, stack to [B], apply once on [B, H, W, C]."""
     spec = get_step(name)
@@ -232,7 +232,7 @@ def test_gamma_applies_per_image_values_to_a_batch():
         np.testing.assert_allclose(got, single, atol=TOLERANCE)
 
 
-@pytest.mark.parametrize("name", COLOUR_STEPS)
+@pytest.mark.parametrize("name", COLOR_STEPS)
 def test_extra_channels_pass_through(name):
     image = make_image(9, (4, 5, 5)).astype(np.uint8)
     params = get_step(name).resolve({})
@@ -285,7 +285,7 @@ def test_rgb_to_gray():
     assert get_step("rgb_to_gray").kind == "image"
 
 
-@pytest.mark.parametrize("name", [*COLOUR_STEPS, "rgb_to_gray"])
+@pytest.mark.parametrize("name", [*COLOR_STEPS, "rgb_to_gray"])
 def test_unknown_channel_count_is_a_trace_time_error(name):
     step = get_step(name)
     params = step.resolve({})
@@ -314,7 +314,7 @@ def test_works_in_dataset_map_with_unknown_sizes():
         assert got.numpy().min() >= 0.0 and got.numpy().max() <= 255.0
 
 
-@pytest.mark.parametrize("name", [n for n in COLOUR_STEPS if n.startswith("random_")])
+@pytest.mark.parametrize("name", [n for n in COLOR_STEPS if n.startswith("random_")])
 def test_same_seed_same_output_and_seeds_differ(name):
     image = make_image(13)
     params = get_step(name).resolve({})

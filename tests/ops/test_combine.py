@@ -11,10 +11,10 @@ from object_input import fields
 from object_input.ops import Augmentation, ConfigError, get_step, mixup, mosaic
 from object_input.ops.combine import beta
 
-COLOURS = (40, 90, 140, 190)
+COLORS = (40, 90, 140, 190)
 
 
-def _solid(height, width, colour, box_id, boxes=((0.0, 0.0, 1.0, 1.0),)):
+def _solid(height, width, color, box_id, boxes=((0.0, 0.0, 1.0, 1.0),)):
     boxes = np.array(boxes, np.float32)
     n = len(boxes)
     masks = np.zeros([n, height, width], np.uint8)
@@ -22,7 +22,7 @@ def _solid(height, width, colour, box_id, boxes=((0.0, 0.0, 1.0, 1.0),)):
         top, bottom = round(y0 * height), round(y1 * height)
         masks[i, top:bottom, round(x0 * width) : round(x1 * width)] = 1
     return {
-        fields.IMAGE: tf.fill([height, width, 3], tf.constant(colour, tf.uint8)),
+        fields.IMAGE: tf.fill([height, width, 3], tf.constant(color, tf.uint8)),
         fields.BOXES: tf.constant(boxes),
         fields.CLASSES: tf.fill([n], box_id % 7 + 1),
         fields.WEIGHTS: tf.ones([n]),
@@ -35,14 +35,14 @@ def _solid(height, width, colour, box_id, boxes=((0.0, 0.0, 1.0, 1.0),)):
 
 
 def test_mosaic_places_each_example_in_its_quarter(box_id):
-    examples = [_solid(10, 15, c, 100 * (i + 1)) for i, c in enumerate(COLOURS)]
+    examples = [_solid(10, 15, c, 100 * (i + 1)) for i, c in enumerate(COLORS)]
     out = as_numpy(
         mosaic(examples, seed=1, output_size=(20, 30), center_range=(0.5, 0.5), min_visible=0.25)
     )
     image = out[fields.IMAGE][..., 0]
     quarters = [image[:10, :15], image[:10, 15:], image[10:, :15], image[10:, 15:]]
-    for quarter, colour in zip(quarters, COLOURS, strict=True):
-        np.testing.assert_allclose(quarter, colour)
+    for quarter, color in zip(quarters, COLORS, strict=True):
+        np.testing.assert_allclose(quarter, color)
     np.testing.assert_array_equal(out["box_id"], [100, 200, 300, 400])
     np.testing.assert_allclose(
         out[fields.BOXES],
@@ -66,11 +66,11 @@ def test_mosaic_places_each_example_in_its_quarter(box_id):
 @st.composite
 def four_examples(draw):
     examples = []
-    for i, colour in enumerate(COLOURS):
+    for i, color in enumerate(COLORS):
         height, width = draw(st.integers(4, 16)), draw(st.integers(4, 16))
         y0, x0 = draw(st.floats(0.0, 0.6)), draw(st.floats(0.0, 0.6))
         boxes = [(y0, x0, y0 + draw(st.floats(0.2, 0.4)), x0 + draw(st.floats(0.2, 0.4)))]
-        examples.append(_solid(height, width, colour, 100 * (i + 1), boxes))
+        examples.append(_solid(height, width, color, 100 * (i + 1), boxes))
     return examples
 
 
@@ -87,12 +87,12 @@ def test_mosaic_boxes_stay_in_their_quarter_and_fields_aligned(box_id, examples,
     np.testing.assert_array_equal(out[fields.CLASSES], out["box_id"] % 7 + 1)
     for box, identity in zip(out[fields.BOXES], out["box_id"], strict=True):
         assert (box >= 0).all() and (box <= 1).all() and box[0] < box[2] and box[1] < box[3]
-        colour = COLOURS[identity // 100 - 1]
+        color = COLORS[identity // 100 - 1]
         # The box lies in the quarter that shows its example's colour.
         y0, x0 = np.floor(box[:2] * [24, 32]).astype(int)
         y1, x1 = np.maximum(np.ceil(box[2:] * [24, 32]).astype(int), [y0 + 1, x0 + 1])
         inner = image[y0:y1, x0:x1]
-        assert (np.abs(inner - colour) < 1e-3).mean() > 0.5
+        assert (np.abs(inner - color) < 1e-3).mean() > 0.5
 
 
 @settings(max_examples=10, deadline=None)

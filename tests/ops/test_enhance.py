@@ -131,13 +131,13 @@ def test_autocontrast_exact_and_flat_channels_kept():
 
 
 @pytest.mark.parametrize("channels", [1, 3, 4])
-def test_invert_exact_on_bytes_and_floats_colour_only(channels):
+def test_invert_exact_on_bytes_and_floats_color_only(channels):
     image = _image((3, 4, channels), seed=3)
     for given in (image, image.astype(np.float32)):
         out = _run(random_invert, given, probability=1.0)
-        colour = min(channels, 3) if channels != 2 else 1
-        np.testing.assert_array_equal(out[..., :colour], 255.0 - image[..., :colour])
-        np.testing.assert_array_equal(out[..., colour:], image[..., colour:])
+        color = min(channels, 3) if channels != 2 else 1
+        np.testing.assert_array_equal(out[..., :color], 255.0 - image[..., :color])
+        np.testing.assert_array_equal(out[..., color:], image[..., color:])
 
 
 @pytest.mark.parametrize("channels", [1, 3, 4])

@@ -12,7 +12,7 @@ from object_input.ops.fused_color import FusedColor
 
 TOLERANCE = 1e-3  # on the [0, 255] scale
 
-STANDARD_COLOUR = [
+STANDARD_COLOR = [
     "random_adjust_brightness",
     "random_adjust_contrast",
     "random_adjust_hue",
@@ -45,7 +45,7 @@ def exact_and_fused(steps, images, seeds):
 @settings(max_examples=8, deadline=None)
 @given(
     seed=st.integers(0, 2**16),
-    steps=st.permutations(STANDARD_COLOUR).flatmap(
+    steps=st.permutations(STANDARD_COLOR).flatmap(
         lambda order: st.integers(1, 4).map(lambda n: order[:n])
     ),
 )
@@ -79,7 +79,7 @@ def test_wide_parameters_and_repeated_steps_match():
         ["random_adjust_hue", "random_rgb_to_gray", "random_adjust_brightness"],
     ],
 )
-def test_grayscale_runs_fused_among_the_other_colour_steps(steps):
+def test_grayscale_runs_fused_among_the_other_color_steps(steps):
     # Half the images turn gray (probability 0.5 over 8 seeds draws both outcomes).
     steps = [(n, {"probability": 0.5}) if n == "random_rgb_to_gray" else n for n in steps]
     images = make_batch(5, size=8)
@@ -112,7 +112,7 @@ def test_distort_color_runs_fused_as_the_steps_it_chains(ordering):
 
 
 def test_uint8_images_and_leading_geometry():
-    steps = ["random_horizontal_flip", *STANDARD_COLOUR]
+    steps = ["random_horizontal_flip", *STANDARD_COLOR]
     images = make_batch(5).round().astype(np.uint8)
     exact, fused = exact_and_fused(steps, images, [tf.constant([1, i]) for i in range(4)])
     np.testing.assert_allclose(fused, exact, atol=TOLERANCE)
@@ -135,7 +135,7 @@ def test_draw_is_the_step_draws_of_the_augmentation():
             2,
             ("random_adjust_saturation",),
         ),
-        (STANDARD_COLOUR, 0, tuple(STANDARD_COLOUR)),
+        (STANDARD_COLOR, 0, tuple(STANDARD_COLOR)),
         (["random_adjust_hue", "random_horizontal_flip"], 2, None),
         (["random_adjust_hue", "random_solarize"], 2, None),
         (
@@ -161,18 +161,28 @@ def test_rejects_non_rgb_batches():
 
 @pytest.mark.parametrize("dtype", [tf.uint8, tf.bfloat16])
 def test_narrow_output_is_the_float_output_cast_like_the_steps(dtype):
-    stage = FusedColor.split(STANDARD_COLOUR)[1]
+    stage = FusedColor.split(STANDARD_COLOR)[1]
     images = tf.constant(make_batch(11))
     parameters = tf.stack([stage.draw(tf.constant([i, 3])) for i in range(4)])
-    colour = stage(images, parameters)
+    color = stage(images, parameters)
     narrow = stage(images, parameters, dtype)
     assert narrow.dtype == dtype
     if dtype.is_integer:
         # Rounded, not truncated: the batch has values that the two casts take apart.
-        assert np.any(tf.cast(colour, dtype).numpy() != tf.cast(tf.round(colour), dtype).numpy())
-        np.testing.assert_array_equal(narrow.numpy(), tf.cast(tf.round(colour), dtype).numpy())
+        assert np.any(tf.cast(color, dtype).numpy() != tf.cast(tf.round(color), dtype).numpy())
+        np.testing.assert_array_equal(narrow.numpy(), tf.cast(tf.round(color), dtype).numpy())
     else:
         np.testing.assert_array_equal(
             tf.bitcast(narrow, tf.uint16).numpy(),
-            tf.bitcast(tf.cast(colour, dtype), tf.uint16).numpy(),
+            tf.bitcast(tf.cast(color, dtype), tf.uint16).numpy(),
         )
+
+
+def test_colour_part_is_the_old_name_of_color_part():
+    import object_input.ops.fused_color as fused_color
+
+    with pytest.warns(
+        DeprecationWarning, match="fused_color.ColourPart moved to .*fused_color.ColorPart"
+    ):
+        old = fused_color.ColourPart
+    assert old is fused_color.ColorPart

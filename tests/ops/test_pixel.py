@@ -245,7 +245,7 @@ def _patch(out, image):
 
 
 @pytest.mark.parametrize("size", [3, 4])
-def test_patch_gaussian_changes_one_square_of_colour_channels(size):
+def test_patch_gaussian_changes_one_square_of_color_channels(size):
     image = np.full((30, 30, 4), 128.0, np.float32)
     params = {
         "min_patch_size": size,
