@@ -236,12 +236,12 @@ class ExampleDecoder:
         need_size = defer_image or bool(self.masks) or self.max_image_pixels is not None
         if self.checks == errors.NO_CHECKS:
             size, boxes = self._trusted_inputs(parsed, need_size)
-            return self._build(parsed, size, boxes, record_id, defer_image)
+            return self._checked_example(parsed, size, boxes, record_id, defer_image)
         checks = errors.RecordChecks(record_id, parsed[schema.SOURCE_ID])
         size, boxes = self._validate(parsed, checks, need_size)
         ok, error = checks.verdict(self.checks)
         parsed, size, boxes = _sanitized(parsed, size, boxes, ok)
-        out = self._build(parsed, size, boxes, record_id, defer_image)
+        out = self._checked_example(parsed, size, boxes, record_id, defer_image)
         return out if error is None else checks.flag(out, error)
 
     def _validate(
@@ -459,7 +459,7 @@ class ExampleDecoder:
         )
         check_masks(checks, schema.MASK, "PNGs", tf.size(raw), num, mask_sizes, size)
 
-    def _build(
+    def _checked_example(
         self,
         parsed: dict[str, tf.Tensor],
         size: tf.Tensor,

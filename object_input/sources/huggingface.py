@@ -267,7 +267,11 @@ class HuggingFace(Source):
             key: tf.zeros([0, *value.shape[1:]], value.dtype) for key, value in objects.items()
         }
         return errors.guarded(
-            checks, errors.FLAG, lambda chosen: self._build(features, chosen), objects, stand_in
+            checks,
+            errors.FLAG,
+            lambda chosen: self._checked_example(features, chosen),
+            objects,
+            stand_in,
         )
 
     def _image(self, payload: dict[str, tf.Tensor], checks: errors.RecordChecks) -> tf.Tensor:
@@ -339,7 +343,7 @@ class HuggingFace(Source):
                 out[key] = payload[key]
         return out
 
-    def _build(
+    def _checked_example(
         self, features: dict[str, tf.Tensor], objects: dict[str, tf.Tensor]
     ) -> dict[str, tf.Tensor]:
         """The example of a record whose objects passed their checks (or of their stand-ins)."""

@@ -340,12 +340,12 @@ class TFDS(Source):
             features[fields.CLASSES] = tf.ones(tf.shape(features[fields.BOXES])[:1], tf.int32)
         checks = self._checks(features, is_image)
         if not checks.items:
-            return _build(features)
+            return _checked_example(features)
         stand_in = stand_ins(features)
         if fields.ENCODED_IMAGE in features:
             stand_in[fields.ENCODED_IMAGE] = tf.constant(PLACEHOLDER_PNG)
             stand_in[fields.IMAGE_SHAPE] = tf.ones([2], tf.int32)
-        return errors.guarded(checks, errors.FLAG, _build, features, stand_in)
+        return errors.guarded(checks, errors.FLAG, _checked_example, features, stand_in)
 
     def _image(self, name: str, value: tf.Tensor) -> tf.Tensor:
         """The pixels of image field ``name``: decoded here when TFDS left them encoded."""
@@ -427,7 +427,7 @@ class TFDS(Source):
         return f"TFDS({self.name!r}, split={self.split!r}, fields {sorted(self.fields)})"
 
 
-def _build(features: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+def _checked_example(features: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
     """A record's feature dict from its checked values: boxes clipped (float noise), a deferred
     image marked for :func:`~object_input.deferred_image.realize`."""
     out = dict(features)
