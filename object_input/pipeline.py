@@ -19,8 +19,8 @@ from typing import Any, TypeVar
 import tensorflow as tf
 
 from object_input import batching, errors, fields, iterations, keras_layout, partners, per_example
-from object_input import options as _options
 from object_input.audit import DeliveryAudit
+from object_input.moved import moved_names
 from object_input.ops import Augmentation
 from object_input.options import (
     AUTOTUNE,
@@ -41,15 +41,7 @@ T = TypeVar("T")
 _MOVED = ("EMPTY_IMAGE_POLICIES", "OUTPUT_DTYPES", "TRAILING_STEPS")
 
 
-def __getattr__(name: str) -> Any:
-    if name in _MOVED:
-        warnings.warn(
-            f"object_input.pipeline.{name} is now object_input.options.{name}",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return getattr(_options, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = moved_names(__name__, dict.fromkeys(_MOVED, "object_input.options"))
 
 
 def _applies_config(fn: Callable[..., T]) -> Callable[..., T]:

@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import tensorflow as tf
 
 from object_input import deferred_image, fields
+from object_input.moved import moved_names
 from object_input.ops import boxes as box_ops
 from object_input.ops import core, field_handlers
 
@@ -45,15 +45,7 @@ _MOVED = (
 )
 
 
-def __getattr__(name: str) -> Any:
-    if name in _MOVED:
-        warnings.warn(
-            f"object_input.ops.transform.{name} is now object_input.ops.field_handlers.{name}",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return getattr(field_handlers, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = moved_names(__name__, dict.fromkeys(_MOVED, "object_input.ops.field_handlers"))
 
 
 INTERPOLATIONS = ("NEAREST", "BILINEAR")
