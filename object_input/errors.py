@@ -38,7 +38,9 @@ CHECK_MODES = (*CHECK_OUTCOMES, NO_CHECKS)
 
 # name -> description; the code of a reason is its position in this table, plus one.
 REASONS: dict[str, str] = {
-    "unreadable_file": "a file is truncated, corrupt, compressed (no flag) or not a TFRecord",
+    "unreadable_file": (
+        "a file is truncated, corrupt, compressed (no flag), not a TFRecord or cannot be opened"
+    ),
     "undecodable": "the record could not be parsed, its image decoded, or a step failed on it",
     "no_image": "image/encoded is missing or empty",
     "not_an_image": "image/encoded is not a JPEG, PNG, GIF or BMP image (nor raw pixels)",

@@ -4,6 +4,7 @@ skipped alone (never its batch neighbours), counted by reason and reported."""
 import gzip
 import io
 import itertools
+import json
 import logging
 import os
 import re
@@ -494,6 +495,68 @@ def test_repeating_records_that_all_fail_raise_instead_of_looping_forever(tmp_pa
     )
     assert "raised:" in run.stdout, run.stderr[-2000:]
     assert f"{path}:0: undecodable" in run.stdout
+
+
+VANISHED_CHECK = """
+import json, os, sys
+import tensorflow as tf
+import object_input as oi
+from object_input.inspection import verify_files
+from object_input.skips import stats
+folder, gone, on_error, verified = sys.argv[1:]
+if verified == "verified":
+    verify_files(folder)
+dataset = oi.make_dataset(
+    folder, batch_size=None, shuffle=False, on_error=on_error, reading={"num_readers": 1}
+)
+path = os.path.join(folder, "b.tfrecord")
+os.remove(path)
+if gone == "directory":
+    os.mkdir(path)
+try:
+    ids = [element["source_id"].numpy().decode() for element in dataset]
+    print(json.dumps([ids, stats(dataset).skipped, stats(dataset).offenders]))
+except tf.errors.OpError as error:
+    print(json.dumps([type(error).__name__, error.message]))
+"""
+
+
+@pytest.mark.parametrize(
+    "gone, on_error, verified",
+    [
+        ("deleted", "raise", ""),
+        ("deleted", "skip", ""),
+        ("directory", "skip", ""),
+        ("deleted", "skip", "verified"),
+    ],
+)
+def test_file_gone_after_listing_raises_naming_it_or_is_counted(tmp_path, gone, on_error, verified):
+    # TensorFlow's reader does not move past a file it cannot open: under ignore_errors it
+    # failed on it forever. A subprocess, so that a regression fails, not hangs.
+    for name in "ab":
+        _write(tmp_path / f"{name}.tfrecord", [_good(i).SerializeToString() for i in range(2)])
+    path = tmp_path / "b.tfrecord"
+    run = subprocess.run(
+        [sys.executable, "-c", VANISHED_CHECK, str(tmp_path), gone, on_error, verified],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    outcome = json.loads(run.stdout)
+    cannot_open = f"file {path}: cannot read record 0 at byte 0: cannot be opened"
+    if verified:
+        # Verified files are read plainly: TensorFlow's own error, naming the file.
+        assert outcome[0] == "NotFoundError", outcome
+        assert f"{path}; No such file or directory" in outcome[1], outcome
+    elif on_error == "raise":
+        assert outcome[0] == "InvalidArgumentError" and cannot_open in outcome[1], outcome
+    else:
+        ids, skipped, offenders = outcome
+        assert ids == ["good-0", "good-1"] and skipped == {"unreadable_file": 1}, outcome
+        assert offenders[0].startswith(f"{path}:0: unreadable_file: "), offenders
+        assert cannot_open in offenders[0], offenders
 
 
 def test_every_registered_source_declares_a_sample_next_to_itself():

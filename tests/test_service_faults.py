@@ -252,9 +252,9 @@ def test_restarted_dispatcher_resumes_the_job(verified_dir, shared):
 
 
 def test_worker_that_cannot_read_a_file_names_it(tmp_path, shared):
-    # Verified files: their reader raises where the file cannot be opened. (The byte-counting
-    # reader of unverified files loops in ignore_errors on a file that vanished, on one
-    # machine too: sources/integrity.py.)
+    # Verified files: their reader raises TensorFlow's own error where the file cannot be
+    # opened. (The byte-counting reader of unverified files marks it unreadable_file:
+    # test_on_error.test_file_gone_after_listing_raises_naming_it_or_is_counted.)
     write_synthetic_dataset(tmp_path, num_examples=12, num_shards=3, seed=2)
     verify_files(str(tmp_path))
     gone = sorted(tmp_path.glob("*.tfrecord"))[1]

@@ -5,7 +5,8 @@ file cut inside a record header without any error. Here each file's records are 
 their framing (12 header bytes + data + 4 CRC bytes) and, when the file ends, the bytes read are
 compared with the bytes the file holds: its size, for GZIP the uncompressed size in its trailer,
 for ZLIB (whose stream carries no size) the size found by inflating the file once, in Python,
-when the dataset is built. A shortfall is the file-level error ``unreadable_file``: raised naming
+when the dataset is built. A shortfall, or a file that can no longer be opened (deleted since it
+was listed, unreadable, a directory), is the file-level error ``unreadable_file``: raised naming
 the file, the record and the byte offset, or, for a reader that marks (``ReadContext.marks``),
 reported as a marked element so the records before it are kept and the pipeline can count the
 file's loss.
@@ -97,28 +98,48 @@ def checked_records(
     id); a filter that picks its flag drops the end element of a file read to its end.
     """
     raising = not marks
-    # No buffer_size: TensorFlow's default read-ahead, raised for GCS on Cloud TPU and for S3.
-    # (TensorFlow 2.21 logs one INFO line per process either way; a given size would read "the
-    # default ... is overridden by the user specified buffer_size", though no user gave one.)
-    records = tf.data.TFRecordDataset(path, compression_type=compression)
-    # Reading stops at the first unreadable byte; the count below tells that from a clean end.
-    records = records.ignore_errors(log_warning=not raising)
-    # Each record with an end flag, then one end element: a zip and a concatenation, no
-    # function per record.
-    flags = tf.data.Dataset.from_tensors(tf.constant(False)).repeat()
-    ends = tf.data.Dataset.from_tensors((tf.constant(""), tf.constant(True)))
-    stream = tf.data.Dataset.zip(records, flags).concatenate(ends)
+    # TensorFlow's reader does not move past a file it cannot open (deleted since it was listed,
+    # unreadable, a directory): under ignore_errors it would fail on it again forever. The file
+    # is opened once first, in a map, whose failure ignore_errors drops once: ``opened``.
+    opened = (
+        tf.data.Dataset.from_tensors(path)
+        .map(_opens)
+        .ignore_errors()
+        .concatenate(tf.data.Dataset.from_tensors(tf.constant(False)))
+        .take(1)
+    )
+
+    def file_stream(is_open: tf.Tensor) -> tf.data.Dataset:
+        # Nothing is read from a file that cannot be opened: its end element says so.
+        everything = tf.where(is_open, tf.constant(-1, tf.int64), tf.constant(0, tf.int64))
+        # No buffer_size: TensorFlow's default read-ahead, raised for GCS on Cloud TPU and for
+        # S3. (TensorFlow 2.21 logs one INFO line per process either way; a given size would
+        # read "the default ... is overridden by the user specified buffer_size", though no
+        # user gave one.)
+        records = tf.data.TFRecordDataset(path, compression_type=compression)
+        # Reading stops at the first unreadable byte; the count below tells that from a clean
+        # end.
+        readable = records.ignore_errors(log_warning=not raising).take(everything)
+        # Each record with an end flag, then one end element: a zip and a concatenation, no
+        # function per record.
+        flags = tf.data.Dataset.from_tensors((tf.constant(False), is_open)).repeat()
+        ends = tf.data.Dataset.from_tensors((tf.constant(""), (tf.constant(True), is_open)))
+        return tf.data.Dataset.zip(readable, flags).concatenate(ends)
+
+    stream = opened.flat_map(file_stream)
     unreadable = errors.code("unreadable_file")
 
     @tf.autograph.experimental.do_not_convert
     def step(state, element):
         index, consumed = state
-        payload, is_end = element
+        payload, (is_end, is_open) = element
         if_gzip = tf.equal(compression, "GZIP")
         seen = tf.where(if_gzip, consumed % 2**32, consumed)
-        complete = tf.equal(seen, expected)
+        complete = tf.equal(seen, expected) & is_open
         failed = is_end & ~complete
-        detail = tf.cond(failed, lambda: _why(path, index, consumed, expected, compression), str)
+        detail = tf.cond(
+            failed, lambda: _why(path, index, consumed, expected, compression, is_open), str
+        )
         length = tf.cast(tf.strings.length(payload), tf.int64) + _FRAMING
         state = (index + 1, consumed + tf.where(is_end, tf.constant(0, tf.int64), length))
         name = record_id(index)
@@ -138,8 +159,15 @@ def checked_records(
     return scanned.filter(lambda keep, record: keep).map(lambda keep, record: record)
 
 
-def _why(path, index, consumed, expected, compression) -> tf.Tensor:
-    """The message for a file that ended ``expected - consumed`` bytes early."""
+def _opens(path: tf.Tensor) -> tf.Tensor:
+    """True, or an error where ``path`` cannot be opened and read (its first byte, if any)."""
+    first = tf.data.FixedLengthRecordDataset(path, 1, buffer_size=1).take(1)
+    return first.reduce(tf.constant(True), lambda opens, _: opens)
+
+
+def _why(path, index, consumed, expected, compression, is_open) -> tf.Tensor:
+    """The message for a file that could not be opened or ended ``expected - consumed`` bytes
+    early."""
     where = tf.strings.join(
         [
             "file ",
@@ -162,6 +190,12 @@ def _why(path, index, consumed, expected, compression) -> tf.Tensor:
     # for a failed file) by selects rather than a nested branch function per case.
     why = tf.strings.join([of, ": the record is truncated or corrupt (length or CRC mismatch)"])
     cases = [
+        (
+            ~is_open,
+            tf.constant(
+                ": cannot be opened (deleted since it was listed, unreadable or not a file)"
+            ),
+        ),
         (
             plain & nothing_read,
             tf.constant(
