@@ -329,10 +329,7 @@ class CaffeLMDB(Source):
     def sample(cls, folder: str, damage: int | None = None) -> CaffeLMDB:
         lmdb = _import_lmdb()
         values = [cls._sample_record(i) for i in range(samples.RECORDS)]
-        if damage == samples.CERTAIN:
-            values[samples.DAMAGED] = cls._sample_record(samples.DAMAGED, spoiled=True)
-        elif damage is not None:
-            values[samples.DAMAGED] = samples.mutated(values[samples.DAMAGED], damage)
+        values = samples.spoiled(values, damage, cls._sample_record(samples.DAMAGED, spoiled=True))
         path = os.path.join(folder, "db")
         env = lmdb.open(path, map_size=1 << 24)
         with env.begin(write=True) as txn:

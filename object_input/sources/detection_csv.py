@@ -170,11 +170,7 @@ class DetectionCSV(Source):
 
     @classmethod
     def sample(cls, folder: str, damage: int | None = None) -> DetectionCSV:
-        images = [samples.png(i) for i in range(samples.RECORDS)]
-        if damage == samples.CERTAIN:
-            images[samples.DAMAGED] = b"GIF7 not an image"
-        elif damage is not None:
-            images[samples.DAMAGED] = samples.mutated(images[samples.DAMAGED], damage)
+        images = samples.images(damage)
         side = samples.SIDE
         ymin, xmin, ymax, xmax = (side * c for c in samples.BOX)
         rows = [",".join(COLUMNS)]

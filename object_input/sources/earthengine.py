@@ -395,14 +395,8 @@ class EarthEngine(Source):
             return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
 
         patches = [patch(i) for i in range(samples.RECORDS)]
-        if damage == samples.CERTAIN:
-            patches[samples.DAMAGED] = patch(samples.DAMAGED, length=5)
-        elif damage is not None:
-            patches[samples.DAMAGED] = samples.mutated(patches[samples.DAMAGED], damage)
-        path = os.path.join(folder, "export-00000.tfrecord")
-        with tf.io.TFRecordWriter(path) as writer:
-            for record in patches:
-                writer.write(record)
+        patches = samples.spoiled(patches, damage, patch(samples.DAMAGED, length=5))
+        path = samples.write_tfrecord(os.path.join(folder, "export-00000.tfrecord"), patches)
         return cls(path, bands=list(bands), patch_size=size)
 
     def __repr__(self) -> str:
@@ -489,15 +483,10 @@ class EarthEngineTable(Source):
             example = tf.train.Example(features=tf.train.Features(feature={"value": feature}))
             return example.SerializeToString()
 
-        rows = [row([float(i), 0.5]) for i in range(samples.RECORDS)]
-        if damage == samples.CERTAIN:
-            rows[samples.DAMAGED] = row([1.0])
-        elif damage is not None:
-            rows[samples.DAMAGED] = samples.mutated(rows[samples.DAMAGED], damage)
-        path = os.path.join(folder, "table.tfrecord.gz")
-        with tf.io.TFRecordWriter(path, "GZIP") as writer:
-            for record in rows:
-                writer.write(record)
+        rows = samples.spoiled(
+            [row([float(i), 0.5]) for i in range(samples.RECORDS)], damage, row([1.0])
+        )
+        path = samples.write_tfrecord(os.path.join(folder, "table.tfrecord.gz"), rows, "GZIP")
         return cls(path, {"value": 2})
 
     def __repr__(self) -> str:

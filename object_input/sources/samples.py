@@ -23,6 +23,8 @@ CERTAIN = 0
 BOX = (0.25, 0.25, 0.75, 0.5)
 #: Image side in pixels.
 SIDE = 8
+#: Bytes of no image format.
+NOT_AN_IMAGE = b"GIF7 not an image"
 
 
 def pixels(index: int) -> np.ndarray:
@@ -45,6 +47,33 @@ def mutated(data: bytes, seed: int) -> bytes:
         if out:
             out[rng.integers(0, len(out))] = rng.integers(0, 256)
     return bytes(out[: max(0, len(out) - int(rng.integers(0, 17)))])
+
+
+def spoiled(records: list[bytes], damage: int | None, certain: bytes) -> list[bytes]:
+    """``records`` with record :data:`DAMAGED` spoiled by ``damage``: replaced by ``certain``
+    under :data:`CERTAIN`, its bytes changed by :func:`mutated` under any other seed, unchanged
+    under None."""
+    out = list(records)
+    if damage == CERTAIN:
+        out[DAMAGED] = certain
+    elif damage is not None:
+        out[DAMAGED] = mutated(out[DAMAGED], damage)
+    return out
+
+
+def images(damage: int | None) -> list[bytes]:
+    """Every record's PNG, record :data:`DAMAGED`'s spoiled (not an image under ``CERTAIN``)."""
+    return spoiled([png(i) for i in range(RECORDS)], damage, NOT_AN_IMAGE)
+
+
+def write_tfrecord(path: str, records: list[bytes], compression: str = "") -> str:
+    """``records`` written as a TFRecord file at ``path``; the path."""
+    import tensorflow as tf
+
+    with tf.io.TFRecordWriter(path, compression) as writer:
+        for record in records:
+            writer.write(record)
+    return path
 
 
 def spoiled_box(seed: int) -> list[float]:

@@ -144,16 +144,9 @@ class TFRecord(Source):
             ).SerializeToString()
             for i in range(samples.RECORDS)
         ]
-        if damage == samples.CERTAIN:
-            bad = build_example(b"GIF7 not an image", source_id="bad", **size)
-            records[samples.DAMAGED] = bad.SerializeToString()
-        elif damage is not None:
-            records[samples.DAMAGED] = samples.mutated(records[samples.DAMAGED], damage)
-        path = os.path.join(folder, "sample.tfrecord")
-        with tf.io.TFRecordWriter(path) as writer:
-            for record in records:
-                writer.write(record)
-        return cls(path)
+        bad = build_example(samples.NOT_AN_IMAGE, source_id="bad", **size).SerializeToString()
+        records = samples.spoiled(records, damage, bad)
+        return cls(samples.write_tfrecord(os.path.join(folder, "sample.tfrecord"), records))
 
     def __repr__(self) -> str:
         return f"TFRecord({len(self.files)} files, first {self.files[0]!r})"
