@@ -454,8 +454,9 @@ def verify_files(
     and record the files whose records all pass, read to their end, in manifests beside them.
 
     The decoding settings are those ``make_dataset`` is given for training (``label_map``,
-    ``masks``, ``num_keypoints``, ``decoding``); ``make_dataset`` trusts a manifest only under
-    the same ones (:mod:`object_input.manifest`). A file with a bad record loses its entry.
+    ``masks``, ``num_keypoints``, ``decoding``); ``make_dataset`` trusts a manifest under
+    settings that ask no check these did not run (:func:`object_input.manifest.uncovered`).
+    A file with a bad record loses its entry.
     ``write=False`` only reports.
     """
     settings = {
@@ -494,11 +495,13 @@ def verify_file(
     dataset.map(lambda features: features[fields.RECORD_ID]).reduce(0, lambda n, _: n + 1)
     counts = skips.counter_of(dataset).snapshot()
     verdict = FileVerdict(path, counts.passed, counts.total_skipped, counts.offenders)
-    if verdict.verified and manifest.file_facts(path) != before:
-        verdict = FileVerdict(path, counts.passed, 1, (f"{path}: changed while verified",))
     if not verdict.verified:
         return verdict, None
-    return verdict, manifest.entry(before, counts.passed, tfrecord.decoder.settings())
+    classes = manifest.class_facts(path, compression_of(path, compression))
+    if manifest.file_facts(path) != before:
+        return FileVerdict(path, counts.passed, 1, (f"{path}: changed while verified",)), None
+    settings = tfrecord.decoder.settings()
+    return verdict, manifest.entry(before, counts.passed, settings, classes)
 
 
 def record_verdicts(

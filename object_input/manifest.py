@@ -3,11 +3,12 @@
 ``object-input inspect --verify`` (:func:`object_input.inspection.verify_files`) decodes every
 record of a file through the pipeline's checks; a file whose records all pass and that reads to
 its end gets an entry in :data:`MANIFEST_NAME` in its folder: its size, modification time, a
-fingerprint of its first and last :data:`FINGERPRINT_BYTES`, its record count, the fingerprint
-of the decoding settings it was verified under (and the settings themselves, to say what
-differs) and the package version. ``make_dataset`` reads a source's files without the checks
-when every file's entry still matches (:func:`trusted`); otherwise it checks them all, and warns
-once saying what differs and what to run. Writing a file (:func:`forget`) drops its entry.
+fingerprint of its first and last :data:`FINGERPRINT_BYTES`, its record count, the decoding
+settings it was verified under, what its records hold of classes (:func:`class_facts`) and the
+package version. ``make_dataset`` reads a source's files without the checks when every file's
+entry still holds (:func:`trusted`): the file is unchanged and the read asks no check that the
+verification did not run (:func:`uncovered`); otherwise it checks them all, and warns once
+saying what does not hold and what to run. Writing a file (:func:`forget`) drops its entry.
 """
 
 from __future__ import annotations
@@ -22,23 +23,31 @@ from typing import Any
 
 import tensorflow as tf
 
-from object_input import __version__
+from object_input import __version__, schema
 
 #: The manifest file, one per folder of verified files.
 MANIFEST_NAME = "object_input_manifest.json"
 #: Bytes hashed at each end of a file for its content fingerprint.
 FINGERPRINT_BYTES = 1 << 20
-_FORMAT = 1
-# What must still match for an entry to hold, besides the settings fingerprint.
+_FORMAT = 2
+# What must still match for an entry to hold.
 _FILE_KEYS = ("size", "mtime_ns", "fingerprint")
-# Files named in a warning about a manifest that does not hold.
+# Settings whose value here runs no check of its own: a read with it is covered by a
+# verification under any value (masks=None reads no mask, boxes_out_of_range="clip" drops the
+# range check, ...).
+_RELAXED = {
+    "masks": None,
+    "num_keypoints": 0,
+    "multiclass_scores": False,
+    "boxes_out_of_range": "clip",
+}
+# Settings whose checks depend on what the records hold of classes (:func:`class_facts`), not
+# on the settings verified with.
+_BY_CLASSES = ("label_map", "unknown_classes")
+# Files (and class names) named in a warning about a manifest that does not hold.
 _NAMED = 5
-
-
-def settings_fingerprint(settings: Mapping[str, Any]) -> str:
-    """A short hash of decoding settings (``ExampleDecoder.settings()``)."""
-    text = json.dumps(settings, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+# Records parsed at a time for :func:`class_facts`.
+_FACT_BATCH = 1024
 
 
 def file_facts(path: str) -> dict[str, Any]:
@@ -110,14 +119,64 @@ def forget(paths: Iterable[str]) -> None:
             record({}, [os.path.join(os.path.dirname(manifest), name) for name in names])
 
 
-def entry(facts: Mapping[str, Any], records: int, settings: Mapping[str, Any]) -> dict[str, Any]:
+def class_facts(path: str, compression: str = "") -> dict[str, Any]:
+    """What the records of ``path`` hold of classes, the part of the data that decides the
+    class checks of any label map (:func:`uncovered`): ``by_id``, whether every record gives
+    one ``image/object/class/label`` per box; ``one_name_per_box``, whether every
+    ``image/object/class/text`` list is empty or one name per box; ``names``, each class name
+    with the ids that records give beside it (none: only given without ids)."""
+    spec = {
+        schema.BOX_KEYS[0]: tf.io.RaggedFeature(tf.float32),
+        schema.CLASS_LABEL: tf.io.RaggedFeature(tf.int64),
+        schema.CLASS_TEXT: tf.io.RaggedFeature(tf.string),
+    }
+    batches = (
+        tf.data.TFRecordDataset(path, compression)
+        .batch(_FACT_BATCH)
+        .map(lambda records: tf.io.parse_example(records, spec))
+    )
+    by_id = one_name_per_box = True
+    names: dict[str, set[int]] = {}
+    for batch in batches:
+        boxes = batch[schema.BOX_KEYS[0]].row_lengths()
+        labels, texts = batch[schema.CLASS_LABEL], batch[schema.CLASS_TEXT]
+        by_id &= bool(tf.reduce_all(labels.row_lengths() == boxes))
+        num_texts = texts.row_lengths()
+        one_name_per_box &= bool(tf.reduce_all((num_texts == 0) | (num_texts == boxes)))
+        paired = num_texts == labels.row_lengths()
+        for name in tf.unique(tf.ragged.boolean_mask(texts, ~paired).flat_values).y.numpy():
+            names.setdefault(name.decode(), set())
+        pairs = tf.strings.join(
+            [
+                tf.ragged.boolean_mask(texts, paired).flat_values,
+                tf.strings.as_string(tf.ragged.boolean_mask(labels, paired).flat_values),
+            ],
+            separator="\0",
+        )
+        for pair in tf.unique(pairs).y.numpy():
+            # The id follows the last separator: a name may hold one, an id cannot.
+            name, id_ = pair.decode().rsplit("\0", 1)
+            names.setdefault(name, set()).add(int(id_))
+    return {
+        "by_id": by_id,
+        "one_name_per_box": one_name_per_box,
+        "names": {name: sorted(ids) for name, ids in sorted(names.items())},
+    }
+
+
+def entry(
+    facts: Mapping[str, Any],
+    records: int,
+    settings: Mapping[str, Any],
+    classes: Mapping[str, Any],
+) -> dict[str, Any]:
     """A file's manifest entry: its :func:`file_facts`, record count, the decoding ``settings``
-    and their fingerprint."""
+    it was verified under and its :func:`class_facts` ``classes``."""
     return {
         **facts,
         "records": records,
-        "settings": settings_fingerprint(settings),
         "decoding": dict(settings),
+        "classes": dict(classes),
         "version": __version__,
     }
 
@@ -129,29 +188,86 @@ def mismatch(path: str, found: Mapping[str, Any] | None, settings: Mapping[str, 
         return "not in the manifest"
     if found.get("version") != __version__:
         return f"verified by object_input {found.get('version')}, this is {__version__}"
-    if found.get("settings") != settings_fingerprint(settings):
-        if "decoding" in found:
-            return settings_difference(found["decoding"], settings)
-        return "verified under other decoding settings"
+    why = uncovered(found["decoding"], found["classes"], settings)
+    if why is not None:
+        return why
     facts = file_facts(path)
     changed = [key for key in _FILE_KEYS if found.get(key) != facts[key]]
     return f"changed since it was verified ({', '.join(changed)})" if changed else None
 
 
-def _setting(name: str, value: Any, other: Any) -> str:
-    if name != "label_map" or value is None:
-        return f"{name}={value!r}"
-    if other is not None:
-        return "another label_map"
-    return f"a label_map of {len(value)} {'class' if len(value) == 1 else 'classes'}"
+def uncovered(
+    verified: Mapping[str, Any], classes: Mapping[str, Any], settings: Mapping[str, Any]
+) -> str | None:
+    """Which checks that a read under the decoding ``settings`` runs were not run by a
+    verification under the settings ``verified`` of records holding ``classes``
+    (:func:`class_facts`), or None when it ran them all.
+
+    A setting covers a read with the same value, and with its value in :data:`_RELAXED`
+    (which runs no check of its own); ``extra_features`` covers a read of some of them; the
+    label map and ``unknown_classes`` are decided by the records' classes: a read without a
+    label map needs an id per box, a read with one needs one name per box (or none), every
+    name in it (``unknown_classes="error"``) and the ids that records give beside a name to be
+    the label map's.
+    """
+    now = json.loads(json.dumps(settings))  # tuples as the manifest's lists
+    names = [
+        name
+        for name in sorted({*verified, *now})
+        if name not in _BY_CLASSES and not _covers(name, verified.get(name), now.get(name))
+    ]
+    if names:
+        return settings_difference(verified, now, names)
+    return _classes_uncovered(classes, now["label_map"], now["unknown_classes"])
 
 
-def settings_difference(verified: Mapping[str, Any], now: Mapping[str, Any]) -> str:
-    """``"verified with masks='png', read with masks=None"``: the settings that differ."""
-    now = json.loads(json.dumps(now))  # tuples as the manifest's lists
-    names = [name for name in sorted({*verified, *now}) if verified.get(name) != now.get(name)]
-    before = ", ".join(_setting(name, verified.get(name), None) for name in names)
-    after = ", ".join(_setting(name, now.get(name), verified.get(name)) for name in names)
+def _covers(name: str, verified: Any, now: Any) -> bool:
+    if name == "extra_features":
+        return all(verified.get(key) == spec for key, spec in now.items())
+    return now == verified or (name in _RELAXED and now == _RELAXED[name])
+
+
+def _classes_uncovered(
+    classes: Mapping[str, Any], label_map: list[list[Any]] | None, unknown_classes: str
+) -> str | None:
+    if not label_map:  # an empty label map looks nothing up: as none
+        if classes["by_id"]:
+            return None
+        return (
+            "read with label_map=None, records that give classes by name alone "
+            f"({schema.CLASS_TEXT}, no {schema.CLASS_LABEL}) have no class"
+        )
+    if not classes["one_name_per_box"]:
+        return (
+            f"read with a label_map, records whose {schema.CLASS_TEXT} is not one name per box fail"
+        )
+    ids = dict(label_map)
+    missing = [name for name in classes["names"] if name not in ids]
+    if missing and unknown_classes == "error":
+        return f"read with a label_map that lacks {_quoted(missing)}, named by the records"
+    wrong = [
+        f"{name!r} is id {ids[name]} there, {' and '.join(map(str, given))} in the records"
+        for name, given in classes["names"].items()
+        if name in ids and any(id_ != ids[name] for id_ in given)
+    ]
+    if wrong:
+        shown = "; ".join(wrong[:_NAMED])
+        return f"read with a label_map that disagrees with the records' class ids: {shown}"
+    return None
+
+
+def _quoted(names: Sequence[str]) -> str:
+    shown = ", ".join(repr(name) for name in names[:_NAMED])
+    return shown + (f" and {len(names) - _NAMED} more" if len(names) > _NAMED else "")
+
+
+def settings_difference(
+    verified: Mapping[str, Any], now: Mapping[str, Any], names: Sequence[str]
+) -> str:
+    """``"verified with masks=None, read with masks='png'"``: the settings ``names`` as
+    verified and as read now."""
+    before = ", ".join(f"{name}={verified.get(name)!r}" for name in names)
+    after = ", ".join(f"{name}={now.get(name)!r}" for name in names)
     return f"verified with {before}, read with {after}"
 
 
@@ -205,7 +321,7 @@ def untrusted_message(reasons: Mapping[str, Sequence[str]], total: int) -> str:
         if len(paths) > _NAMED:
             named += f" and {len(paths) - _NAMED} more"
         groups.append(f"{len(paths)} {'file' if len(paths) == 1 else 'files'} ({named}): {why}")
-    settings = any(why.startswith("verified with") for why in reasons)
+    settings = any(why.startswith(("verified with", "read with")) for why in reasons)
     advice = (
         "read them with the settings they were verified with, or verify them under these: "
         "object-input inspect --verify FILES with the same --label-map, --masks and "

@@ -272,15 +272,72 @@ def test_demo_again_leaves_no_stale_manifest_and_warnings_are_one_line(
     assert cli.main(["demo", "--output", "data", *SMALL["demo"]]) == 0
     assert not os.path.exists("data/object_input_manifest.json")
     assert capsys.readouterr().err == ""
-    assert cli.main(verify) == 0
+    assert cli.main(verify[:3]) == 0  # without the config: no masks
     capsys.readouterr()
-    assert cli.main(["show", "data/train-*.tfrecord", "-n", "1", "-o", "grid.png"]) == 0
+    assert cli.main(["show", "--config", "data/pipeline.config", "-n", "1", "-o", "grid.png"]) == 0
     assert capsys.readouterr().err == (
         "object-input: warning: verified manifest not used, every record is checked: all 2 "
-        "files: verified with a label_map of 3 classes, read with label_map=None; read them with "
+        "files: verified with masks=None, read with masks='png'; read them with "
         "the settings they were verified with, or verify them under these: object-input inspect "
         "--verify FILES with the same --label-map, --masks and --num-keypoints\n"
     )
+
+
+def _readme_make_dataset_calls() -> list[str]:
+    """The source of each ``oi.make_dataset(...)`` call of the README's python blocks."""
+    import ast
+
+    text = (ROOT / "README.md").read_text()
+    calls = []
+    for block in re.findall(r"^```python\n(.*?)^```", text, re.M | re.S):
+        for node in ast.walk(ast.parse(block)):
+            if isinstance(node, ast.Call) and ast.unparse(node.func) == "oi.make_dataset":
+                calls.append(ast.get_source_segment(block, node))
+    return calls
+
+
+def test_readme_sequence_reads_verified_data_without_a_warning(tmp_path, monkeypatch, capsys):
+    import warnings
+
+    import object_input as oi
+    from object_input.sources.tfrecord import TFRecord
+
+    pytest.importorskip("matplotlib")
+    monkeypatch.chdir(tmp_path)
+    readme = _readme_commands()
+    verify = next(argv for argv in readme if "--verify" in argv)
+    assert verify == [
+        "inspect", "--verify", "data/train-*.tfrecord", "--config", "data/pipeline.config"
+    ]  # fmt: skip
+    assert cli.main(["demo", "--output", "data", *SMALL["demo"]]) == 0
+    assert cli.main(verify) == 0
+    calls = _readme_make_dataset_calls()
+    assert len(calls) == 2 and all('"data/train-*.tfrecord"' in call for call in calls)
+    config = 'oi.make_dataset(config=oi.load_pipeline_config("data/pipeline.config"))'
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        first, _keras = (eval(call, {"oi": oi}) for call in calls)
+        from_config = eval(config, {"oi": oi})
+    # Verified, so read without checks: the datasets of finite epochs know their length.
+    assert len(first) == len(from_config) == 2  # 12 records in batches of 8
+    assert len(list(first)) == 2
+    assert TFRecord("data/train-*.tfrecord").verified
+    capsys.readouterr()
+    for argv in (
+        ["show", "--config", "data/pipeline.config"],
+        ["show", "data/train-*.tfrecord", "--label-map", "data/label_map.pbtxt"],
+        ["show", "data/train-*.tfrecord"],
+    ):
+        assert cli.main([*argv, "-n", "1", "-o", "grid.png"]) == 0, argv
+        assert capsys.readouterr().err == "", argv
+    with pytest.warns(UserWarning) as seen:
+        oi.make_dataset("data/train-*.tfrecord", batch_size=8, num_keypoints=1)
+    assert [str(w.message) for w in seen] == [
+        "verified manifest not used, every record is checked: all 2 files: verified with "
+        "num_keypoints=0, read with num_keypoints=1; read them with the settings they were "
+        "verified with, or verify them under these: object-input inspect --verify FILES with "
+        "the same --label-map, --masks and --num-keypoints"
+    ]
 
 
 def test_printed_commands_run_without_an_activated_venv(tmp_path, monkeypatch):

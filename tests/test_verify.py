@@ -79,7 +79,12 @@ def test_manifest_records_clean_files(tmp_path):
     assert entry["records"] == 5
     assert entry["version"] == oi.__version__
     settings = TFRecord(paths, masks="png").decoder.settings()
-    assert entry["settings"] == manifest.settings_fingerprint(settings)
+    assert entry["decoding"] == json.loads(json.dumps(settings))
+    assert entry["classes"] == {
+        "by_id": True,
+        "one_name_per_box": True,
+        "names": {"cat": [1], "dog": [2]},
+    }
     assert TFRecord(str(tmp_path), masks="png").verified
 
 
@@ -171,10 +176,10 @@ def test_other_settings_fall_back_with_one_sentence_on_what_differs(tmp_path):
     _dataset(tmp_path, count=2)
     verify_files(str(tmp_path))
     with pytest.warns(UserWarning) as seen:
-        assert not TFRecord(str(tmp_path), label_map=LABEL_MAP, masks="png").verified
+        assert not TFRecord(str(tmp_path), num_keypoints=2, masks="png").verified
     assert [str(w.message) for w in seen] == [
         "verified manifest not used, every record is checked: all 2 files: verified with "
-        "label_map=None, masks=None, read with a label_map of 2 classes, masks='png'; read them "
+        "masks=None, num_keypoints=0, read with masks='png', num_keypoints=2; read them "
         "with the settings they were verified with, or verify them under these: object-input "
         "inspect --verify FILES with the same --label-map, --masks and --num-keypoints"
     ]
@@ -182,12 +187,15 @@ def test_other_settings_fall_back_with_one_sentence_on_what_differs(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert not TFRecord(str(tmp_path), decoding={"trust_manifest": False}).verified
+        # The records give ids, and each name beside the label map's id for it.
+        assert TFRecord(str(tmp_path), label_map=LABEL_MAP).verified
     verify_files(str(tmp_path), label_map=LABEL_MAP)
-    assert TFRecord(str(tmp_path), label_map=LABEL_MAP).verified
-    with pytest.warns(
-        UserWarning, match="verified with a label_map of 2 classes, read with another label_map;"
-    ):
+    with pytest.warns(UserWarning) as seen:
         assert not TFRecord(str(tmp_path), label_map={"cat": 1}).verified
+    assert str(seen[0].message).startswith(
+        "verified manifest not used, every record is checked: all 2 files: read with a "
+        "label_map that lacks 'dog', named by the records; read them with the settings"
+    )
 
 
 def test_writing_shards_drops_their_manifest_entries(tmp_path):
@@ -246,5 +254,182 @@ def test_verified_files_give_the_dataset_its_length(tmp_path):
         {"reading": {"num_shards": 2, "shard_index": 0}},
     ):
         assert length(**options) in (unknown, int(tf.data.INFINITE_CARDINALITY)), options
-    with pytest.warns(UserWarning, match="verified with masks='png', read with masks=None"):
-        assert length(masks=None) == unknown
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert length(masks=None) == 7  # reads no mask: the verification covers it
+    with pytest.warns(
+        UserWarning, match="verified with num_keypoints=0, read with num_keypoints=1;"
+    ):
+        assert length(num_keypoints=1) == unknown
+
+
+def _classes_record(boxes: int, classes=(), texts=()) -> bytes:
+    """A record of only what class facts read: ``boxes`` ymin values, class ids and names."""
+    feature = {
+        "image/object/bbox/ymin": tf.train.Feature(
+            float_list=tf.train.FloatList(value=[0.1] * boxes)
+        ),
+        "image/object/class/label": tf.train.Feature(int64_list=tf.train.Int64List(value=classes)),
+        "image/object/class/text": tf.train.Feature(
+            bytes_list=tf.train.BytesList(value=[text.encode() for text in texts])
+        ),
+    }
+    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+
+
+def test_class_facts_say_what_the_records_hold_of_classes(tmp_path):
+    both = _classes_record(2, [1, 2], ["cat", "dog"])
+    names_only = _classes_record(1, texts=["cat"])
+    ids_only = _classes_record(1, [2])
+    path = _write(tmp_path / "a.tfrecord", [both, names_only, ids_only, _classes_record(0)])
+    assert manifest.class_facts(path) == {
+        "by_id": False,
+        "one_name_per_box": True,
+        "names": {"cat": [1], "dog": [2]},
+    }
+    other_id = _classes_record(1, [3], ["cat"])
+    two_names = _classes_record(1, [1], ["cat", "bird"])
+    path = _write(tmp_path / "b.tfrecord", [both, other_id, two_names, ids_only])
+    assert manifest.class_facts(path) == {
+        "by_id": True,
+        "one_name_per_box": False,
+        "names": {"bird": [], "cat": [1, 3], "dog": [2]},
+    }
+    gzip = str(tmp_path / "c.tfrecord.gz")
+    with tf.io.TFRecordWriter(gzip, "GZIP") as writer:
+        writer.write(names_only)
+    assert manifest.class_facts(gzip, "GZIP")["names"] == {"cat": []}
+
+
+BY_ID = {"by_id": True, "one_name_per_box": True, "names": {"cat": [1], "dog": [2]}}
+BY_NAME = {"by_id": False, "one_name_per_box": True, "names": {"cat": [], "dog": []}}
+LACKS_DOG = "read with a label_map that lacks 'dog', named by the records"
+
+
+@pytest.mark.parametrize(
+    "classes, verified, read, why",
+    [
+        (BY_ID, LABEL_MAP, None, None),
+        (BY_ID, None, LABEL_MAP, None),
+        (BY_ID, None, {"cat": 1, "dog": 2, "bird": 3}, None),
+        (BY_ID, LABEL_MAP, {"cat": 1}, LACKS_DOG),
+        (
+            BY_ID,
+            LABEL_MAP,
+            {"cat": 2, "dog": 1},
+            "read with a label_map that disagrees with the records' class ids: 'cat' is id 2 "
+            "there, 1 in the records; 'dog' is id 1 there, 2 in the records",
+        ),
+        (
+            {**BY_ID, "names": {"cat": [1, 3]}},
+            None,
+            {"cat": 1},
+            "read with a label_map that disagrees with the records' class ids: 'cat' is id 1 "
+            "there, 1 and 3 in the records",
+        ),
+        (
+            BY_NAME,
+            LABEL_MAP,
+            None,
+            "read with label_map=None, records that give classes by name alone "
+            "(image/object/class/text, no image/object/class/label) have no class",
+        ),
+        (BY_NAME, LABEL_MAP, {"dog": 1, "cat": 2}, None),
+        (BY_NAME, LABEL_MAP, {"cat": 1}, LACKS_DOG),
+        (
+            {**BY_ID, "one_name_per_box": False},
+            None,
+            LABEL_MAP,
+            "read with a label_map, records whose image/object/class/text is not one name per "
+            "box fail",
+        ),
+    ],
+)
+def test_label_maps_are_covered_by_the_classes_the_records_hold(classes, verified, read, why):
+    from object_input.decoders import ExampleDecoder
+
+    settings = ExampleDecoder(label_map=verified).settings()
+    assert manifest.uncovered(settings, classes, ExampleDecoder(label_map=read).settings()) == why
+
+
+def test_unknown_names_dropped_are_covered_and_checked_ones_are_not():
+    from object_input.decoders import ExampleDecoder
+
+    verified = ExampleDecoder(label_map=LABEL_MAP).settings()
+    drop = ExampleDecoder(label_map={"cat": 1}, unknown_classes="drop").settings()
+    assert manifest.uncovered(verified, BY_ID, drop) is None
+    error = ExampleDecoder(label_map={"cat": 1}, unknown_classes="error").settings()
+    assert manifest.uncovered(verified, BY_ID, error) == LACKS_DOG
+
+
+SPEC = tf.io.FixedLenFeature((), tf.int64, default_value=0)
+
+
+@pytest.mark.parametrize(
+    "verified, read, why",
+    [
+        ({"masks": "png"}, {}, None),
+        ({}, {"masks": "png"}, "verified with masks=None, read with masks='png'"),
+        (
+            {"masks": "png"},
+            {"masks": "numerical"},
+            "verified with masks='png', read with masks='numerical'",
+        ),
+        ({"num_keypoints": 2}, {}, None),
+        (
+            {"num_keypoints": 2},
+            {"num_keypoints": 3},
+            "verified with num_keypoints=2, read with num_keypoints=3",
+        ),
+        ({"multiclass_scores": True}, {}, None),
+        (
+            {},
+            {"multiclass_scores": True},
+            "verified with multiclass_scores=False, read with multiclass_scores=True",
+        ),
+        ({}, {"boxes_out_of_range": "clip"}, None),
+        (
+            {"boxes_out_of_range": "clip"},
+            {},
+            "verified with boxes_out_of_range='clip', read with boxes_out_of_range='error'",
+        ),
+        ({}, {"channels": 1}, "verified with channels=3, read with channels=1"),
+        (
+            {"max_image_pixels": 100},
+            {},
+            "verified with max_image_pixels=100, read with max_image_pixels=None",
+        ),
+        (
+            {"large_images": "downscale", "max_image_pixels": 100},
+            {"max_image_pixels": 100},
+            "verified with large_images='downscale', read with large_images='error'",
+        ),
+        ({"extra_features": {"a": SPEC, "b": SPEC}}, {"extra_features": {"a": SPEC}}, None),
+        (
+            {"extra_features": {"a": SPEC}},
+            {"extra_features": {"a": SPEC, "b": SPEC}},
+            f"verified with extra_features={ {'a': repr(SPEC)}!r}, read with "
+            f"extra_features={ {'a': repr(SPEC), 'b': repr(SPEC)}!r}",
+        ),
+    ],
+)
+def test_a_read_is_covered_when_it_asks_no_check_the_verification_did_not_run(verified, read, why):
+    from object_input.decoders import ExampleDecoder
+
+    before, now = ExampleDecoder(**verified).settings(), ExampleDecoder(**read).settings()
+    assert manifest.uncovered(before, BY_ID, now) == why
+
+
+def test_a_read_with_fewer_checks_is_trusted_and_identical(tmp_path):
+    _dataset(tmp_path)
+    verify_files(str(tmp_path), masks="png", label_map=LABEL_MAP)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        trusted, dataset = _batches(str(tmp_path), masks=None)
+    assert len(dataset) == 4
+    checked, _ = _batches(str(tmp_path), masks=None, decoding={"trust_manifest": False})
+    assert len(trusted) == len(checked) == 4
+    for got, want in zip(trusted, checked, strict=True):
+        assert sorted(got) == sorted(want) and fields.MASKS not in got
+        for key in want:
+            np.testing.assert_array_equal(got[key], want[key], err_msg=key)
