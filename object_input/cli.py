@@ -292,7 +292,7 @@ def _inspect(args: argparse.Namespace) -> int:
     except _user_errors() as err:
         return _fail("inspect", err)
     print(json.dumps(report.to_dict(), indent=2) if args.json else report.format())
-    return 1 if report.corrupt else 0
+    return 1 if report.corrupt or report.class_conflicts() else 0
 
 
 def _verify(args: argparse.Namespace) -> int:
@@ -597,7 +597,9 @@ def _add_inspect(commands: Any, common: argparse.ArgumentParser) -> None:
         "feature keys with their types and value counts (the schema, inferred), image size "
         "statistics, boxes per image, class counts, and every corrupt record with its file "
         "and index: unreadable, not a tf.train.Example, or with an image that does not decode "
-        "in full (a truncated JPEG among them). Exits with status 1 when a record is corrupt.",
+        "in full (a truncated JPEG among them), and where the files, their label_map.pbtxt "
+        "and --label-map give a class id two names. Exits with status 1 when a record is "
+        "corrupt or class ids disagree.",
     )
     inspect.add_argument("files", nargs="+", help="TFRecord glob, folder or files")
     inspect.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -609,7 +611,8 @@ def _add_inspect(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     inspect.add_argument(
         "--label-map",
-        help="text label map naming the class ids (default: names in the records); with "
+        help="text label map naming the class ids (default: a label_map.pbtxt beside the "
+        "files, then the names in the records); with "
         "--verify, the label map records are decoded with",
     )
     verify = inspect.add_argument_group(

@@ -26,8 +26,9 @@ import tensorflow as tf
 from google.protobuf.message import DecodeError
 
 from object_input import fields, manifest, schema, skips, wording
+from object_input.converters.common import LABEL_MAP_NAME
 from object_input.image_files import ImageError, decode_image_file, op_message
-from object_input.label_map import LabelMapSource, label_map_to_names
+from object_input.label_map import LabelMapSource, label_map_to_names, load_label_map
 from object_input.options import DecodeOptions, build
 from object_input.pipeline import make_dataset
 from object_input.sources.files import list_files
@@ -176,10 +177,17 @@ class Report:
     class_counts: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     image_class_counts: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     class_names: dict[Any, str] = dataclasses.field(default_factory=dict)
+    # (id, name) -> where it was first seen: (file, record index), or (label map, None).
+    class_places: dict[tuple[int, str], tuple[str, int | None]] = dataclasses.field(
+        default_factory=dict
+    )
+    # (id, display name) -> (id, name) of a label map item: the same class under either.
+    class_aliases: dict[tuple[int, str], tuple[int, str]] = dataclasses.field(default_factory=dict)
     keypoints_per_box: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     corrupt: list[CorruptRecord] = dataclasses.field(default_factory=list)
 
-    def add(self, example: Mapping[str, Any]) -> None:
+    def add(self, example: Mapping[str, Any], file: str, index: int) -> None:
+        """Count the features of record ``index`` of ``file``."""
         self.num_records += 1
         for key, feature in example.items():
             kind = feature.WhichOneof("kind")
@@ -200,17 +208,57 @@ class Report:
             (self.image_class_counts, schema.IMAGE_CLASS_LABEL, schema.IMAGE_CLASS_TEXT),
         ):
             texts = [t.decode(errors="replace") for t in _values(example, text_key)]
-            self._count_classes(counts, _values(example, label_key), texts)
+            self._count_classes(counts, _values(example, label_key), texts, (file, index))
         points = len(_values(example, schema.KEYPOINT_Y))
         if num_boxes and points:
             self.keypoints_per_box[points // num_boxes] += 1
 
-    def _count_classes(self, counts: collections.Counter, labels: list, texts: list) -> None:
+    def _count_classes(
+        self,
+        counts: collections.Counter,
+        labels: list,
+        texts: list,
+        place: tuple[str, int | None],
+    ) -> None:
         keys = labels or texts
         counts.update(keys)
         if labels and len(texts) == len(labels):
             for label, text in zip(labels, texts, strict=True):
                 self.class_names.setdefault(label, text)
+                self.class_places.setdefault((label, text), place)
+
+    def add_label_map(self, label_map: LabelMapSource, where: str) -> None:
+        """Take the id-name pairs of ``label_map`` (found at ``where``) among those compared
+        by :meth:`class_conflicts`; an item's ``display_name`` names its class as well."""
+        names = {id_: name for name, id_ in load_label_map(label_map).items()}
+        for id_, name in names.items():
+            self.class_places.setdefault((id_, name), (where, None))
+        for label, id_ in load_label_map(label_map, use_display_name=True).items():
+            if label != names[id_]:
+                self.class_aliases[(id_, label)] = (id_, names[id_])
+
+    def class_conflicts(self) -> list[dict[str, Any]]:
+        """The class ids given more than one name, and the names given more than one id, by
+        the records and label maps read: ``{"id": 1, "names": {name: where}}`` and
+        ``{"name": "car", "ids": {id: where}}``, ``where`` the first file (``file:index``
+        where one file holds both sides) that gave each."""
+        by_id: dict[int, dict[str, tuple[str, int | None]]] = {}
+        by_name: dict[str, dict[int, tuple[str, int | None]]] = {}
+        for pair, place in self.class_places.items():
+            id_, name = self.class_aliases.get(pair, pair)
+            by_id.setdefault(id_, {}).setdefault(name, place)
+            by_name.setdefault(name, {}).setdefault(id_, place)
+        conflicts: list[dict[str, Any]] = [
+            {"id": id_, "names": _where(names)}
+            for id_, names in sorted(by_id.items())
+            if len(names) > 1
+        ]
+        conflicts.extend(
+            {"name": name, "ids": _where(ids)}
+            for name, ids in sorted(by_name.items())
+            if len(ids) > 1
+        )
+        return conflicts
 
     @property
     def num_boxes(self) -> int:
@@ -268,6 +316,7 @@ class Report:
             "masks": self.masks(),
             "num_keypoints": self.num_keypoints(),
             "corrupt_records": [dataclasses.asdict(c) for c in self.corrupt],
+            "class_conflicts": self.class_conflicts(),
         }
 
     def _classes(self, counts: collections.Counter) -> list[dict[str, Any]]:
@@ -335,7 +384,33 @@ class Report:
         if self.corrupt:
             lines.append("corrupt records:")
             lines.extend(f"  {c.file}:{c.index}: {c.error}" for c in self.corrupt)
+        if data["class_conflicts"]:
+            lines.append(
+                "class ids and names disagree (different label maps: read together, their "
+                "classes mix):"
+            )
+            lines.extend(f"  {_conflict_text(c)}" for c in data["class_conflicts"])
         return "\n".join(lines)
+
+
+def _where(given: Mapping[Any, tuple[str, int | None]]) -> dict[Any, str]:
+    """Each key's place as text: its file, or ``file:index`` where one file gives two keys."""
+    files = collections.Counter(file for file, _ in given.values())
+    return {
+        key: file if index is None or files[file] == 1 else f"{file}:{index}"
+        for key, (file, index) in given.items()
+    }
+
+
+def _conflict_text(conflict: Mapping[str, Any]) -> str:
+    """``class id 1 is 'aeroplane' in a.tfrecord but 'car' in b.tfrecord``."""
+    if "id" in conflict:
+        subject, given = f"class id {conflict['id']} is", conflict["names"]
+        parts = [f"{name!r} in {where}" for name, where in given.items()]
+    else:
+        subject, given = f"class {conflict['name']!r} is", conflict["ids"]
+        parts = [f"id {id_} in {where}" for id_, where in given.items()]
+    return f"{subject} {parts[0]} but {', '.join(parts[1:])}"
 
 
 def _summary(values: list) -> dict[str, float]:
@@ -357,14 +432,25 @@ def inspect_records(
     """Read the TFRecords of ``source`` (glob, folder, files) and summarize them.
 
     ``limit`` stops after that many records (corrupt ones included). ``label_map`` (a text label
-    map path or ``{name: id}``) names the class ids; otherwise names come from ``class/text``.
-    ``decode_images`` decodes every record's image in full and lists those that fail among the
-    corrupt records (False: only the headers are read, for the sizes).
+    map path or ``{name: id}``) names the class ids; otherwise a ``label_map.pbtxt`` beside the
+    files does, and then ``class/text``. Where these label maps and the records' ``class/label``
+    and ``class/text`` pairs give an id two names, or a name two ids, the report's
+    :meth:`~Report.class_conflicts` say where. ``decode_images`` decodes every record's image in
+    full and lists those that fail among the corrupt records (False: only the headers are
+    read, for the sizes).
     """
     files = list_files(source, SUFFIXES)
     report = Report(files=files)
     if label_map is not None:
         report.class_names.update(label_map_to_names(label_map))
+        where = "the label map given" if isinstance(label_map, Mapping) else os.fspath(label_map)
+        report.add_label_map(label_map, where)
+    for folder in sorted({os.path.dirname(path) for path in files}):
+        beside = os.path.join(folder, LABEL_MAP_NAME)
+        if tf.io.gfile.exists(beside):
+            for id_, name in label_map_to_names(beside).items():
+                report.class_names.setdefault(id_, name)
+            report.add_label_map(beside, beside)
     for path, index, record in iterate_records(files):
         if limit is not None and report.num_records + len(report.corrupt) >= limit:
             break
@@ -380,7 +466,7 @@ def inspect_records(
         if problem:
             report.corrupt.append(CorruptRecord(path, index, problem))
             continue
-        report.add(example.features.feature)
+        report.add(example.features.feature, path, index)
         report.records_per_file[path] += 1
     return report
 

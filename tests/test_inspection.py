@@ -134,14 +134,94 @@ def test_a_record_that_is_not_an_example_is_listed_and_skipped(tmp_path):
 
 
 def test_label_map_names_the_ids(records, tmp_path, capsys):
-    from object_input.label_map import write_label_map
-
     names = {"Cat": 1, "Dog": 2, "Bird": 3, "Fish": 4}
     report = inspect_records(records, label_map=names)
     assert [c["name"] for c in report.to_dict()["classes"]] == ["Cat", "Dog", "Bird"]
-    path = write_label_map(tmp_path / "names.pbtxt", names)
-    assert cli.main(["inspect", *records, "--label-map", path]) == 0
-    assert "      2 Dog                  2" in capsys.readouterr().out
+    # The records' class/text names the ids otherwise.
+    assert report.class_conflicts()[0] == {
+        "id": 1,
+        "names": {"Cat": "the label map given", "cat": records[0]},
+    }
+    path = tmp_path / "names.pbtxt"
+    path.write_text(
+        "".join(
+            f'item {{ id: {id_} name: "{name.lower()}" display_name: "{name}" }}\n'
+            for name, id_ in names.items()
+        )
+    )
+    # A display name names the class too: the records' names agree with the label map.
+    assert cli.main(["inspect", *records, "--label-map", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "      2 Dog                  2" in out and "disagree" not in out
+
+
+def _dataset(folder: Path, classes: list[list[int]], texts: list[list[str]] | None) -> list[str]:
+    """One shard ``folder/train-00000-of-00001.tfrecord`` of 4×4 images with these classes."""
+    examples = [
+        build_example(
+            np.zeros((4, 4, 3), np.uint8),
+            boxes=np.tile([[0.1, 0.1, 0.5, 0.5]], (len(ids), 1)),
+            classes=ids,
+            class_texts=None if texts is None else texts[i],
+        )
+        for i, ids in enumerate(classes)
+    ]
+    return write_tfrecords(examples, folder / "train")
+
+
+def test_datasets_whose_records_disagree_on_class_ids_are_named(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (voc,) = _dataset(Path("voc"), [[1, 2]], [["aeroplane", "bicycle"]])
+    (kitti,) = _dataset(Path("kitti"), [[1], [2]], [["car"], ["bicycle"]])
+    report = inspect_records([voc, kitti])
+    assert report.class_conflicts() == [
+        {"id": 1, "names": {"car": kitti, "aeroplane": voc}},
+    ]
+    # Files are read in sorted order: kitti's names come first.
+    assert report.format().endswith(
+        "\nclass ids and names disagree (different label maps: read together, their classes "
+        "mix):\n"
+        "  class id 1 is 'car' in kitti/train-00000-of-00001.tfrecord but 'aeroplane' in "
+        "voc/train-00000-of-00001.tfrecord"
+    )
+    assert cli.main(["inspect", "voc", "kitti", "--json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert data["class_conflicts"] == [{"id": 1, "names": {"car": kitti, "aeroplane": voc}}]
+    assert cli.main(["inspect", "voc"]) == 0
+    assert "disagree" not in capsys.readouterr().out
+
+
+def test_label_maps_beside_the_datasets_name_ids_and_disagreements(tmp_path, capsys):
+    from object_input.label_map import write_label_map
+
+    (voc,) = _dataset(tmp_path / "voc", [[1, 7]], None)
+    (kitti,) = _dataset(tmp_path / "kitti", [[1]], None)
+    voc_map = write_label_map(tmp_path / "voc" / "label_map.pbtxt", {"aeroplane": 1, "car": 7})
+    kitti_map = write_label_map(tmp_path / "kitti" / "label_map.pbtxt", {"car": 1})
+    report = inspect_records(voc)
+    assert [(c["id"], c["name"]) for c in report.to_dict()["classes"]] == [
+        (1, "aeroplane"),
+        (7, "car"),
+    ]
+    assert report.class_conflicts() == []
+    report = inspect_records([voc, kitti])
+    assert report.class_conflicts() == [
+        {"id": 1, "names": {"aeroplane": voc_map, "car": kitti_map}},
+        {"name": "car", "ids": {7: voc_map, 1: kitti_map}},
+    ]
+    assert cli.main(["inspect", voc, kitti]) == 1
+    assert capsys.readouterr().out.endswith(
+        f"  class id 1 is 'car' in {kitti_map} but 'aeroplane' in {voc_map}\n"
+        f"  class 'car' is id 1 in {kitti_map} but id 7 in {voc_map}\n"
+    )
+
+
+def test_records_of_one_file_that_disagree_are_named_by_index(tmp_path):
+    (path,) = _dataset(tmp_path, [[1], [2], [1]], [["cat"], ["dog"], ["dog"]])
+    assert inspect_records(path).class_conflicts() == [
+        {"id": 1, "names": {"cat": f"{path}:0", "dog": f"{path}:2"}},
+        {"name": "dog", "ids": {2: f"{path}:1", 1: f"{path}:2"}},
+    ]
 
 
 def test_limit(records):
