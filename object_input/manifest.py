@@ -145,7 +145,7 @@ def class_facts(path: str, compression: str = "") -> dict[str, Any]:
         one_name_per_box &= bool(tf.reduce_all((num_texts == 0) | (num_texts == boxes)))
         paired = num_texts == labels.row_lengths()
         for name in tf.unique(tf.ragged.boolean_mask(texts, ~paired).flat_values).y.numpy():
-            names.setdefault(name.decode(), set())
+            names.setdefault(name.decode(errors="replace"), set())
         pairs = tf.strings.join(
             [
                 tf.ragged.boolean_mask(texts, paired).flat_values,
@@ -155,7 +155,7 @@ def class_facts(path: str, compression: str = "") -> dict[str, Any]:
         )
         for pair in tf.unique(pairs).y.numpy():
             # The id follows the last separator: a name may hold one, an id cannot.
-            name, id_ = pair.decode().rsplit("\0", 1)
+            name, id_ = pair.decode(errors="replace").rsplit("\0", 1)
             names.setdefault(name, set()).add(int(id_))
     return {
         "by_id": by_id,
