@@ -5,17 +5,25 @@ from object_input.writers.cifar import write_cifar10, write_cifar100
 from object_input.writers.parallel import write_parallel
 from object_input.writers.tf_example import (
     ShardedWriter,
+    StagedShards,
     build_example,
+    describe_replaced,
     encode_image,
+    other_shards,
     shard_paths,
+    shard_suffix,
     write_tfrecords,
 )
 
 __all__ = [
     "ShardedWriter",
+    "StagedShards",
     "build_example",
+    "describe_replaced",
     "encode_image",
+    "other_shards",
     "shard_paths",
+    "shard_suffix",
     "write_cifar10",
     "write_cifar100",
     "write_parallel",
