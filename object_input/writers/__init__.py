@@ -17,7 +17,6 @@ from object_input.writers.tf_example import (
     encode_image,
     other_shards,
     shard_paths,
-    shard_suffix,
     write_tfrecords,
 )
 
@@ -29,7 +28,6 @@ __all__ = [
     "encode_image",
     "other_shards",
     "shard_paths",
-    "shard_suffix",
     "write_cifar10",
     "write_cifar100",
     "write_parallel",

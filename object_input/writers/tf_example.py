@@ -159,11 +159,6 @@ def build_example(
     return tf.train.Example(features=tf.train.Features(feature=feature))
 
 
-def shard_suffix(compression: str | None) -> str:
-    """The shards' file extension: ``.tfrecord.gz`` for ``"GZIP"``, else ``.tfrecord``."""
-    return ".tfrecord.gz" if compression == "GZIP" else ".tfrecord"
-
-
 def shard_paths(prefix: str, num_shards: int, suffix: str = ".tfrecord") -> list[str]:
     """``prefix-00000-of-0000N<suffix>`` names for ``num_shards`` shards."""
     return [f"{prefix}-{i:05d}-of-{num_shards:05d}{suffix}" for i in range(num_shards)]
@@ -211,7 +206,8 @@ class StagedShards:
         if compression not in COMPRESSIONS:
             raise ValueError(f"compression must be None or 'GZIP', got {compression!r}")
         self.prefix = os.fspath(prefix)
-        self.paths = shard_paths(self.prefix, num_shards, shard_suffix(compression))
+        suffix = ".tfrecord.gz" if compression == "GZIP" else ".tfrecord"
+        self.paths = shard_paths(self.prefix, num_shards, suffix)
         parent, base = os.path.split(self.prefix)
         self.folder = os.path.join(parent, f".{base}.incomplete-{uuid.uuid4().hex[:12]}")
         self.staged = [os.path.join(self.folder, os.path.basename(p)) for p in self.paths]
