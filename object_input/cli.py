@@ -122,13 +122,15 @@ train_input_reader {{
 def _demo(args: argparse.Namespace) -> int:
     import object_input as oi
     from object_input.label_map import write_label_map
-    from object_input.synthetic import CLASS_NAMES, write_synthetic_dataset
+    from object_input.synthetic import CLASS_NAMES, synthetic_examples
+    from object_input.writers import ShardedWriter, describe_replaced
 
     with tempfile.TemporaryDirectory() as tmp:
         directory = args.output or tmp
-        paths = write_synthetic_dataset(
-            directory, args.num_examples, args.num_shards, seed=args.seed, name="train"
-        )
+        prefix = os.path.join(directory, "train")
+        with ShardedWriter(prefix, args.num_shards) as writer:
+            for example in synthetic_examples(args.num_examples, seed=args.seed):
+                writer.write(example)
         label_map = write_label_map(
             os.path.join(directory, "label_map.pbtxt"),
             {name: i for i, name in enumerate(CLASS_NAMES, start=1)},
@@ -138,9 +140,11 @@ def _demo(args: argparse.Namespace) -> int:
             file.write(DEMO_CONFIG.format(batch_size=args.batch_size, max_boxes=args.max_boxes))
         print(
             f"wrote {wording.count(args.num_examples, 'synthetic example')} to "
-            f"{wording.count(len(paths), 'TFRecord shard')}, "
+            f"{wording.count(len(writer.paths), 'TFRecord shard')}, "
             f"a label map and a pipeline.config in {directory}"
         )
+        if writer.replaced:
+            print(describe_replaced(prefix, writer.replaced))
         dataset = oi.make_dataset(
             os.path.join(directory, "train-*.tfrecord"),
             batch_size=args.batch_size,
@@ -164,8 +168,10 @@ def _demo(args: argparse.Namespace) -> int:
             images += int(batch[oi.fields.IMAGE].shape[0])
         elapsed = time.perf_counter() - start
     print(
-        f"{wording.count(batches, 'batch')}, {wording.count(images, 'image')} in {elapsed:.2f} s: "
-        f"{images / elapsed:.1f} images/s (first batch after {first:.2f} s)"
+        f"{wording.count(args.epochs, 'epoch')} of "
+        f"{wording.count(args.num_examples, 'example')}: {wording.count(batches, 'batch')}, "
+        f"{wording.count(images, 'image')} in {elapsed:.2f} s: {images / elapsed:.1f} images/s "
+        f"(first batch after {first:.2f} s)"
     )
     if not args.output:
         print("the data was in a temporary folder and is gone; pass --output DIR to keep it")
@@ -355,6 +361,7 @@ def _write_options(args: argparse.Namespace) -> Any:
 
 def _convert(args: argparse.Namespace) -> int:
     from object_input import converters
+    from object_input.converters.common import failed_check
 
     try:
         write = _write_options(args)
@@ -398,10 +405,10 @@ def _convert(args: argparse.Namespace) -> int:
             "for a Keras classifier"
         )
     if result.left_out and args.on_error is None:
+        were = "was" if len(result.left_out) == 1 else "were"
         print(
-            f"object-input convert {args.format}: "
-            f"{wording.count(len(result.left_out), 'image')} failed their check and were left out "
-            f"(listed above); exit status {LEFT_OUT_STATUS} "
+            f"object-input convert {args.format}: {failed_check(len(result.left_out))} and "
+            f"{were} left out (listed above); exit status {LEFT_OUT_STATUS} "
             "(--on-error skip accepts that, --on-error raise stops at the first)",
             file=sys.stderr,
         )
@@ -652,12 +659,15 @@ def _add_inspect(commands: Any, common: argparse.ArgumentParser) -> None:
 def _add_convert(commands: Any, common: argparse.ArgumentParser) -> None:
     convert = commands.add_parser(
         "convert",
+        parents=[common],
         help="convert COCO, Pascal VOC, CSV or class-folder datasets to TFRecords",
         description="Convert a dataset to sharded detection TFRecords and a label map "
         "(label_map.pbtxt beside the shards), building records on parallel threads. Every "
         "image is decoded in full: one that does not decode, is truncated or whose size "
         "disagrees with its annotation is left out and named (exit status 3), or with "
-        "--on-error raise stops the conversion. Needs "
+        "--on-error raise stops the conversion; when every image fails, nothing is written "
+        "(exit status 1). The shards get their names only once the conversion has succeeded, "
+        "and replace the dataset under the same prefix. Needs "
         "pycocotools for COCO masks and tqdm for the progress bar "
         "(pip install object-input[convert]).",
     )
@@ -666,7 +676,8 @@ def _add_convert(commands: Any, common: argparse.ArgumentParser) -> None:
         "-o",
         "--output",
         required=True,
-        help="path prefix of the shards: out/train writes out/train-00000-of-0000N.tfrecord",
+        help="path prefix of the shards: out/train writes out/train-00000-of-0000N.tfrecord "
+        "and removes the shards of another count an earlier run left under out/train",
     )
     _add_write_arguments(shared)
     formats = convert.add_subparsers(dest="format", required=True, metavar="FORMAT")

@@ -177,10 +177,31 @@ def test_convert_prints_what_it_wrote_and_the_next_command(tmp_path, capsys):
     )
     assert lines[-1] == f"next: {cli.program()} inspect {shlex.quote(f'{out}-*.tfrecord')}"
     assert cli.main(shlex.split(lines[-1])[2:]) == 0
+    capsys.readouterr()
+    # Another shard count: the new shards replace the old ones under the prefix.
+    assert cli.main([*argv, "--num-shards", "1", "--no-progress"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == (
+        f"wrote 2 examples with 3 boxes to 1 shard {out}-00000-of-00001.tfrecord; "
+        f"label map {tmp_path / 'out' / 'label_map.pbtxt'} (2 classes); removed 2 shards of the "
+        f"earlier dataset under {out}: {out}-00000-of-00002.tfrecord … "
+        f"{out}-00001-of-00002.tfrecord"
+    )
+    assert cli.main(["inspect", f"{out}-*"]) == 0
+    assert capsys.readouterr().out.startswith("1 file, 2 records, 0 corrupt")
     assert (
         cli.main(["convert", "csv", str(tmp_path / "none.csv"), str(images), "-o", str(out)]) == 1
     )
     assert "object-input convert csv: error: cannot read" in capsys.readouterr().err
+
+
+def test_convert_takes_verbose_before_or_after_the_format():
+    def verbose(*argv):
+        return cli.build_parser().parse_args(argv).verbose
+
+    assert verbose("convert", "folders", "root", "-o", "out") is False
+    assert verbose("convert", "--verbose", "folders", "root", "-o", "out") is True
+    assert verbose("convert", "folders", "root", "-o", "out", "-v") is True
+    assert verbose("-v", "convert", "folders", "root", "-o", "out") is True
 
 
 def test_convert_flags_are_the_write_options_fields(tmp_path, capsys):
@@ -340,6 +361,35 @@ def test_readme_sequence_reads_verified_data_without_a_warning(tmp_path, monkeyp
     ]
 
 
+@pytest.mark.slow
+def test_demo_into_an_existing_folder_replaces_the_dataset_there(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["demo", "--output", "data", *SMALL["demo"]]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == (
+        "wrote 12 synthetic examples to 2 TFRecord shards, a label map and a pipeline.config in "
+        "data"
+    )
+    assert out[-4].startswith("1 epoch of 12 examples: 2 batches, 12 images in ")
+    argv = ["demo", "--output", "data", *SMALL["demo"], "--num-shards", "3", "--epochs", "2"]
+    assert cli.main(argv) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1] == (
+        "removed 2 shards of the earlier dataset under data/train: "
+        "data/train-00000-of-00002.tfrecord … data/train-00001-of-00002.tfrecord"
+    )
+    assert out[-4].startswith("2 epochs of 12 examples: 3 batches, 24 images in ")
+    assert sorted(os.listdir("data")) == [
+        "label_map.pbtxt",
+        "pipeline.config",
+        "train-00000-of-00003.tfrecord",
+        "train-00001-of-00003.tfrecord",
+        "train-00002-of-00003.tfrecord",
+    ]
+    assert cli.main(["inspect", "data/train-*"]) == 0
+    assert capsys.readouterr().out.startswith("3 files, 12 records, 0 corrupt")
+
+
 def test_printed_commands_run_without_an_activated_venv(tmp_path, monkeypatch):
     venv = tmp_path / "project" / ".venv" / "bin"
     venv.mkdir(parents=True)
@@ -413,7 +463,12 @@ def test_convert_folders_says_how_a_classifier_reads_it(tmp_path, capsys):
     out = tmp_path / "train"
     argv = ["convert", "folders", str(tmp_path / "flowers"), "-o", str(out), "--no-progress"]
     assert cli.main(argv) == 0
-    assert capsys.readouterr().out.splitlines()[-1] == (
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == (
+        f"wrote 1 example with image-level classes to 1 shard {out}-00000-of-00001.tfrecord; "
+        f"label map {tmp_path / 'label_map.pbtxt'} (1 class)"
+    )
+    assert lines[-1] == (
         f"  make_dataset({str(out) + '-00000-of-00001.tfrecord'!r}, keras='classification') "
         "gives (images, labels) for a Keras classifier"
     )

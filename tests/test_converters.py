@@ -1,7 +1,9 @@
 """Converters: small generated COCO, VOC, CSV and folder datasets, converted and read back through
 ``decode_example``, every field compared with the source annotations."""
 
+import glob
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -359,6 +361,32 @@ def test_voc_errors(voc, tmp_path):
         )
 
 
+def test_a_vocdevkit_folder_is_pointed_at_its_voc_roots(voc, tmp_path, capsys):
+    from object_input import cli
+
+    devkit = voc.parent
+    with pytest.raises(ConversionError) as raised:
+        convert_voc(devkit, tmp_path / "out" / "voc", **QUIET)
+    assert str(raised.value) == (
+        f"no .xml files in '{devkit}'; it is a VOCdevkit folder: pass its VOC root '{voc}'"
+    )
+    (devkit / "VOC2007" / "Annotations").mkdir(parents=True)
+    with pytest.raises(ConversionError) as raised:
+        convert_voc(devkit, tmp_path / "out" / "voc", **QUIET)
+    assert str(raised.value) == (
+        f"no .xml files in '{devkit}'; it is a VOCdevkit folder: pass one of its VOC roots: "
+        f"'{devkit / 'VOC2007'}', '{voc}'"
+    )
+    with pytest.raises(ConversionError) as raised:
+        convert_voc(devkit / "VOC2007", tmp_path / "out" / "voc", **QUIET)
+    assert str(raised.value) == f"no .xml files in '{devkit / 'VOC2007' / 'Annotations'}'"
+    assert cli.main(["convert", "voc", str(devkit), "-o", str(tmp_path / "out" / "voc")]) == 1
+    assert capsys.readouterr().err == (
+        f"object-input convert voc: error: no .xml files in '{devkit}'; it is a VOCdevkit "
+        f"folder: pass one of its VOC roots: '{devkit / 'VOC2007'}', '{voc}'\n"
+    )
+
+
 def test_voc_clip_boxes_keeps_flags_aligned(voc, tmp_path):
     objects = [("dog", (-3, 4, 20, 22), 0, 1, "Left"), ("cat", (40, 1, 50, 12), 1, 0, "Rear")]
     (voc / "Annotations" / "000001.xml").write_text(_voc_xml("000001.jpg", 32, 24, objects))
@@ -483,6 +511,11 @@ def test_folders_image_level_classes(tmp_path, rng):
         assert _feature(example, "image/class/text") == [name.encode()]
         assert decoded[fields.BOXES].shape == (0, 4)
         np.testing.assert_array_equal(decoded[fields.IMAGE], _pixels(root / source_id))
+    assert (result.image_classes, result.num_boxes) == (True, 0)
+    assert result.summary() == (
+        f"wrote 3 examples with image-level classes to 2 shards {tmp_path}/out/flowers-*.tfrecord;"
+        f" label map {tmp_path}/out/label_map.pbtxt (2 classes)"
+    )
 
 
 def test_a_different_label_map_is_never_overwritten(tmp_path, rng):
@@ -526,31 +559,168 @@ def test_progress_bar_counts_the_images(tmp_path, rng, capsys):
 
 
 def test_parallel_writing_keeps_order_and_raises_the_first_build_error(tmp_path):
-    from object_input.writers import write_parallel
+    from object_input.writers import ShardedWriter, write_parallel
 
     def build(i):
         if i == 13:
             raise ValueError("item 13 is bad")
         return None if i % 5 == 0 else str(i).encode()
 
-    with pytest.raises(ValueError, match="item 13 is bad"):
-        write_parallel(range(40), build, tmp_path / "bad", num_workers=3, progress=False)
-    paths, count = write_parallel(
-        range(12), lambda i: build(i), tmp_path / "ok", 2, num_workers=3, progress=False
-    )
-    assert count == 9
-    shards = [[r.numpy() for r in tf.data.TFRecordDataset(p)] for p in paths]
+    with pytest.raises(ValueError, match="item 13 is bad"), ShardedWriter(tmp_path / "bad") as bad:
+        write_parallel(range(40), build, bad, num_workers=3, progress=False)
+    assert os.listdir(tmp_path) == []
+    with ShardedWriter(tmp_path / "ok", 2) as writer:
+        assert write_parallel(range(12), build, writer, num_workers=3, progress=False) == 9
+    shards = [[r.numpy() for r in tf.data.TFRecordDataset(p)] for p in writer.paths]
     kept = [str(i).encode() for i in range(12) if i % 5]
     assert shards == [kept[0::2], kept[1::2]]
 
 
-def test_shards_of_another_count_under_the_same_prefix_are_refused(tmp_path, rng):
-    _save(tmp_path / "root" / "a" / "x.png", _image(rng, 4, 4))
+# Writing shards: complete or not at all, and one dataset per prefix ------------------------------
+
+
+def _records(pattern):
+    return [r.numpy() for r in tf.data.TFRecordDataset(sorted(glob.glob(pattern)))]
+
+
+def test_shards_get_their_names_only_when_the_writing_succeeds(tmp_path):
+    from object_input.writers import ShardedWriter
+
+    prefix = str(tmp_path / "data" / "train")
+    with pytest.raises(RuntimeError, match="stopped"), ShardedWriter(prefix, 2) as writer:
+        writer.write(b"a")
+        writer.write(b"b")
+        # While writing, neither the prefix's glob nor the folder's visible files find them.
+        assert glob.glob(prefix + "-*") == glob.glob(str(tmp_path / "data" / "*")) == []
+        (staging,) = os.listdir(tmp_path / "data")
+        assert staging.startswith(".train.incomplete-")
+        raise RuntimeError("stopped")
+    assert os.listdir(tmp_path / "data") == []
+    with ShardedWriter(prefix, 2) as writer:
+        for record in (b"a", b"b", b"c"):
+            writer.write(record)
+    assert sorted(os.listdir(tmp_path / "data")) == [
+        "train-00000-of-00002.tfrecord",
+        "train-00001-of-00002.tfrecord",
+    ]
+    assert writer.replaced == []
+    assert _records(prefix + "-*") == [b"a", b"c", b"b"]
+
+
+def test_a_dataset_written_under_a_prefix_replaces_the_one_there(tmp_path):
+    from object_input.inspection import verify_files
+    from object_input.writers import (
+        ShardedWriter,
+        build_example,
+        describe_replaced,
+        write_tfrecords,
+    )
+
+    prefix = str(tmp_path / "train")
+
+    def shards():
+        return sorted(glob.glob(prefix + "-[0-9][0-9][0-9][0-9][0-9]-of-*"))
+
+    examples = [build_example(np.full((2, 2, 3), i, np.uint8)) for i in range(6)]
+    old = write_tfrecords(examples, prefix, 4)
+    # Not of this dataset: another prefix, other files, shards whose names only look alike.
+    others = ["train-extra.txt", "training-00000-of-00001.tfrecord", "train-0-of-1.tfrecord"]
+    for name in others:
+        (tmp_path / name).write_bytes(b"x")
+    assert verify_files(old).ok
+    assert (tmp_path / "object_input_manifest.json").exists()
+    # Stopped: the dataset there stays as it was, verified.
+    with pytest.raises(RuntimeError), ShardedWriter(prefix, 2) as writer:
+        writer.write(examples[0])
+        raise RuntimeError
+    assert shards() == old
+    assert (tmp_path / "object_input_manifest.json").exists()
+    with ShardedWriter(prefix, 2) as writer:
+        for example in examples[:3]:
+            writer.write(example)
+    assert writer.replaced == old
+    assert shards() == writer.paths
+    assert len(_records(prefix + "-?????-of-*")) == 3
+    assert not (tmp_path / "object_input_manifest.json").exists()
+    assert describe_replaced(prefix, writer.replaced) == (
+        f"removed 4 shards of the earlier dataset under {prefix}: {old[0]} … {old[-1]}"
+    )
+    gzipped = write_tfrecords(examples[:1], prefix, 1, "GZIP")
+    assert shards() == gzipped == [f"{prefix}-00000-of-00001.tfrecord.gz"]
+    assert describe_replaced(prefix, writer.paths[:1]) == (
+        f"removed 1 shard of the earlier dataset under {prefix}: {writer.paths[0]}"
+    )
+    assert sorted(os.listdir(tmp_path)) == sorted([*others, os.path.basename(gzipped[0])])
+
+
+def test_a_stopped_conversion_leaves_no_shard_and_no_label_map(broken_voc, tmp_path):
+    voc, _ = broken_voc
+    prefix = tmp_path / "out" / "voc"
+    with pytest.raises(ConversionError, match=r"000004\.jpg: truncated JPEG"):
+        convert_voc(voc, prefix, on_error="raise", shuffle=False, num_shards=1, **QUIET)
+    assert os.listdir(tmp_path / "out") == []
+    # Over an earlier conversion: it stays as it was, its label map too.
+    (voc / "Annotations" / "000003.xml").unlink()
+    earlier = convert_voc(voc, prefix, num_shards=3, **QUIET)
+    files = {path: Path(path).read_bytes() for path in [*earlier.paths, earlier.label_map_path]}
+    (voc / "Annotations" / "000003.xml").write_text(_voc_xml("000003.png", 10, 10, []))
+    with pytest.raises(ConversionError, match=r"000004\.jpg: truncated JPEG"):
+        convert_voc(voc, prefix, on_error="raise", shuffle=False, num_shards=1, **QUIET)
+    assert {str(p): p.read_bytes() for p in (tmp_path / "out").iterdir()} == files
+
+
+def test_a_conversion_in_which_every_image_fails_is_an_error(broken_voc, tmp_path, capsys):
+    from object_input import cli
+
+    voc, reasons = broken_voc
+    for stem in ("000001", "000002", "000003"):
+        (voc / "Annotations" / f"{stem}.xml").unlink()
+    message = (
+        f"every image failed its check (3 of 3), so nothing was written: {reasons[0]}; "
+        f"{reasons[1]}; {reasons[2]}"
+    )
+    with pytest.raises(ConversionError) as raised:
+        convert_voc(voc, tmp_path / "out" / "voc", **QUIET)
+    assert str(raised.value) == message
+    assert os.listdir(tmp_path / "out") == []
+    argv = ["convert", "voc", str(voc), "-o", str(tmp_path / "out" / "voc"), "--no-progress"]
+    for flags in ([], ["--on-error", "skip"]):
+        assert cli.main([*argv, *flags]) == 1
+        assert capsys.readouterr() == ("", f"object-input convert voc: error: {message}\n")
+    assert os.listdir(tmp_path / "out") == []
+
+
+def test_a_conversion_of_no_images_is_an_error(coco, tmp_path):
+    path, images_dir, data = coco
+    path.write_text(json.dumps(dict(data, images=[], annotations=[])))
+    with pytest.raises(ConversionError) as raised:
+        convert_coco(path, images_dir, tmp_path / "out" / "train", **QUIET)
+    assert str(raised.value) == "COCO instances.json: no images to convert"
+    assert os.listdir(tmp_path / "out") == []
+
+
+def test_converting_again_with_another_shard_count_replaces_the_shards(tmp_path, rng):
+    for name in ("a", "b", "c"):
+        _save(tmp_path / "root" / name / "x.png", _image(rng, 4, 4))
     out = tmp_path / "out" / "t"
-    convert_folders(tmp_path / "root", out, num_shards=3, **QUIET)
-    convert_folders(tmp_path / "root", out, num_shards=3, **QUIET)  # the same names: rewritten
-    with pytest.raises(ConversionError, match=r"t-00000-of-00003\.tfrecord \(and 2 more\) exist"):
-        convert_folders(tmp_path / "root", out, num_shards=2, **QUIET)
+    first = convert_folders(tmp_path / "root", out, num_shards=3, **QUIET)
+    again = convert_folders(tmp_path / "root", out, num_shards=3, **QUIET)  # the same names
+    assert again.replaced == []
+    assert [Path(p).read_bytes() for p in again.paths] == [
+        Path(p).read_bytes() for p in first.paths
+    ]
+    result = convert_folders(tmp_path / "root", out, num_shards=2, compression="GZIP", **QUIET)
+    assert result.replaced == first.paths
+    assert sorted(glob.glob(f"{out}-*")) == result.paths
+    assert sorted(os.listdir(tmp_path / "out")) == [
+        "label_map.pbtxt",
+        "t-00000-of-00002.tfrecord.gz",
+        "t-00001-of-00002.tfrecord.gz",
+    ]
+    assert result.summary().endswith(
+        f"; removed 3 shards of the earlier dataset under {out}: {first.paths[0]} … "
+        f"{first.paths[2]}"
+    )
 
 
 # Write options ---------------------------------------------------------------------------------
@@ -648,6 +818,13 @@ def test_broken_images_are_left_out_and_named_with_their_reason(broken_voc, tmp_
     assert result.summary().endswith(
         f"; left out 3 images that failed their check (first: {reasons[0]})"
     )
+    for stem in ("000004", "000005"):
+        (voc / "Annotations" / f"{stem}.xml").unlink()
+    result = convert_voc(voc, tmp_path / "out1" / "voc", **QUIET)
+    assert result.left_out == reasons[:1]
+    assert result.summary().endswith(
+        f"; left out 1 image that failed its check (first: {reasons[0]})"
+    )
 
 
 def test_on_error_raise_stops_at_the_first_broken_image(broken_voc, tmp_path):
@@ -678,6 +855,17 @@ def test_cli_exit_status_says_images_were_left_out(broken_voc, tmp_path, capsys)
     err = capsys.readouterr().err
     assert err.startswith("object-input convert voc: error: ") and err.count("\n") == 1
     assert any(reason in err for reason in reasons)
+    for stem in ("000004", "000005"):
+        (voc / "Annotations" / f"{stem}.xml").unlink()
+    assert cli.main([*argv, str(tmp_path / "d" / "voc")]) == 3
+    out, err = capsys.readouterr()
+    assert out.splitlines()[0].endswith(
+        f"; left out 1 image that failed its check (first: {reasons[0]})"
+    )
+    assert err == (
+        "object-input convert voc: 1 image failed its check and was left out (listed above); "
+        "exit status 3 (--on-error skip accepts that, --on-error raise stops at the first)\n"
+    )
 
 
 def test_coco_size_mismatch_and_truncated_image_are_left_out(coco, tmp_path):

@@ -2,6 +2,7 @@
 threads; broken images left out and named the same way; ``inspect --verify`` on Beam writes the
 same manifest."""
 
+import os
 from pathlib import Path
 
 import pytest
@@ -82,12 +83,46 @@ def test_csv_and_folders_on_beam_more_shards_than_images(tmp_path, rng):
     _same_output(local, on_beam)
 
 
-def test_on_error_raise_on_beam_names_a_broken_image(broken_voc, tmp_path):
+def _files(folder):
+    return {path.name: path.read_bytes() for path in folder.iterdir()}
+
+
+def test_on_error_raise_on_beam_names_a_broken_image_and_writes_nothing(broken_voc, tmp_path):
     voc_root, reasons = broken_voc
     # Workers build in parallel: the first broken image met stops the pipeline.
     with pytest.raises(ConversionError) as raised:
         convert_voc(voc_root, tmp_path / "o" / "voc", on_error="raise", **THREADS)
     assert str(raised.value) in reasons
+    assert os.listdir(tmp_path / "o") == []
+    # Over an earlier conversion, which stays as it was.
+    convert_voc(voc_root, tmp_path / "o" / "voc", num_shards=2, **QUIET)
+    earlier = _files(tmp_path / "o")
+    assert len(earlier) == 3
+    with pytest.raises(ConversionError):
+        convert_voc(voc_root, tmp_path / "o" / "voc", on_error="raise", **THREADS)
+    assert _files(tmp_path / "o") == earlier
+
+
+def test_on_beam_every_image_failing_writes_nothing_and_a_success_replaces(broken_voc, tmp_path):
+    voc_root, reasons = broken_voc
+    for stem in ("000001", "000002", "000003"):
+        (voc_root / "Annotations" / f"{stem}.xml").rename(tmp_path / f"{stem}.xml")
+    with pytest.raises(ConversionError) as raised:
+        convert_voc(voc_root, tmp_path / "beam" / "voc", **THREADS)
+    assert str(raised.value) == (
+        f"every image failed its check (3 of 3), so nothing was written: {'; '.join(reasons)}"
+    )
+    assert os.listdir(tmp_path / "beam") == []
+    for stem in ("000001", "000002", "000003"):
+        (tmp_path / f"{stem}.xml").rename(voc_root / "Annotations" / f"{stem}.xml")
+    earlier = convert_voc(voc_root, tmp_path / "beam" / "voc", num_shards=3, **QUIET)
+    local = convert_voc(voc_root, tmp_path / "local" / "voc", num_shards=2, **QUIET)
+    on_beam = convert_voc(voc_root, tmp_path / "beam" / "voc", num_shards=2, **THREADS)
+    assert on_beam.replaced == earlier.paths
+    assert sorted(os.listdir(tmp_path / "beam")) == sorted(
+        ["label_map.pbtxt", *(Path(p).name for p in on_beam.paths)]
+    )
+    _same_output(local, on_beam)
 
 
 def test_cli_on_beam_prints_what_the_local_run_prints(broken_voc, tmp_path, capsys):

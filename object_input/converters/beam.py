@@ -1,12 +1,14 @@
 """The converters' writing as an Apache Beam pipeline (``WriteOptions(runner=...)``).
 
-The annotations are read, the label map written and the images put in order where the pipeline
+The annotations are read, the label map checked and the images put in order where the pipeline
 is launched, as for the local converters (:func:`~object_input.converters.common.prepare`). Beam
 then builds every image's record on its workers with the converter's own per-image build (read
-the file, verify it by decoding it in full, encode), and writes the shards. A record's shard and
-its place there follow from its index in the order and from the indices of the images left out
-before it, never from which worker built it: the shards are byte-identical to the local
-converter's for the same options, on any runner and any number of workers.
+the file, verify it by decoding it in full, encode), and writes the shards under temporary names
+(:class:`~object_input.writers.StagedShards`). A record's shard and its place there follow from
+its index in the order and from the indices of the images left out before it, never from which
+worker built it: the shards are byte-identical to the local converter's for the same options, on
+any runner and any number of workers. When the pipeline has succeeded, the launching process
+writes the label map and gives the shards their names; a failed pipeline leaves neither.
 
 Each shard's records meet on one worker to be written in order, so a worker holds one shard's
 records (about 1,000 images with the default shard count) in memory.
@@ -28,13 +30,14 @@ from object_input.converters.common import (
     Conversion,
     ConversionError,
     ConversionResult,
+    Plan,
     build_or_reason,
+    finish,
     prepare,
     result,
 )
 from object_input.converters.write_options import WriteOptions
-from object_input.manifest import forget
-from object_input.writers import shard_paths
+from object_input.writers import StagedShards
 
 _LEFT_OUT = "left_out"
 
@@ -99,11 +102,17 @@ def run_on_beam(
     """
     output = os.fspath(output)
     plan = prepare(conversion, output, write)
-    suffix = ".tfrecord.gz" if write.compression == "GZIP" else ".tfrecord"
-    paths = shard_paths(output, plan.num_shards, suffix)
-    if os.path.dirname(output):
-        tf.io.gfile.makedirs(os.path.dirname(output))
-    forget(paths)
+    with StagedShards(output, plan.num_shards, write.compression) as shards:
+        count, left_out = _run_pipeline(conversion, plan, shards, write)
+        finish(conversion, plan, write, count, left_out)
+    return result(conversion, plan, shards, count, left_out)
+
+
+def _run_pipeline(
+    conversion: Conversion, plan: Plan, shards: StagedShards, write: WriteOptions
+) -> tuple[int, dict[int, str]]:
+    """Build ``plan``'s records on Beam and write them to ``shards``' staged files; returns the
+    records written and the images left out (``{index: reason}``)."""
     pipeline = beam.Pipeline(
         options=pipeline_options(write.runner, write.beam_options, write.num_workers)
     )
@@ -132,14 +141,14 @@ def run_on_beam(
         )
         | "WithEmpty" >> beam.Flatten()
         | "ByShard" >> beam.GroupByKey()
-        | "Write" >> beam.Map(_write_shard, paths, write.compression)
+        | "Write" >> beam.Map(_write_shard, shards.staged, write.compression)
     )
     found = (
         written | "Counts" >> beam.Map(lambda count: ("written", count)),
         built[_LEFT_OUT] | "Reasons" >> beam.Map(lambda entry: (_LEFT_OUT, entry)),
     ) | "Report" >> beam.Flatten()
     try:
-        entries = run_and_collect(pipeline, found, os.path.dirname(output))
+        entries = run_and_collect(pipeline, found, shards.folder)
     except Exception as err:
         bad = _bad_image(err)
         if bad is None:
@@ -152,4 +161,4 @@ def run_on_beam(
             f"the Beam pipeline wrote {count} records and left out {len(left_out)} images of "
             f"{len(plan.items)}"
         )
-    return result(conversion, plan, paths, count, left_out)
+    return count, left_out

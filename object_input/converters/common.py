@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import glob
 import os
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -17,7 +16,7 @@ from object_input.converters import write_options
 from object_input.converters.write_options import WriteOptions
 from object_input.image_files import ImageError, decode_image_file, image_format, op_message
 from object_input.label_map import LabelMapSource, format_label_map, load_label_map
-from object_input.writers import shard_paths, write_parallel
+from object_input.writers import ShardedWriter, StagedShards, describe_replaced, write_parallel
 
 LABEL_MAP_NAME = "label_map.pbtxt"
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif")
@@ -54,6 +53,11 @@ class ConversionResult:
     skipped: list[str] = dataclasses.field(default_factory=list)
     #: the images left out (``"file: reason"``), sorted.
     left_out: list[str] = dataclasses.field(default_factory=list)
+    #: the shards of an earlier dataset under the same prefix (another shard count or
+    #: compression) that were removed once these were written.
+    replaced: list[str] = dataclasses.field(default_factory=list)
+    #: the records hold image-level classes and no boxes (class folders).
+    image_classes: bool = False
 
     @property
     def pattern(self) -> str:
@@ -65,9 +69,11 @@ class ConversionResult:
 
     def summary(self) -> str:
         """One line for people: counts and where the shards and label map are."""
+        labels = (
+            "image-level classes" if self.image_classes else wording.count(self.num_boxes, "box")
+        )
         text = (
-            f"wrote {wording.count(self.num_examples, 'example')} with "
-            f"{wording.count(self.num_boxes, 'box')} to "
+            f"wrote {wording.count(self.num_examples, 'example')} with {labels} to "
             f"{wording.count(len(self.paths), 'shard')} {self.pattern}; label map "
             f"{self.label_map_path} ({wording.count(len(self.label_map), 'class')})"
         )
@@ -76,10 +82,21 @@ class ConversionResult:
             text += f"; skipped {skipped} (first: {self.skipped[0]})"
         if self.left_out:
             text += (
-                f"; left out {wording.count(len(self.left_out), 'image')} that failed their check "
-                f"(first: {self.left_out[0]})"
+                f"; left out {failed_check(len(self.left_out), 'that')} (first: {self.left_out[0]})"
             )
+        if self.replaced:
+            prefix = self.paths[0].rpartition("-00000-of-")[0]
+            text += f"; {describe_replaced(prefix, self.replaced)}"
         return text
+
+
+def failed_check(number: int, relative: str = "") -> str:
+    """``"1 image failed its check"``, ``"3 images that failed their check"``: ``number`` images
+    and the clause about them (after ``relative``, a pronoun or nothing), in agreement."""
+    their = "its" if number == 1 else "their"
+    return (
+        f"{wording.count(number, 'image')} {relative}{' ' if relative else ''}failed {their} check"
+    )
 
 
 def read_image(path: str | os.PathLike) -> ImageFile:
@@ -174,24 +191,32 @@ def default_label_map_path(output: str | os.PathLike) -> str:
     return os.path.join(os.path.dirname(os.fspath(output)), LABEL_MAP_NAME)
 
 
-def save_label_map(path: str, label_map: Mapping[str, int], source: LabelMapSource | None) -> None:
-    """Write the label map; never silently replace a different one (its ids would change).
+def check_label_map(path: str, label_map: Mapping[str, int], source: LabelMapSource | None) -> bool:
+    """Whether ``label_map`` is to be written to ``path``: False when that file holds it
+    already; a ConversionError when it holds a different one that was not given as ``source``
+    (the label map the user gave; None when the classes were collected): a different label map
+    is never silently replaced (its ids would change)."""
+    if not tf.io.gfile.exists(path):
+        return True
+    if isinstance(source, (str, os.PathLike)) and _same_file(os.fspath(source), path):
+        return False
+    with tf.io.gfile.GFile(path, "r") as file:
+        if load_label_map(path) == dict(label_map) or file.read() == format_label_map(label_map):
+            return False
+    if source is None:
+        raise ConversionError(
+            f"{path} exists with other classes or ids; pass it as the label map to keep its "
+            "ids (e.g. convert the validation split with the training split's label map), "
+            "or choose another label map output"
+        )
+    return True
 
-    ``source`` is the label map the user gave (None when the classes were collected).
-    """
+
+def save_label_map(path: str, label_map: Mapping[str, int], source: LabelMapSource | None) -> None:
+    """Write the label map unless ``path`` holds it already (see :func:`check_label_map`)."""
+    if not check_label_map(path, label_map, source):
+        return
     text = format_label_map(label_map)
-    if tf.io.gfile.exists(path):
-        if isinstance(source, (str, os.PathLike)) and _same_file(os.fspath(source), path):
-            return
-        with tf.io.gfile.GFile(path, "r") as file:
-            if load_label_map(path) == dict(label_map) or file.read() == text:
-                return
-        if source is None:
-            raise ConversionError(
-                f"{path} exists with other classes or ids; pass it as the label map to keep its "
-                "ids (e.g. convert the validation split with the training split's label map), "
-                "or choose another label map output"
-            )
     parent = os.path.dirname(path)
     if parent:
         tf.io.gfile.makedirs(parent)
@@ -218,18 +243,6 @@ def order(items: list, shuffle: bool, seed: int) -> list:
     return [items[i] for i in permutation]
 
 
-def _check_stale_shards(prefix: str, num_shards: int, compression: str | None) -> None:
-    """Refuse to mix new shards with shards of another count that a glob would also match."""
-    suffix = ".tfrecord.gz" if compression == "GZIP" else ".tfrecord"
-    wanted = set(shard_paths(prefix, num_shards, suffix))
-    stale = sorted(set(glob.glob(f"{glob.escape(prefix)}-[0-9]*-of-[0-9]*{suffix}")) - wanted)
-    if stale:
-        raise ConversionError(
-            f"{stale[0]} (and {len(stale) - 1} more) exist from a conversion with another shard "
-            f"count, and '{prefix}-*' would read them too; remove them or choose another output"
-        )
-
-
 @dataclasses.dataclass(frozen=True)
 class Conversion:
     """What a converter found before anything is written: the items (one per image), how to
@@ -238,14 +251,15 @@ class Conversion:
     :mod:`object_input.converters.beam` on Apache Beam.
 
     ``build`` raises :class:`BadImage` for an image that fails its check; it and the items must
-    pickle (Beam sends them to its workers).
+    pickle (Beam sends them to its workers). ``count_boxes`` is None for records of image-level
+    classes, without boxes.
     """
 
     items: list
     build: Callable[[Any], bytes]
     label_map: dict[str, int]
     description: str
-    count_boxes: Callable[[Any], int]
+    count_boxes: Callable[[Any], int] | None
     skipped: list[str] = dataclasses.field(default_factory=list)
 
 
@@ -260,14 +274,36 @@ class Plan:
 
 
 def prepare(conversion: Conversion, output: str | os.PathLike, write: WriteOptions) -> Plan:
-    """Order the items, choose the shard count, refuse stale shards and write the label map:
-    what happens before the records, wherever they are built."""
+    """Order the items, choose the shard count and check that the label map may be written
+    (a different one there is an error, before any record is built): what happens before the
+    records, wherever they are built."""
     items = order(conversion.items, write.shuffle, write.seed)
     num_shards = write.num_shards or auto_shards(len(items))
-    _check_stale_shards(os.fspath(output), num_shards, write.compression)
     label_map_path = os.fspath(write.label_map_output or default_label_map_path(output))
-    save_label_map(label_map_path, conversion.label_map, write.label_map)
+    check_label_map(label_map_path, conversion.label_map, write.label_map)
     return Plan(items, num_shards, label_map_path)
+
+
+def finish(
+    conversion: Conversion,
+    plan: Plan,
+    write: WriteOptions,
+    num_examples: int,
+    left_out: Mapping[int, str],
+) -> None:
+    """What happens once every record is written, before the shards get their names: a
+    conversion that wrote no record is an error, else the label map is written. Whatever
+    raises here leaves no shard and no label map."""
+    if not num_examples:
+        if not left_out:
+            raise ConversionError(f"{conversion.description}: no images to convert")
+        reasons = sorted(left_out.values())
+        more = f"; and {len(reasons) - 3} more" if len(reasons) > 3 else ""
+        raise ConversionError(
+            f"every image failed its check ({len(reasons)} of {len(reasons)}), so nothing was "
+            f"written: {'; '.join(reasons[:3])}{more}"
+        )
+    save_label_map(plan.label_map_path, conversion.label_map, write.label_map)
 
 
 def build_or_reason(build: Callable[[Any], bytes], item: Any, on_error: str) -> bytes | str:
@@ -284,29 +320,38 @@ def build_or_reason(build: Callable[[Any], bytes], item: Any, on_error: str) -> 
 def result(
     conversion: Conversion,
     plan: Plan,
-    paths: list[str],
+    shards: StagedShards,
     num_examples: int,
     left_out: Mapping[int, str],
 ) -> ConversionResult:
-    """The result of writing ``plan``'s items but those ``left_out`` (``{index: reason}``)."""
+    """The result of writing ``plan``'s items but those ``left_out`` (``{index: reason}``) to
+    ``shards`` (published)."""
+    count_boxes = conversion.count_boxes
     return ConversionResult(
-        paths=paths,
+        paths=shards.paths,
         label_map_path=plan.label_map_path,
         label_map=dict(conversion.label_map),
         num_examples=num_examples,
-        num_boxes=sum(
-            conversion.count_boxes(item) for i, item in enumerate(plan.items) if i not in left_out
-        ),
+        num_boxes=0
+        if count_boxes is None
+        else sum(count_boxes(item) for i, item in enumerate(plan.items) if i not in left_out),
         skipped=list(conversion.skipped),
         left_out=sorted(left_out.values()),
+        replaced=list(shards.replaced),
+        image_classes=count_boxes is None,
     )
 
 
 def run(conversion: Conversion, output: str | os.PathLike, write: WriteOptions) -> ConversionResult:
-    """Write the label map, then every item's record in ``write``'s order, built on local
-    threads (or on ``write.runner``: :mod:`object_input.converters.beam`), to shards of
-    ``output``. An item whose image fails its check is left out and listed, or under
-    ``write.on_error == "raise"`` stops the writing."""
+    """Write every item's record in ``write``'s order, built on local threads (or on
+    ``write.runner``: :mod:`object_input.converters.beam`), to shards of ``output``, then the
+    label map. An item whose image fails its check is left out and listed, or under
+    ``write.on_error == "raise"`` stops the writing.
+
+    The shards get their names only when every record is written (:class:`StagedShards`): a
+    conversion that stops, or writes no record, leaves no shard and no label map. They replace
+    the dataset under ``output``: its shards of another count or compression are removed then,
+    and listed in the result's ``replaced``."""
     if write.runner is not None:
         from object_input.converters.beam import run_on_beam
 
@@ -322,14 +367,14 @@ def run(conversion: Conversion, output: str | os.PathLike, write: WriteOptions) 
             return None
         return built
 
-    paths, count = write_parallel(
-        list(enumerate(plan.items)),
-        build_or_leave_out,
-        output,
-        plan.num_shards,
-        write.compression,
-        num_workers=write.num_workers,
-        progress=write.progress,
-        description=conversion.description,
-    )
-    return result(conversion, plan, paths, count, left_out)
+    with ShardedWriter(output, plan.num_shards, write.compression) as writer:
+        count = write_parallel(
+            list(enumerate(plan.items)),
+            build_or_leave_out,
+            writer,
+            num_workers=write.num_workers,
+            progress=write.progress,
+            description=conversion.description,
+        )
+        finish(conversion, plan, write, count, left_out)
+    return result(conversion, plan, writer, count, left_out)

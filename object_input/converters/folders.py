@@ -99,9 +99,5 @@ def folders_conversion(
         build,
         mapping,
         description=f"folders {os.path.basename(os.path.normpath(root))}",
-        count_boxes=_no_boxes,
+        count_boxes=None,
     )
-
-
-def _no_boxes(entry: tuple[str, str]) -> int:
-    return 0

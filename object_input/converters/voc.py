@@ -141,7 +141,7 @@ def voc_files(
     if image_set is None:
         names = sorted(n for n in os.listdir(directory) if n.lower().endswith(".xml"))
         if not names:
-            raise ConversionError(f"no .xml files in {directory!r}")
+            raise ConversionError(f"no .xml files in {directory!r}{_devkit_hint(directory)}")
         return [os.path.join(directory, n) for n in names]
     with open(image_set, encoding="utf-8") as file:
         ids = [line.split()[0] for line in file if line.strip()]
@@ -152,6 +152,20 @@ def voc_files(
             f"{os.fspath(image_set)} names {len(missing)} ids without XML, first {missing[0]!r}"
         )
     return paths
+
+
+def _devkit_hint(directory: str) -> str:
+    """For a VOCdevkit folder (VOC roots inside, one per year): which roots to point at."""
+    roots = sorted(
+        name
+        for name in os.listdir(directory)
+        if os.path.isdir(os.path.join(directory, name, "Annotations"))
+    )
+    if not roots:
+        return ""
+    named = ", ".join(repr(os.path.join(directory, name)) for name in roots)
+    which = "its VOC root" if len(roots) == 1 else "one of its VOC roots:"
+    return f"; it is a VOCdevkit folder: pass {which} {named}"
 
 
 def _images_folder(annotations: str, images: str | os.PathLike | None) -> str:

@@ -52,18 +52,20 @@ class _NoBar:
 def write_parallel(
     items: Sequence[Item],
     build: Callable[[Item], tf.train.Example | bytes | None],
-    prefix: str | os.PathLike,
-    num_shards: int = 1,
-    compression: str | None = None,
+    writer: ShardedWriter,
     *,
     num_workers: int | None = None,
     progress: bool = True,
     description: str = "writing",
-) -> tuple[list[str], int]:
-    """Write ``build(item)`` for every item to sharded TFRecords; returns (paths, records written).
+) -> int:
+    """Write ``build(item)`` for every item to ``writer`` (open); returns the records written.
 
     ``build`` may return None to skip an item. An exception in ``build`` stops the writing and is
-    raised here. Records go round-robin to the shards in item order whatever ``num_workers``.
+    raised here (leaving ``writer``'s block with it leaves no shard). Records go round-robin to
+    the shards in item order whatever ``num_workers``::
+
+        with ShardedWriter("out/train", num_shards=4) as writer:
+            write_parallel(items, build, writer)
     """
     workers = num_workers or default_workers()
     if workers < 1:
@@ -73,19 +75,19 @@ def write_parallel(
     bar = progress_bar(len(items), description, progress)
     pool = concurrent.futures.ThreadPoolExecutor(workers)
     pending: collections.deque = collections.deque()
+    start = writer.count
     try:
-        with ShardedWriter(prefix, num_shards, compression) as writer:
-            for item in items:
-                pending.append(pool.submit(build, item))
-                if len(pending) >= window:
-                    _write_one(pending.popleft(), writer, bar)
-            while pending:
+        for item in items:
+            pending.append(pool.submit(build, item))
+            if len(pending) >= window:
                 _write_one(pending.popleft(), writer, bar)
+        while pending:
+            _write_one(pending.popleft(), writer, bar)
     finally:
         # On an error, do not wait for the builds still queued.
         pool.shutdown(wait=True, cancel_futures=True)
         bar.close()
-    return writer.paths, writer.count
+    return writer.count - start
 
 
 def _write_one(future: concurrent.futures.Future, writer: ShardedWriter, bar: Any) -> None:

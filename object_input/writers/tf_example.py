@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
+import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
 import tensorflow as tf
 
-from object_input import manifest, schema
+from object_input import manifest, schema, wording
 
 IMAGE_FORMATS = ("jpeg", "png", "raw")
 COMPRESSIONS = (None, "", "GZIP")
@@ -162,32 +164,113 @@ def shard_paths(prefix: str, num_shards: int, suffix: str = ".tfrecord") -> list
     return [f"{prefix}-{i:05d}-of-{num_shards:05d}{suffix}" for i in range(num_shards)]
 
 
-class ShardedWriter:
+def other_shards(prefix: str | os.PathLike, paths: Iterable[str]) -> list[str]:
+    """The shard files under ``prefix`` (``prefix-NNNNN-of-MMMMM.tfrecord``, or ``.tfrecord.gz``)
+    other than ``paths``, sorted: what is left of an earlier dataset with another shard count or
+    compression, which ``prefix-*`` would read together with ``paths``."""
+    parent, base = os.path.split(os.fspath(prefix))
+    if not tf.io.gfile.isdir(parent or "."):
+        return []
+    shard = re.compile(rf"{re.escape(base)}-\d{{5,}}-of-\d{{5,}}\.tfrecord(\.gz)?")
+    found = (
+        os.path.join(parent, name)
+        for name in tf.io.gfile.listdir(parent or ".")
+        if shard.fullmatch(name)
+    )
+    return sorted(set(found) - set(paths))
+
+
+def describe_replaced(prefix: str | os.PathLike, replaced: Sequence[str]) -> str:
+    """What replacing the dataset under ``prefix`` removed, for people: ``"removed 4 shards of
+    the earlier dataset under data/train: data/train-00000-of-00004.tfrecord …
+    data/train-00003-of-00004.tfrecord"``."""
+    named = replaced[0] if len(replaced) == 1 else f"{replaced[0]} … {replaced[-1]}"
+    shards = wording.count(len(replaced), "shard")
+    return f"removed {shards} of the earlier dataset under {os.fspath(prefix)}: {named}"
+
+
+class StagedShards:
+    """The shard files of a dataset under ``prefix``, written where no glob of the prefix
+    finds them and moved to their paths only when the whole dataset is written.
+
+    Use as a context manager: the shards are written to :attr:`staged`, in a hidden folder
+    beside the prefix (``.train.incomplete-<random>/``); leaving the block normally publishes
+    them (:meth:`publish`), leaving it with an exception removes them. A failed write thus
+    leaves nothing that ``prefix-*`` or the folder's listing reads as the dataset, and the
+    dataset that was there before stays as it was.
+    """
+
+    def __init__(self, prefix: str | os.PathLike, num_shards: int, compression: str | None = None):
+        if num_shards < 1:
+            raise ValueError(f"num_shards must be >= 1, got {num_shards}")
+        if compression not in COMPRESSIONS:
+            raise ValueError(f"compression must be None or 'GZIP', got {compression!r}")
+        self.prefix = os.fspath(prefix)
+        suffix = ".tfrecord.gz" if compression == "GZIP" else ".tfrecord"
+        self.paths = shard_paths(self.prefix, num_shards, suffix)
+        parent, base = os.path.split(self.prefix)
+        self.folder = os.path.join(parent, f".{base}.incomplete-{uuid.uuid4().hex[:12]}")
+        self.staged = [os.path.join(self.folder, os.path.basename(p)) for p in self.paths]
+        #: the shards of an earlier dataset under the prefix that :meth:`publish` removed.
+        self.replaced: list[str] = []
+
+    def __enter__(self) -> StagedShards:
+        tf.io.gfile.makedirs(self.folder)
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        if exc_type is None:
+            self.publish()
+        else:
+            self.discard()
+
+    def publish(self) -> list[str]:
+        """Move the staged shards to :attr:`paths`, replacing files of those names, then remove
+        the shards of another count or compression under the prefix (:func:`other_shards`):
+        the prefix then holds this dataset alone. Returns the removed paths."""
+        try:
+            self.replaced = other_shards(self.prefix, self.paths)
+            # A verified manifest entry would no longer hold for the replaced files.
+            manifest.forget([*self.paths, *self.replaced])
+            for staged, path in zip(self.staged, self.paths, strict=True):
+                tf.io.gfile.rename(staged, path, overwrite=True)
+            for path in self.replaced:
+                tf.io.gfile.remove(path)
+        finally:
+            self.discard()
+        return self.replaced
+
+    def discard(self) -> None:
+        """Remove the staged shards (and their folder)."""
+        if tf.io.gfile.exists(self.folder):
+            tf.io.gfile.rmtree(self.folder)
+
+
+class ShardedWriter(StagedShards):
     """Write serialized records round-robin to ``num_shards`` TFRecord files.
 
-    Use as a context manager; ``compression="GZIP"`` writes ``.tfrecord.gz`` shards.
+    Use as a context manager; ``compression="GZIP"`` writes ``.tfrecord.gz`` shards. The shards
+    get their names ``prefix-00000-of-0000N.tfrecord`` when the block ends without an exception
+    (:class:`StagedShards`), and replace the dataset that was under ``prefix``: shards of another
+    count are removed then (:attr:`replaced`). An exception in the block leaves no shard.
     """
 
     def __init__(
         self, prefix: str | os.PathLike, num_shards: int = 1, compression: str | None = None
     ):
-        if num_shards < 1:
-            raise ValueError(f"num_shards must be >= 1, got {num_shards}")
-        if compression not in COMPRESSIONS:
-            raise ValueError(f"compression must be None or 'GZIP', got {compression!r}")
-        suffix = ".tfrecord.gz" if compression == "GZIP" else ".tfrecord"
-        self.paths = shard_paths(os.fspath(prefix), num_shards, suffix)
+        super().__init__(prefix, num_shards, compression)
         self._options = tf.io.TFRecordOptions(compression_type=compression or "")
         self._writers: list[tf.io.TFRecordWriter] = []
         self.count = 0
 
     def __enter__(self) -> ShardedWriter:
-        parent = os.path.dirname(self.paths[0])
-        if parent:
-            os.makedirs(parent, exist_ok=True)
-        # A verified manifest entry would no longer hold for the rewritten shards.
-        manifest.forget(self.paths)
-        self._writers = [tf.io.TFRecordWriter(p, self._options) for p in self.paths]
+        super().__enter__()
+        try:
+            self._writers = [tf.io.TFRecordWriter(p, self._options) for p in self.staged]
+        except BaseException:
+            self._close()
+            self.discard()
+            raise
         return self
 
     def write(self, record: tf.train.Example | bytes) -> None:
@@ -197,7 +280,15 @@ class ShardedWriter:
         self._writers[self.count % len(self._writers)].write(record)
         self.count += 1
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        try:
+            self._close()
+        except BaseException:
+            self.discard()
+            raise
+        super().__exit__(exc_type, *exc)
+
+    def _close(self) -> None:
         for writer in self._writers:
             writer.close()
 
@@ -208,7 +299,11 @@ def write_tfrecords(
     num_shards: int = 1,
     compression: str | None = None,
 ) -> list[str]:
-    """Write ``records`` to sharded TFRecord files; returns the shard paths."""
+    """Write ``records`` to sharded TFRecord files; returns the shard paths.
+
+    The shards replace the dataset that was under ``prefix`` (see :class:`ShardedWriter`);
+    an exception while writing leaves no shard.
+    """
     with ShardedWriter(prefix, num_shards, compression) as writer:
         for record in records:
             writer.write(record)
