@@ -61,6 +61,11 @@ def test_site_builds_in_strict_mode(tmp_path):
     assert "shuffle_buffer_size" in options_page and "<table>" in options_page
     api_page = (tmp_path / "site/api/pipeline/index.html").read_text()
     assert "shuffle_buffer_size" in api_page and "2048" in api_page
+    # The api blocks became mkdocstrings' full documentation, each step's included.
+    ops_page = (tmp_path / "site/api/ops/index.html").read_text()
+    assert 'id="object_input.ops.flip.random_horizontal_flip"' in ops_page
+    assert 'id="object_input.ops.register_step"' in ops_page
+    assert "[source](" not in ops_page
 
 
 class _NotGiven:
