@@ -5,13 +5,14 @@ demo --output data`` leaves (as the README has a new user do first): ``data/trai
 (synthetic shapes with boxes and PNG masks), ``data/label_map.pbtxt`` and ``data/pipeline.config``.
 Anything else a page reads, an earlier block of the page writes. A block that cannot run here
 (it needs a cluster, a bucket, a package this project does not install) is marked on the line
-before its fence with ``<!-- not run: the reason -->``; it is still parsed, and the modules it
-uses must be imported on the page. A block that imports modules is one a reader copies alone: it
-imports every module it uses.
+before its fence with ``<!-- not run: the reason -->``; it is still parsed, the modules it uses
+must be imported on the page, and what it uses of object_input (names, keywords) must exist. A
+block that imports modules is one a reader copies alone: it imports every module it uses.
 """
 
 import ast
 import dataclasses
+import inspect
 import pathlib
 import re
 import shutil
@@ -23,6 +24,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 FENCE = re.compile(r"^```python[^\n]*\n(.*?)^```", re.M | re.S)
 MARKER = re.compile(r"^<!-- not run\b.*$", re.M)
 NOT_RUN = re.compile(r"^<!-- not run: (\S.*?) -->$")
+# A block that a test runs in its own setting (a file the docs add to the package) names it.
+RUN_BY = re.compile(r", run by (tests/\S+\.py)$")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,6 +119,60 @@ def missing_imports(block: Block, namespace: dict) -> list[str]:
     return sorted(name for name in free if isinstance(namespace.get(name), types.ModuleType))
 
 
+_UNKNOWN = object()
+
+
+def _ours(value) -> bool:
+    """Whether ``value`` is a module, function or class of object_input."""
+    if isinstance(value, types.ModuleType):
+        return value.__name__.split(".")[0] == "object_input"
+    return callable(value) and (getattr(value, "__module__", None) or "").startswith("object_input")
+
+
+def _value(node: ast.AST, scope: dict):
+    """What a name or attribute chain refers to in ``scope``, or ``_UNKNOWN``."""
+    if isinstance(node, ast.Name):
+        return scope.get(node.id, _UNKNOWN)
+    if isinstance(node, ast.Attribute):
+        base = _value(node.value, scope)
+        return _UNKNOWN if base is _UNKNOWN else getattr(base, node.attr, _UNKNOWN)
+    return _UNKNOWN
+
+
+def stale_api(block: Block, namespace: dict) -> list[str]:
+    """What a block that is not run uses of object_input and object_input lacks: attributes of
+    its modules, and keywords its functions and classes do not take.
+
+    The block's imports from object_input are run (an import that fails is an error too); the
+    rest of it is only read.
+    """
+    tree = ast.parse(block.code)
+    scope = dict(namespace)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            modules = (
+                [node.module] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
+            )
+            if all((module or "").split(".")[0] == "object_input" for module in modules):
+                exec(compile(ast.Module([node], []), "<imports>", "exec"), scope)
+    stale = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            base = _value(node.value, scope)
+            if isinstance(base, types.ModuleType) and _ours(base) and not hasattr(base, node.attr):
+                stale.append(f"{ast.unparse(node)} does not exist")
+        if isinstance(node, ast.Call) and _ours(function := _value(node.func, scope)):
+            parameters = inspect.signature(function).parameters
+            if any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
+                continue
+            stale += [
+                f"{ast.unparse(node.func)} takes no keyword {keyword.arg!r}"
+                for keyword in node.keywords
+                if keyword.arg is not None and keyword.arg not in parameters
+            ]
+    return stale
+
+
 @pytest.fixture(scope="module")
 def demo_folder(tmp_path_factory):
     """The folder as ``object-input demo --output data`` leaves it (fewer, smaller examples)."""
@@ -160,7 +217,12 @@ def test_python_blocks_run(page, demo_folder, tmp_path, monkeypatch, clean_regis
         assert not missing, f"the block at {where} uses {missing} without importing them"
         # Blank lines before the code give tracebacks the page's own line numbers.
         code = compile("\n" * (block.line - 1) + block.code, str(page), "exec")
+        if block.not_run is not None and (run_by := RUN_BY.search(block.not_run)):
+            assert (ROOT / run_by.group(1)).is_file(), f"{where}: no {run_by.group(1)} runs it"
+            continue
         if block.not_run is not None:
+            stale = stale_api(block, namespace)
+            assert not stale, f"the block at {where} (not run) is stale: {stale}"
             continue
         try:
             exec(code, namespace)
@@ -219,3 +281,23 @@ def test_a_block_that_imports_must_import_every_module_it_uses():
     assert missing_imports(continuing, namespace) == []
     not_run = Block(1, "ds = oi.make_dataset('gs://b/*')\nnp.ones(2)\ntf.zeros(1)\n", "a bucket")
     assert missing_imports(not_run, namespace) == ["tf"]
+
+
+def test_a_block_not_run_is_checked_against_the_package():
+    import object_input as oi
+
+    fine = Block(
+        1,
+        "from object_input.sources import TFDS\nds = oi.make_dataset(TFDS('coco/2017'), seed=1)\n",
+        "",
+    )
+    assert stale_api(fine, {"oi": oi}) == []
+    stale = Block(
+        1, "ds = oi.make_dataset('x', sead=1, augment=oi.recipes.yolo(640))\noi.fit(ds)\n", ""
+    )
+    assert sorted(stale_api(stale, {"oi": oi})) == [
+        "oi.fit does not exist",
+        "oi.make_dataset takes no keyword 'sead'",
+    ]
+    with pytest.raises(ImportError, match="Nothing"):
+        stale_api(Block(1, "from object_input.sources import Nothing\n", ""), {})
