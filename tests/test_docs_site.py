@@ -1,11 +1,6 @@
-"""The docs site builds in strict mode, lists every page, and its Python samples run.
+"""The docs site builds in strict mode and lists every page; every page reads as Markdown too.
 
-Samples run page by page, in order, in one namespace per page, from the folder ``object-input
-demo --output data`` leaves (as the README has a new user do first): ``data/train-*.tfrecord``
-(synthetic shapes with boxes and PNG masks), ``data/label_map.pbtxt`` and ``data/pipeline.config``.
-Anything else a page reads, an earlier sample of the page writes. A sample that cannot run here
-(it needs a cluster, a bucket, TF1) is marked on the line before its fence with ``<!-- not run:
-the reason -->``.
+The Python blocks of the pages run in ``tests/test_doc_snippets.py``.
 """
 
 import importlib.util
@@ -19,90 +14,10 @@ import types
 import pytest
 import yaml
 
+from object_input import options_reference
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
-FENCE = re.compile(r"^```python[^\n]*\n(.*?)^```", re.M | re.S)
-NOT_RUN = re.compile(r"<!-- not run: (\S.*?) -->\s*$")
-
-
-def python_samples(page: pathlib.Path) -> list[tuple[int, str, str | None]]:
-    """``(line, code, reason not run or None)`` of every fenced Python block of ``page``."""
-    text = page.read_text()
-    samples = []
-    for match in FENCE.finditer(text):
-        before = text[: match.start()].rstrip("\n").rsplit("\n", 1)[-1]
-        reason = NOT_RUN.search(before)
-        line = text.count("\n", 0, match.start()) + 2
-        samples.append((line, match.group(1), reason.group(1) if reason else None))
-    return samples
-
-
-PAGES = sorted(p for p in DOCS.rglob("*.md") if python_samples(p))
-
-
-@pytest.fixture(scope="module")
-def docs_workspace(tmp_path_factory):
-    """The folder as ``object-input demo --output data`` leaves it (fewer, smaller examples)."""
-    from object_input import cli
-
-    root = tmp_path_factory.mktemp("docs_workspace")
-    before = os.getcwd()
-    os.chdir(root)
-    try:
-        argv = ["demo", "--output", "data", "--num-examples", "16", "--num-shards", "2"]
-        assert cli.main([*argv, "--epochs", "1", "--image-size", "32"]) == 0
-    finally:
-        os.chdir(before)
-    return root
-
-
-@pytest.fixture
-def clean_registries():
-    """Undo what a page registers (per-box fields, steps, transform handlers) once it has run."""
-    from object_input import fields, ops
-    from object_input.ops import field_handlers
-
-    registries = (
-        (fields.per_box_fields, fields.unregister_per_box_field),
-        (ops.registered_steps, ops.unregister_step),
-        (field_handlers.handled_fields, field_handlers.unregister_handler),
-    )
-    before = [set(listed()) for listed, _ in registries]
-    yield
-    for (listed, unregister), known in zip(registries, before, strict=True):
-        for name in set(listed()) - known:
-            unregister(name)
-
-
-@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(DOCS)))
-def test_python_samples_run(page, docs_workspace, monkeypatch, clean_registries):
-    monkeypatch.chdir(docs_workspace)
-    namespace: dict = {"__name__": f"docs_{page.stem}"}
-    for line, code, reason in python_samples(page):
-        if reason is not None:
-            continue
-        try:
-            exec(compile(code, f"{page.relative_to(ROOT)}:{line}", "exec"), namespace)
-        except Exception as error:
-            raise AssertionError(
-                f"the sample at {page.relative_to(ROOT)}:{line} failed ({error!r}); fix it or mark "
-                "it <!-- not run: reason --> on the line before its fence"
-            ) from error
-
-
-def test_most_samples_run():
-    samples = [s for page in DOCS.rglob("*.md") for s in python_samples(page)]
-    skipped = sum(1 for *_, reason in samples if reason is not None)
-    assert samples and skipped <= len(samples) // 3, f"{skipped} of {len(samples)} not run"
-
-
-def test_the_sample_finder_sees_markers(tmp_path):
-    page = tmp_path / "page.md"
-    page.write_text(
-        "text\n\n```python\nx = 1\n```\n\n<!-- not run: needs a cluster -->\n"
-        "```python\nserver.join()\n```\n```sh\nls\n```\n"
-    )
-    assert python_samples(page) == [(4, "x = 1\n", None), (9, "server.join()\n", "needs a cluster")]
 
 
 def _nav_pages(items) -> set[str]:
@@ -121,11 +36,11 @@ def test_every_page_is_in_the_nav():
     assert not listed - pages, f"the nav of mkdocs.yml lists missing pages: {listed - pages}"
 
 
-def _load_hooks():
-    spec = importlib.util.spec_from_file_location("docs_hooks", DOCS / "hooks.py")
-    hooks = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(hooks)
-    return hooks
+def _load_hook(name):
+    spec = importlib.util.spec_from_file_location(f"docs_{name}", DOCS / f"{name}.py")
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    return hook
 
 
 def test_site_builds_in_strict_mode(tmp_path):
@@ -146,6 +61,11 @@ def test_site_builds_in_strict_mode(tmp_path):
     assert "shuffle_buffer_size" in options_page and "<table>" in options_page
     api_page = (tmp_path / "site/api/pipeline/index.html").read_text()
     assert "shuffle_buffer_size" in api_page and "2048" in api_page
+    # The api blocks became mkdocstrings' full documentation, each step's included.
+    ops_page = (tmp_path / "site/api/ops/index.html").read_text()
+    assert 'id="object_input.ops.flip.random_horizontal_flip"' in ops_page
+    assert 'id="object_input.ops.register_step"' in ops_page
+    assert "[source](" not in ops_page
 
 
 class _NotGiven:
@@ -158,9 +78,7 @@ class _NotGiven:
 _GIVEN_ONE = _NotGiven(1)
 
 
-def test_the_hook_reads_grouped_and_continued_docstring_entries(monkeypatch):
-    hooks = _load_hooks()
-
+def test_options_tables_read_grouped_and_continued_docstring_entries(monkeypatch):
     def function(source, *, low=_GIVEN_ONE, high=2, step: int = -1):
         """Summary.
 
@@ -174,24 +92,74 @@ def test_the_hook_reads_grouped_and_continued_docstring_entries(monkeypatch):
           nothing.
         """
 
-    monkeypatch.setitem(sys.modules, "docs_hooks_sample", types.SimpleNamespace(function=function))
-    assert hooks.docstring_entries(function) == {
+    monkeypatch.setitem(sys.modules, "docs_sample", types.SimpleNamespace(function=function))
+    assert options_reference.docstring_entries(function) == {
         "source": "where from.",
         "low": "the range, both ends included.",
         "high": "the range, both ends included.",
         "step": "how far.",
     }
-    assert hooks.defaults(function) == {
-        "source": hooks.inspect.Parameter.empty,
+    assert options_reference.defaults(function) == {
+        "source": options_reference.inspect.Parameter.empty,
         "low": 1,
         "high": 2,
         "step": -1,
     }
-    assert hooks.plain_roles("a :class:`~x.y.Options` or :mod:`x.sources`") == (
+    assert options_reference.plain_roles("a :class:`~x.y.Options` or :mod:`x.sources`") == (
         "a `Options` or `x.sources`"
     )
-    assert hooks.on_page_markdown("x\n<!-- options: docs_hooks_sample.function -->\n") == "x\n" + (
+    page = (
+        "x\n<!-- <generated: options docs_sample.function> -->\nold\n"
+        "<!-- </generated: options docs_sample.function> -->\ny\n"
+    )
+    assert options_reference.render(page) == (
+        "x\n<!-- <generated: options docs_sample.function> -->\n"
         "| option | default | meaning |\n|---|---|---|\n| `source` | required | where from. |\n"
         "| `low` | `1` | the range, both ends included. |\n"
         "| `high` | `2` | the range, both ends included. |\n| `step` | `AUTOTUNE` | how far. |\n"
+        "<!-- </generated: options docs_sample.function> -->\ny\n"
     )
+
+
+def test_an_api_block_summarizes_a_module_for_github_and_is_its_directive_on_the_site():
+    page = (
+        "# Box formats\n\n<!-- <generated: api object_input.boxes> note -->\nold\n"
+        "<!-- </generated: api object_input.boxes> -->\n\nmore\n"
+    )
+    rendered = options_reference.render(page)
+    assert rendered.startswith(
+        "# Box formats\n\n<!-- <generated: api object_input.boxes> note -->\n"
+        "## `object_input.boxes`\n\nBox format conversions between object_input, Keras 3, "
+    )
+    assert "([source](../../object_input/boxes.py))\n\n| name | kind | summary |\n" in rendered
+    assert (
+        "| `convert` | function | Convert boxes `[..., 4]` from the `source` format to the "
+        "`target` format. |\n<!-- </generated: api object_input.boxes> -->\n\nmore\n"
+    ) in rendered
+    assert _load_hook("hooks").on_page_markdown(rendered) == (
+        "# Box formats\n\n::: object_input.boxes\n\nmore\n"
+    )
+
+
+def test_the_ops_page_lists_the_steps_apart_and_the_site_documents_each():
+    from object_input.ops import registered_steps
+
+    text = (DOCS / "api" / "ops.md").read_text()
+    assert "| `register_step` | function |" in text
+    assert "| `random_horizontal_flip` |" not in text  # a step, listed with the others
+    assert "| [`random_horizontal_flip`](../ops.md#random_horizontal_flip) |" in text
+    site = _load_hook("step_api").on_page_markdown(text)
+    directives = re.findall(r"^::: ([\w.]+)$", site, re.M)
+    assert len(directives) == len(registered_steps())
+    assert "object_input.ops.flip.random_horizontal_flip" in directives
+    assert "<generated: api object_input.ops>" in site  # hooks.py's, not step_api's
+
+
+def test_no_page_holds_syntax_only_the_site_reads():
+    for page in [ROOT / "README.md", *DOCS.rglob("*.md")]:
+        text = page.read_text()
+        found = re.findall(r"^(?::::|<!-- options:|<!-- every step -->).*$", text, re.M)
+        assert not found, (
+            f"{page.relative_to(ROOT)} shows {found} on GitHub: write a generated block "
+            f"(<!-- <generated: api PATH> -->) and run {options_reference.COMMAND}"
+        )

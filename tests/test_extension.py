@@ -14,7 +14,9 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 FILE_BLOCK = re.compile(
-    r"<!-- not run: the (?:module|test file) (\S+) -->\n```python\n(.*?)^```", re.M | re.S
+    r"<!-- not run: the (?:module|test file) (\S+), run by tests/test_extension.py -->\n"
+    r"```python\n(.*?)^```",
+    re.M | re.S,
 )
 
 CHECK = """
