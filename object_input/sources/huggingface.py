@@ -160,6 +160,9 @@ class HuggingFace(Source):
         self.label_map, self.label_names, self.class_offset = hf_layout.class_names(
             datasets, dataset.features, self.layout, class_offset
         )
+        if self.label_map is not None:
+            column = self.layout[fields.CLASSES]
+            self.label_map_origin = f"label map of ClassLabel column {column!r}"
         tops = list(dict.fromkeys(path.split(".")[0] for path in self.layout.values()))
         self.dataset = dataset.select_columns(tops).with_format("arrow")
         self.num_rows = None if self.streaming else len(dataset)
