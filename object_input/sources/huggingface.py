@@ -160,9 +160,6 @@ class HuggingFace(Source):
         self.label_map, self.label_names, self.class_offset = hf_layout.class_names(
             datasets, dataset.features, self.layout, class_offset
         )
-        if self.label_map is not None:
-            column = self.layout[fields.CLASSES]
-            self.label_map_origin = f"label map of ClassLabel column {column!r}"
         tops = list(dict.fromkeys(path.split(".")[0] for path in self.layout.values()))
         self.dataset = dataset.select_columns(tops).with_format("arrow")
         self.num_rows = None if self.streaming else len(dataset)
@@ -170,6 +167,13 @@ class HuggingFace(Source):
         split_name = getattr(dataset, "split", None)
         self._prefix = f"{self.name}/{split_name}:" if split_name else f"{self.name}:"
         self._signature = hf_arrow.signature(self.layout)
+
+    @property
+    def label_map_origin(self) -> str | None:
+        """:attr:`label_map` as messages name it."""
+        if self.label_map is None:
+            return None
+        return f"label map of ClassLabel column {self.layout[fields.CLASSES]!r}"
 
     def records(self, context: ReadContext) -> tf.data.Dataset:
         chunks = self._stream(context) if self.streaming else self._chunks(context)
