@@ -201,28 +201,31 @@ def _valid_rows(batch: Mapping[str, tf.Tensor]) -> tf.Tensor:
     return tf.sequence_mask(batch[fields.NUM_BOXES], tf.shape(batch[fields.CLASSES])[-1])
 
 
-def _record_ids(features: Mapping[str, tf.Tensor], rows: tf.Tensor) -> tf.Tensor:
-    """The record id of each of ``rows`` examples (``[rows]``), for messages; ``"example i"``
-    for features without record ids."""
+def _record_names(features: Mapping[str, tf.Tensor], rows: Any) -> Callable[[], tf.Tensor]:
+    """What names each of ``rows`` examples in messages, ``[rows]`` strings made when called
+    (in an error's branch only): ``"record <record id>"``, or ``"example <index>"`` for
+    features without record ids."""
     if fields.RECORD_ID in features:
-        return tf.reshape(features[fields.RECORD_ID], [-1])
-    return tf.strings.join(["example ", tf.strings.as_string(tf.range(rows))])
+        ids = features[fields.RECORD_ID]
+        return lambda: tf.strings.join(["record ", tf.reshape(ids, [-1])])
+    return lambda: tf.strings.join(["example ", tf.strings.as_string(tf.range(rows))])
 
 
 def keras_labels(
     values: tf.Tensor,
     valid: tf.Tensor,
-    record_ids: tf.Tensor,
+    record_names: Callable[[], tf.Tensor],
     classes: LabelSpace | None,
     what: str = "class id",
 ) -> tf.Tensor:
     """The Keras labels of ``values`` (class ids, or with ``what="label"`` a ``label`` field
     as stored), -1 where ``valid`` is False (padding).
 
-    ``values`` is ``[R, ...]`` (or a scalar for one record), a row per record named by
-    ``record_ids`` (``[R]``). With ``classes`` each value becomes its label there; a value it
-    lacks is an error naming the record, the value and the label map. Without, a class id
-    becomes ``id - 1`` and a label stays as it is; one that would be negative is an error.
+    ``values`` is ``[R, ...]`` (or a scalar for one record), a row per record named in
+    messages by ``record_names()`` (``[R]``, ``"record <id>"``). With ``classes`` each value
+    becomes its label there; a value it lacks is an error naming the record, the value and the
+    label map. Without, a class id becomes ``id - 1`` and a label stays as it is; one that
+    would be negative is an error.
     """
     values = tf.cast(values, tf.int32)
     if classes is not None:
@@ -240,14 +243,13 @@ def keras_labels(
     bad = tf.logical_and(valid, labels < 0)
 
     def message() -> tf.Tensor:
-        rows = tf.size(record_ids)
+        names = record_names()
+        rows = tf.size(names)
         by_row = tf.reshape(bad, [rows, -1])
         row = tf.argmax(tf.cast(tf.reduce_any(by_row, axis=1), tf.int32))
         column = tf.argmax(tf.cast(by_row[row], tf.int32))
         value = tf.reshape(values, [rows, -1])[row, column]
-        return tf.strings.join(
-            ["record ", record_ids[row], f": {what} ", tf.strings.as_string(value), problem]
-        )
+        return tf.strings.join([names[row], f": {what} ", tf.strings.as_string(value), problem])
 
     fine = tf.logical_not(tf.reduce_any(bad))
     checked = tf.debugging.Assert(fine, [tf.cond(fine, lambda: tf.constant(""), message)])
@@ -298,7 +300,7 @@ def to_keras_classification(
     label = batch[fields.LABEL]
     rows = tf.size(label)
     valid = tf.ones_like(label, tf.bool)
-    labels = keras_labels(label, valid, _record_ids(batch, rows), classes, what="label")
+    labels = keras_labels(label, valid, _record_names(batch, rows), classes, what="label")
     if fields.IMAGE in batch:
         return batch[fields.IMAGE], labels
     side = {fields.LABEL, fields.RECORD_ID} | {fields.shape_key(name) for name in batch}
@@ -313,15 +315,14 @@ def _one_image_class(batch: Mapping[str, tf.Tensor], classes: LabelSpace | None)
         image_classes, counts = image_classes[tf.newaxis], tf.shape(image_classes)[:1]
     else:
         counts = batch[fields.shape_key(fields.IMAGE_CLASSES)][:, 0]
-    record_ids = _record_ids(batch, tf.size(counts))
+    record_names = _record_names(batch, tf.size(counts))
     wrong = tf.not_equal(counts, 1)
 
     def message() -> tf.Tensor:
         first = tf.argmax(tf.cast(wrong, tf.int32))
         return tf.strings.join(
             [
-                "record ",
-                record_ids[first],
+                record_names()[first],
                 ": ",
                 tf.strings.as_string(counts[first]),
                 f" {fields.IMAGE_CLASSES}; keras classification takes one per image",
@@ -332,7 +333,7 @@ def _one_image_class(batch: Mapping[str, tf.Tensor], classes: LabelSpace | None)
     checked = tf.debugging.Assert(fine, [tf.cond(fine, lambda: tf.constant(""), message)])
     with tf.control_dependencies([checked]):
         ids = image_classes[:, 0]
-    labels = keras_labels(ids, tf.ones_like(ids, tf.bool), record_ids, classes)
+    labels = keras_labels(ids, tf.ones_like(ids, tf.bool), record_names, classes)
     return labels if batch[fields.IMAGE_CLASSES].shape.rank == 2 else labels[0]
 
 
@@ -364,8 +365,8 @@ def to_keras_detection(
     boxes = keras_boxes(batch, bounding_box_format)
     boxes = tf.where(valid[..., tf.newaxis], boxes, tf.zeros_like(boxes))
     ids = batch[fields.CLASSES]
-    record_ids = _record_ids(batch, 1 if ids.shape.rank == 1 else tf.shape(ids)[0])
-    labels = keras_labels(ids, valid, record_ids, classes)
+    record_names = _record_names(batch, 1 if ids.shape.rank == 1 else tf.shape(ids)[0])
+    labels = keras_labels(ids, valid, record_names, classes)
     return _inputs(batch), {"boxes": boxes, "labels": labels}
 
 
@@ -392,7 +393,7 @@ def to_keras_dict(
         "images": features[fields.IMAGE],
         "bounding_boxes": {
             "boxes": keras_boxes(features, bounding_box_format),
-            "labels": keras_labels(ids, valid, _record_ids(features, 1), classes),
+            "labels": keras_labels(ids, valid, _record_names(features, 1), classes),
         },
     }
 

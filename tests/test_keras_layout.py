@@ -403,7 +403,7 @@ def test_the_dict_layout_round_trips_sparse_ids_through_a_label_map_file(tmp_pat
         keras_layout.from_keras_dict(padded, "xyxy", label_map=path)
     with pytest.raises(
         tf.errors.InvalidArgumentError,
-        match="record example 0: class id 2 is not in the label map label_map=",
+        match="example 0: class id 2 is not in the label map label_map=",
     ):
         keras_layout.to_keras_dict(dict(example(), **{fields.CLASSES: [90, 2]}), "xyxy", SPARSE)
 
