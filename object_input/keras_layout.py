@@ -42,7 +42,7 @@ from object_input.ops.compose import Augmentation
 
 KERAS_MODES = (False, True, "classification", "detection")
 PADDING_LABEL = -1
-# dataset_state's name for the classes of a make_dataset dataset; UNKNOWN when it has none.
+# dataset_state's name for the classes of a make_dataset dataset; _UNKNOWN when it has none.
 _STATE = "classes"
 _UNKNOWN = "unknown"
 
@@ -187,7 +187,7 @@ def class_names(dataset: tf.data.Dataset) -> list[str]:
         "no class names on this dataset",
         "read them before deriving: names = oi.class_names(dataset)",
     )
-    if classes == _UNKNOWN:
+    if not isinstance(classes, LabelSpace):
         raise ValueError(
             "make_dataset does not know this data's classes: its source has no label map (give "
             "TFRecord files label_map= or a label_map.pbtxt beside them, as the converters "
