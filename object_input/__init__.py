@@ -23,6 +23,7 @@ _EXPORTS = {
     "SkipLogger": "object_input.callbacks",
     "SyncEpochs": "object_input.callbacks",
     "apply_device_stage": "object_input.ops.device_stage",
+    "class_names": "object_input.keras_layout",
     "dataset_fn": "object_input.distribute",
     "decode_example": "object_input.decoders",
     "load_pipeline_config": "object_input.config",
@@ -57,6 +58,7 @@ __all__ = [
     "SyncEpochs",
     "apply_device_stage",
     "boxes",
+    "class_names",
     "converters",
     "dataset_fn",
     "decode_example",
@@ -96,6 +98,7 @@ if TYPE_CHECKING:
     from object_input.decoders import ExampleDecoder, decode_example
     from object_input.distribute import dataset_fn
     from object_input.errors import readable_errors
+    from object_input.keras_layout import class_names
     from object_input.ops.device_stage import apply_device_stage
     from object_input.options import DecodeOptions, ReadOptions, ServiceOptions
     from object_input.pipeline import DatasetOptions, make_dataset

@@ -452,7 +452,9 @@ DATASET_OPTIONS: tuple[Option, ...] = (
         "label_map",
         "str | os.PathLike | Mapping[str, int] | None",
         None,
-        "class names to ids for detection records from path sources: a label map file or a dict.",
+        "class names to ids for detection records from path sources: a label map file or a dict; "
+        "it names the data's classes too (``class_names``). None: a ``label_map.pbtxt`` beside "
+        "TFRecord files (what the converters write) names the classes.",
     ),
     Option(
         "masks",
@@ -474,12 +476,15 @@ DATASET_OPTIONS: tuple[Option, ...] = (
         "keras",
         "bool | str",
         False,
-        "yield ``(images, targets)`` tuples for ``model.fit``: True gives "
-        '``{"boxes", "classes"}`` (pipeline boxes, padded rows class -1), or the ``label`` of '
-        'examples without boxes; "classification" gives ``labels``: the ``label`` field, else '
-        'each image\'s one image-level class - 1 (``convert folders`` data); "detection" '
-        'gives ``{"boxes", "labels"}`` for KerasHub detectors: boxes in '
-        "``bounding_box_format``, labels ``class id - 1``, padded rows labelled -1.",
+        'yield ``(images, targets)`` tuples for ``model.fit``: "detection" gives '
+        '``{"boxes", "labels"}`` for KerasHub detectors: boxes in ``bounding_box_format``, labels '
+        "``0..C-1``, the data's label map in id order (``dataset.class_names``; COCO's ids "
+        '1..90 become 0..79), padded rows labelled -1; "classification" gives ``labels``: the '
+        "``label`` field, else each image's one image-level class as such a label (``convert "
+        'folders`` data); True gives ``{"boxes", "classes"}``, pipeline boxes and class ids as '
+        "stored (padded rows class -1), or for examples without boxes the labels of "
+        '"classification". A class id the label map lacks is an error naming the record; '
+        "without a known label map a label is ``class id - 1``.",
     ),
     Option(
         "bounding_box_format",

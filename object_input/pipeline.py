@@ -140,15 +140,18 @@ def make_dataset(
       num_epochs: passes over the data; None repeats forever.
       seed: with a seed, batches are identical run after run whatever the parallelism.
       label_map: class names to ids for detection records from path sources: a label map file or a
-        dict.
+        dict; it names the data's classes too (``class_names``). None: a ``label_map.pbtxt`` beside
+        TFRecord files (what the converters write) names the classes.
       masks: instance masks to decode from detection records of path sources.
       num_keypoints: keypoints per box to decode from detection records of path sources (0: none).
-      keras: yield ``(images, targets)`` tuples for ``model.fit``: True gives ``{"boxes",
-        "classes"}`` (pipeline boxes, padded rows class -1), or the ``label`` of examples without
-        boxes; "classification" gives ``labels``: the ``label`` field, else each image's one
-        image-level class - 1 (``convert folders`` data); "detection" gives ``{"boxes", "labels"}``
-        for KerasHub detectors: boxes in ``bounding_box_format``, labels ``class id - 1``, padded
-        rows labelled -1.
+      keras: yield ``(images, targets)`` tuples for ``model.fit``: "detection" gives ``{"boxes",
+        "labels"}`` for KerasHub detectors: boxes in ``bounding_box_format``, labels ``0..C-1``, the
+        data's label map in id order (``dataset.class_names``; COCO's ids 1..90 become 0..79),
+        padded rows labelled -1; "classification" gives ``labels``: the ``label`` field, else each
+        image's one image-level class as such a label (``convert folders`` data); True gives
+        ``{"boxes", "classes"}``, pipeline boxes and class ids as stored (padded rows class -1), or
+        for examples without boxes the labels of "classification". A class id the label map lacks is
+        an error naming the record; without a known label map a label is ``class id - 1``.
       bounding_box_format: the Keras 3 box format of ``keras="detection"`` targets: "xyxy", "yxyx",
         "xywh", "center_xywh", "center_yxhw" (pixels) or their "rel_" forms.
       output_dtype: None keeps uint8 until an op makes floats; "uint8", "float32", "bfloat16".
@@ -289,7 +292,8 @@ DatasetOptions = dataclasses.make_dataclass(
 def _build_dataset(opts: DatasetOptions) -> tf.data.Dataset:
     """The stages: read → example seeds → decode and augment under the error policy's catch →
     partners for combining steps → batch → colour stage → Keras layout → options, service →
-    prefetch; with the epoch audit, the audit and then the Keras layout follow the service."""
+    prefetch; with the epoch audit, the audit and then the Keras layout follow the service.
+    The dataset carries the data's ``class_names`` (:func:`keras_layout.class_names`)."""
     # Counting and iteration numbers need variables in this process: not on service workers.
     local = opts.service is None
     policy = ErrorPolicy.build(
@@ -351,10 +355,12 @@ def _build_dataset(opts: DatasetOptions) -> tf.data.Dataset:
     dataset = policy.count_passed(dataset, batched=opts.batch_size is not None)
     dataset = _color_stage(dataset, steps, opts.num_parallel_calls, opts.deterministic)
     delivery_audit = _audit(opts)
+    classes = keras_layout.data_classes(opts.source, dataset.element_spec, opts.keras)
     layout = functools.partial(
         _keras_layout,
         keras=opts.keras,
         box_format=opts.bounding_box_format,
+        classes=classes,
         num_parallel_calls=opts.num_parallel_calls,
     )
     if delivery_audit is None:
@@ -371,7 +377,7 @@ def _build_dataset(opts: DatasetOptions) -> tf.data.Dataset:
         dataset = iterations.attach(dataset, iteration_counter)
     if delivery_audit is not None:
         dataset = delivery_audit.attach(dataset)
-    return policy.attach(dataset)
+    return keras_layout.attach_classes(policy.attach(dataset), classes)
 
 
 def _audit(opts: DatasetOptions) -> DeliveryAudit | None:
@@ -474,10 +480,15 @@ def _color_stage(
 
 
 def _keras_layout(
-    dataset: tf.data.Dataset, keras: bool | str, box_format: str | None, num_parallel_calls: int
+    dataset: tf.data.Dataset,
+    keras: bool | str,
+    box_format: str | None,
+    classes: keras_layout.LabelSpace | None,
+    num_parallel_calls: int,
 ) -> tf.data.Dataset:
-    """``(images, targets)`` tuples for ``model.fit`` when ``keras`` asks for them."""
-    to_keras = keras_layout.keras_output(keras, box_format)
+    """``(images, targets)`` tuples for ``model.fit`` when ``keras`` asks for them, labels
+    numbered by ``classes``."""
+    to_keras = keras_layout.keras_output(keras, box_format, classes)
     if to_keras is None:
         return dataset
     return dataset.map(to_keras, num_parallel_calls=num_parallel_calls)

@@ -209,6 +209,25 @@ def test_coco_every_field_round_trips(coco, tmp_path):
     assert records["1"][0][fields.MASKS][0].sum() > 20
 
 
+def test_coco_conversion_gives_keras_labels_of_its_label_map(coco, tmp_path):
+    import object_input as oi
+
+    path, images_dir, _ = coco  # categories person (id 1) and car (id 3): a gap
+    result = convert_coco(path, images_dir, tmp_path / "out" / "train", **QUIET)
+    options = {"batch_size": None, "shuffle": False}
+    dataset = oi.make_dataset(
+        result.pattern, keras="detection", bounding_box_format="xyxy", **options
+    )
+    assert dataset.class_names == ["person", "car"]
+    plain = oi.make_dataset(result.pattern, **options)
+    labels = {
+        features[fields.SOURCE_ID].numpy().decode(): targets["labels"].numpy().tolist()
+        for features, (_, targets) in zip(plain, dataset, strict=True)
+    }
+    # person -> 0, car -> 1 (id 3, not label 2); annotation 14 (no width) was left out.
+    assert labels == {"1": [0, 1, 1], "2": [1], "3": []}
+
+
 def test_coco_output_is_the_same_for_any_worker_count(coco, tmp_path):
     path, images_dir, _ = coco
     one = convert_coco(path, images_dir, tmp_path / "a" / "x", num_shards=2, num_workers=1, **QUIET)

@@ -41,24 +41,50 @@ def detector():
     return model
 
 
-@pytest.fixture(params=["tfrecord", "tfds", "huggingface"])
+def sparse_tfrecords(folder) -> str:
+    """Detection records whose 3 classes have COCO-like ids with gaps (1, 3, 90), and the
+    label_map.pbtxt a converter writes beside them."""
+    from object_input.label_map import write_label_map
+    from object_input.writers import build_example, write_tfrecords
+
+    rng = np.random.default_rng(0)
+    records = [
+        build_example(
+            rng.integers(0, 256, (96, 128, 3), dtype=np.uint8),
+            boxes=[[0.1, 0.1, 0.6, 0.5], [0.4, 0.5, 0.9, 0.95]],
+            classes=classes,
+        )
+        for classes in ([90, 1], [3, 90], [1, 3], [90, 90])
+    ]
+    write_label_map(folder / "label_map.pbtxt", {"person": 1, "car": 3, "toothbrush": 90})
+    return write_tfrecords(records, str(folder / "train"))[0]
+
+
+@pytest.fixture(params=["tfrecord", "tfrecord_sparse_ids", "tfds", "huggingface"])
 def detection_source(request, tmp_path):
-    """Detection data with 3 classes as make_dataset takes it from each kind of source."""
+    """Detection data with 3 classes as make_dataset takes it from each kind of source, and
+    the make_dataset options it needs."""
     if request.param == "tfrecord":
-        return str(request.getfixturevalue("synthetic_dir"))
+        from object_input.synthetic import CLASS_NAMES
+
+        label_map = {name: i for i, name in enumerate(CLASS_NAMES, start=1)}
+        return str(request.getfixturevalue("synthetic_dir")), {"label_map": label_map}
+    if request.param == "tfrecord_sparse_ids":
+        return sparse_tfrecords(tmp_path), {}
     if request.param == "tfds":
         from tfds_builders import TinyDetection, prepare  # skips without tensorflow-datasets
 
         builder = prepare(TinyDetection(config="png", data_dir=tmp_path))
-        return oi.sources.TFDS(builder, split="train")
+        return oi.sources.TFDS(builder, split="train"), {}
     from hf_datasets import detection_dataset  # skips without datasets
 
-    return detection_dataset()  # a datasets.Dataset, passed as it is
+    return detection_dataset(), {}  # a datasets.Dataset, passed as it is
 
 
 def test_retinanet_fits_on_make_dataset_output(detection_source, detector):
+    source, options = detection_source
     train = oi.make_dataset(
-        detection_source,
+        source,
         batch_size=2,
         image_size=IMAGE_SIZE,
         max_boxes=6,
@@ -69,7 +95,13 @@ def test_retinanet_fits_on_make_dataset_output(detection_source, detector):
         augment=["random_horizontal_flip"],
         keras="detection",
         bounding_box_format="xyxy",
+        **options,
     )
+    # The model's num_classes comes from the data; every label the model sees is below it.
+    assert len(train.class_names) == 3
+    for _, targets in train.take(4):
+        labels = targets["labels"].numpy()
+        assert labels.max() < 3 and set(labels[labels < 0]) <= {-1}
     images_spec, targets_spec = train.element_spec
     assert images_spec.shape == (2, *IMAGE_SIZE, 3)
     assert targets_spec["boxes"].shape == (2, 6, 4)

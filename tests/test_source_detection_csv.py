@@ -6,6 +6,7 @@ import tensorflow as tf
 
 import object_input as oi
 from object_input import fields
+from object_input.label_map import write_label_map
 from object_input.sources import DetectionCSV, TFRecord
 from object_input.writers.tf_example import build_example, encode_image
 
@@ -73,6 +74,24 @@ def test_rows_are_grouped_by_image_wherever_they_are(annotated):
     ids = {name: x[fields.RECORD_ID].numpy().decode() for name, x in examples.items()}
     assert ids["a.png"] == f"{annotated}/train.csv:lines 2,4,6"
     assert ids["c.png"] == f"{annotated}/train.csv:line 5"
+
+
+def test_keras_labels_number_the_label_map_given_with_its_gaps(annotated):
+    path = annotated / "label_map.pbtxt"
+    write_label_map(path, {"bird": 2, "cat": 9, "dog": 40})
+    source = DetectionCSV(annotated / "train.csv", annotated / "images", label_map=path)
+    options = {"batch_size": None, "shuffle": False}
+    dataset = oi.make_dataset(source, keras="detection", bounding_box_format="xyxy", **options)
+    assert dataset.class_names == ["bird", "cat", "dog"]
+    names = [x[fields.FILENAME].numpy().decode() for x in oi.make_dataset(source, **options)]
+    labels = {
+        name: targets["labels"].numpy().tolist()
+        for name, (_, targets) in zip(names, dataset, strict=True)
+    }
+    assert labels == {"a.png": [2, 1, 2], "b.png": [1], "c.png": [0]}
+    # Without a label map the classes are numbered in order of first appearance.
+    plain = DetectionCSV(annotated / "train.csv", annotated / "images")
+    assert oi.class_names(oi.make_dataset(plain, **options)) == ["dog", "cat", "bird"]
 
 
 def test_features_equal_the_tfrecord_decoders(annotated):

@@ -180,9 +180,27 @@ def test_classification_label_as_stored_with_its_names():
     pairs = oi.make_dataset(
         source, batch_size=3, shuffle=False, keras=True, image_size=(8, 8), output_dtype="float32"
     )
+    assert pairs.class_names == NAMES
     ((images, labels),) = list(pairs)
     assert images.shape == (3, 8, 8, 3)
     assert labels.numpy().tolist() == [2, 0, 1]
+
+
+def test_a_missing_label_is_an_error_at_the_keras_edge_naming_its_row():
+    features = datasets.Features(
+        {"img": datasets.Image(), "label": datasets.ClassLabel(names=NAMES)}
+    )
+    dataset = datasets.Dataset.from_dict(
+        {"img": [{"bytes": png(row), "path": None} for row in range(2)], "label": [1, None]},
+        features=features,
+    )
+    pairs = oi.make_dataset(dataset, batch_size=2, shuffle=False, keras="classification")
+    with pytest.raises(
+        tf.errors.InvalidArgumentError,
+        match=r"record huggingface:1: label -1 is not in the label names of HuggingFace\(.*\) "
+        r"\(3 classes, Keras labels 0\.\.2\)",
+    ):
+        list(pairs)
 
 
 def test_top_level_lists_with_integer_classes_keep_their_ids():
@@ -443,11 +461,11 @@ def test_a_saved_folder_and_a_name_load(tmp_path):
 def test_keras_detection_targets():
     source = HuggingFace(detection_dataset(rows=[0, 2, 3]))
     options = {"batch_size": 3, "image_size": (16, 16), "max_boxes": 4, "batching": "static"}
-    ((images, targets),) = list(
-        oi.make_dataset(
-            source, keras="detection", bounding_box_format="xyxy", shuffle=False, **options
-        )
+    dataset = oi.make_dataset(
+        source, keras="detection", bounding_box_format="xyxy", shuffle=False, **options
     )
+    assert dataset.class_names == NAMES
+    ((images, targets),) = list(dataset)
     assert images.shape == (3, 16, 16, 3)
     # The images are resized to 16 x 16: the pixel boxes scale with them.
     expected = np.zeros([3, 4, 4], np.float32)

@@ -12,7 +12,7 @@ import numpy as np
 import PIL.Image
 import pytest
 import tensorflow as tf
-from tfds_builders import EXAMPLES, TinyDetection, pixels, prepare
+from tfds_builders import CLASS_NAMES, EXAMPLES, TinyDetection, pixels, prepare
 
 import object_input as oi
 from object_input import errors, fields
@@ -158,6 +158,26 @@ def test_label_maps_come_from_the_class_labels():
     assert len(voc.label_map) == 20 and voc.label_names is None
     assert pets.label_map is None and len(pets.label_names) == 37
     assert faces.label_map == {"faces": 1}
+
+
+@pytest.mark.parametrize(("name", "count"), [("coco/2017", 80), ("voc/2007", 20)])
+def test_coco_and_voc_give_keras_labels_below_their_class_count(name, count):
+    with tfds.testing.mock_data(num_examples=NUM_MOCKED, as_dataset_fn=fake_as_dataset):
+        dataset = oi.make_dataset(
+            TFDS(name, split="train"),
+            batch_size=None,
+            shuffle=False,
+            keras="detection",
+            bounding_box_format="rel_yxyx",
+        )
+        labels = [targets["labels"].numpy() for _, targets in dataset]
+        builder = tfds.builder(name)
+        theirs = [flat(ex) for ex in tfds.as_numpy(tfds.load(name, split="train"))]
+    names = builder.info.features["objects"]["label"].names
+    assert dataset.class_names == names and len(names) == count
+    assert len(labels) == NUM_MOCKED
+    for ours, reference in zip(labels, theirs, strict=True):
+        np.testing.assert_array_equal(ours, reference["objects/label"])
 
 
 class Things(tfds.core.GeneratorBasedBuilder, skip_registration=True):
@@ -363,6 +383,7 @@ def test_keras_detection_layout(prepared):
         keras="detection",
         bounding_box_format="xyxy",
     )
+    assert dataset.class_names == CLASS_NAMES
     images, targets = next(iter(dataset))
     assert images.shape == (6, 32, 32, 3)
     assert targets["boxes"].shape == (6, 4, 4) and targets["labels"].shape == (6, 4)

@@ -10,7 +10,7 @@ import abc
 import contextlib
 import dataclasses
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import tensorflow as tf
@@ -120,6 +120,16 @@ class Source(abc.ABC):
     #: (verified files: their manifest's counts); ``make_dataset`` then gives the dataset its
     #: length where nothing on the way can change the count.
     known_records: int | None = None
+    #: ``{class name: id}`` of the class ids the records hold (``classes``, ``image_classes``),
+    #: when the source knows it (None: not known): the Keras layouts number these classes
+    #: ``0..C-1`` in id order and the dataset lists their names (``make_dataset``'s
+    #: ``class_names``). It names the classes only; how records decode is the source's own.
+    label_map: Mapping[str, int] | None = None
+    #: :attr:`label_map` as messages name it (``"label map data/label_map.pbtxt"``); None: a
+    #: mapping given in code.
+    label_map_origin: str | None = None
+    #: the class names of the ``label`` field, by its value as stored (0-based), when known.
+    label_names: Sequence[str] | None = None
 
     @abc.abstractmethod
     def records(self, context: ReadContext) -> tf.data.Dataset:

@@ -84,6 +84,12 @@ class DetectionCSV(Source):
             if label_map is None
             else label_map_for(names, label_map, ", ".join(self.files))
         )
+        if label_map is None:
+            self.label_map_origin = (
+                f"label map of the classes of {', '.join(self.files)} in order of first appearance"
+            )
+        elif not isinstance(label_map, Mapping):
+            self.label_map_origin = f"label map {os.fspath(label_map)}"
         self._check_images_exist(images)
         self._arrays = _arrays(images, self.image_dir, self.label_map)
         self.num_images = len(images)

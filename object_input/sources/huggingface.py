@@ -168,6 +168,13 @@ class HuggingFace(Source):
         self._prefix = f"{self.name}/{split_name}:" if split_name else f"{self.name}:"
         self._signature = hf_arrow.signature(self.layout)
 
+    @property
+    def label_map_origin(self) -> str | None:
+        """:attr:`label_map` as messages name it."""
+        if self.label_map is None:
+            return None
+        return f"label map of ClassLabel column {self.layout[fields.CLASSES]!r}"
+
     def records(self, context: ReadContext) -> tf.data.Dataset:
         chunks = self._stream(context) if self.streaming else self._chunks(context)
         return chunks.flat_map(lambda chunk: self._rows(chunk, context))

@@ -254,14 +254,26 @@ class TFDS(Source):
 
     @property
     def label_map(self) -> dict[str, int] | None:
-        """``{class name: id}`` of ``classes`` (ClassLabel id + 1); None without names."""
-        path = self.fields.get(fields.CLASSES)
+        """``{class name: id}`` of ``classes`` (ClassLabel id + 1), else of ``image_classes``;
+        None without names."""
+        path = self._class_path
         if path is None:
             boxes = self.fields.get(fields.BOXES)
             # One class for boxes without classes, named after their sequence ("faces").
             return None if boxes is None else {self.leaves[boxes].sequence or boxes: 1}
         names = self._names(path)
         return None if names is None else {name: i + 1 for i, name in enumerate(names)}
+
+    @property
+    def label_map_origin(self) -> str:
+        """:attr:`label_map` as messages name it."""
+        path = self._class_path or self.fields.get(fields.BOXES)
+        return f"label map of feature {path!r} of TFDS {self.name}"
+
+    @property
+    def _class_path(self) -> str | None:
+        """The feature of the class ids: ``classes``, else ``image_classes``."""
+        return self.fields.get(fields.CLASSES, self.fields.get(fields.IMAGE_CLASSES))
 
     @property
     def label_names(self) -> tuple[str, ...] | None:

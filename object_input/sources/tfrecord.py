@@ -9,7 +9,9 @@ from typing import Any
 import tensorflow as tf
 
 from object_input import deferred_image, errors, manifest
+from object_input.converters.common import default_label_map_path
 from object_input.decoders import ExampleDecoder
+from object_input.label_map import LabelMapError, load_label_map
 from object_input.options import DecodeOptions, build
 from object_input.sources import integrity, samples
 from object_input.sources.base import ReadContext, Source
@@ -34,7 +36,10 @@ class TFRecord(Source):
     Args:
       files: glob pattern, directory, file, or list of those.
       compression: "auto" (GZIP for a ``.gz`` suffix), None, "GZIP" or "ZLIB".
-      label_map: text label map path or ``{name: id}`` for records that carry class names.
+      label_map: text label map path or ``{name: id}``: turns the class names of records that
+        carry names into ids, and names the classes (:attr:`label_map`). None: the
+        ``label_map.pbtxt`` a converter wrote beside the files, when there is one, names the
+        classes (records are decoded as without a label map).
       masks: None, "png" or "numerical": decode instance masks.
       num_keypoints: keypoints per box to decode (0: none).
       decoding: the rarer decoder options (:class:`~object_input.options.DecodeOptions`).
@@ -61,6 +66,14 @@ class TFRecord(Source):
         self.compression = compression
         self.decoding = build(DecodeOptions, "decoding", decoding)
         self.decoder = self._decoder(label_map, masks, num_keypoints, errors.FLAG)
+        if label_map is None:
+            self.label_map, self.label_map_origin = _label_map_beside(
+                self.files, self.decoding.use_display_name
+            )
+        else:
+            self.label_map = self.decoder.label_map
+            if not isinstance(label_map, Mapping):
+                self.label_map_origin = f"label map {os.fspath(label_map)}"
         if self.decoding.trust_manifest:
             self.verified = manifest.trusted(self.files, self.decoder.settings())
         if self.verified:
@@ -161,6 +174,35 @@ def _from_paths(files: list[str], options: PathOptions) -> TFRecord:
         num_keypoints=options.num_keypoints,
         decoding=options.decoding,
     )
+
+
+def _label_map_beside(
+    files: list[str], use_display_name: bool
+) -> tuple[dict[str, int] | None, str | None]:
+    """The label map a converter wrote beside ``files`` (``label_map.pbtxt`` in their folders)
+    and its origin for messages; None, None where there is none. Folders whose label maps
+    disagree are an error naming two of them."""
+    found: dict[str, dict[str, int]] = {}
+    for path in dict.fromkeys(default_label_map_path(file) for file in files):
+        if not tf.io.gfile.exists(path):
+            continue
+        try:
+            found[path] = load_label_map(path, use_display_name)
+        except LabelMapError as error:
+            raise LabelMapError(
+                f"{error} (the label map beside {files[0]}, which names its classes; fix it, "
+                "or pass label_map=)"
+            ) from error
+    if not found:
+        return None, None
+    (first, first_map), *others = found.items()
+    for path, other in others:
+        if other != first_map:
+            raise ValueError(
+                f"the files' folders hold label maps that disagree, {first} and {path}: "
+                "read them separately, or pass the label map of all of them as label_map="
+            )
+    return first_map, f"label map {first}"
 
 
 def _table(
