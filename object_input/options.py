@@ -114,18 +114,17 @@ def check_size(name: str, size: Any) -> tuple[int, int] | None:
     """``size`` as ``(height, width)`` of positive ints, or None; an error naming ``name``."""
     if size is None:
         return None
-    if isinstance(size, int) and not isinstance(size, bool):
-        raise TypeError(
-            f"{name} must be (height, width), got the single number {size}; "
-            f"write {name}=({size}, {size}) for a square"
-        )
-    if (
-        not isinstance(size, Sequence)
-        or len(size) != 2
-        or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in size)
-    ):
+    keep = f"leave {name} out (None) to keep each image's own size"
+    if isinstance(size, numbers.Integral) and not isinstance(size, bool):
+        hint = f"e.g. {name}=({size}, {size}) for a square" if size >= 1 else keep
+        raise TypeError(f"{name} takes (height, width), got the single number {size}; {hint}")
+    if not isinstance(size, Sequence) or len(size) != 2 or not all(_is_kind(d, int) for d in size):
         raise ValueError(f"{name} must be (height, width) of positive ints, got {size!r}")
-    return tuple(size)
+    if min(size) < 1:
+        raise ValueError(
+            f"{name} must be (height, width) of positive ints, got {tuple(size)!r}; {keep}"
+        )
+    return tuple(int(d) for d in size)
 
 
 def unknown_keyword(what: str, name: str, valid: Iterable[str]) -> TypeError:
