@@ -378,7 +378,12 @@ def _convert(args: argparse.Namespace) -> int:
             )
         elif args.format == "csv":
             result = converters.convert_csv(
-                args.csv, args.images, args.output, clip_boxes=args.clip_boxes, write=write
+                args.csv,
+                args.images,
+                args.output,
+                clip_boxes=args.clip_boxes,
+                field_delim=args.field_delim,
+                write=write,
             )
         else:
             result = converters.convert_folders(args.root, args.output, write=write)
@@ -715,6 +720,13 @@ def _add_convert(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     csv.add_argument("csv", help="the CSV file")
     csv.add_argument("images", help="folder the filename column is relative to")
+    csv.add_argument(
+        "--field-delim",
+        type=lambda text: "\t" if text == "\\t" else text,
+        default=",",
+        metavar="CHAR",
+        help="the field separator, one character (default ','; e.g. ';', or '\\t' for tabs)",
+    )
     for parser in (voc, csv):
         parser.add_argument(
             "--clip-boxes",

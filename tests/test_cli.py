@@ -354,6 +354,29 @@ def test_counts_of_one_are_singular(tmp_path, capsys):
     ]
 
 
+@pytest.mark.parametrize("separator, flag", [(";", ";"), ("\t", "\\t")])
+def test_convert_csv_names_the_separator_the_header_uses(tmp_path, capsys, separator, flag):
+    import tensorflow as tf
+
+    images = tmp_path / "images"
+    images.mkdir()
+    (images / "a.png").write_bytes(tf.io.encode_png(np.zeros((10, 20, 3), np.uint8)).numpy())
+    table = tmp_path / "boxes.csv"
+    table.write_text(
+        "filename,width,height,class,xmin,ymin,xmax,ymax\na.png,20,10,cat,0,0,5,5\n".replace(
+            ",", separator
+        )
+    )
+    argv = ["convert", "csv", str(table), str(images), "-o", str(tmp_path / "t"), "--no-progress"]
+    assert cli.main(argv) == 1
+    assert capsys.readouterr().err.endswith(
+        f"(in any order); the header looks {separator!r}-separated: pass "
+        f"field_delim={separator!r} (convert csv: --field-delim {separator!r})\n"
+    )
+    assert cli.main([*argv, "--field-delim", flag]) == 0
+    assert capsys.readouterr().out.startswith("wrote 1 example with 1 box to 1 shard")
+
+
 def test_pipeline_errors_are_reported_with_our_message_first(tmp_path, capsys):
     from object_input.writers import encode_image
 
