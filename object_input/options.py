@@ -128,9 +128,23 @@ def check_size(name: str, size: Any) -> tuple[int, int] | None:
 
 
 def unknown_keyword(what: str, name: str, valid: Iterable[str]) -> TypeError:
-    """A TypeError naming ``name`` and the closest of ``valid`` names."""
-    hint = did_you_mean(name, sorted(valid))
+    """A TypeError naming ``name`` and where it goes: the option group or ``make_dataset``
+    keyword it is, else the closest of ``valid`` names, else all of them."""
+    valid = sorted(valid)
+    hint = _where_it_goes(name) or did_you_mean(name, valid) or f" (known: {', '.join(valid)})"
     return TypeError(f"{what} got an unexpected keyword argument {name!r}{hint}")
+
+
+def _where_it_goes(name: str) -> str:
+    """``"; num_readers is a ReadOptions field: ..."`` when ``name`` is a field of an option
+    group or a ``make_dataset`` keyword (given where it is not one), else ``""``."""
+    groups = (("reading", ReadOptions), ("decoding", DecodeOptions), ("service", ServiceOptions))
+    for keyword, group in groups:
+        if name in field_names(group):
+            return f"; {name} is a {group.__name__} field: pass {keyword}={{{name!r}: ...}}"
+    if name in _DECLARED:
+        return f"; {name} is a make_dataset keyword: make_dataset({name}=...)"
+    return ""
 
 
 def check_keywords(what: str, given: Iterable[str], valid: Iterable[str]) -> None:

@@ -172,6 +172,57 @@ def test_unknown_keyword_names_the_closest_parameters(synthetic_dir):
         oi.make_dataset(str(synthetic_dir), reading={"num_reader": 2})
 
 
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (
+            {"num_readers": 4},
+            "make_dataset() got an unexpected keyword argument 'num_readers'; num_readers is a "
+            "ReadOptions field: pass reading={'num_readers': ...}",
+        ),
+        (
+            {"use_display_name": True},
+            "make_dataset() got an unexpected keyword argument 'use_display_name'; "
+            "use_display_name is a DecodeOptions field: pass decoding={'use_display_name': ...}",
+        ),
+        (
+            {"job_name": "train"},
+            "make_dataset() got an unexpected keyword argument 'job_name'; job_name is a "
+            "ServiceOptions field: pass service={'job_name': ...}",
+        ),
+        (
+            {"decoding": {"masks": "png"}},
+            "DecodeOptions got an unexpected keyword argument 'masks'; masks is a make_dataset "
+            "keyword: make_dataset(masks=...)",
+        ),
+        (
+            {"decoding": {"compression": "GZIP"}},
+            "DecodeOptions got an unexpected keyword argument 'compression'; compression is a "
+            "ReadOptions field: pass reading={'compression': ...}",
+        ),
+        (
+            {"reading": {"speed": 1}},
+            "ReadOptions got an unexpected keyword argument 'speed' (known: block_length, "
+            "compression, file_shuffle, input_context, num_readers, num_shards, shard_index)",
+        ),
+    ],
+)
+def test_an_unknown_keyword_says_where_it_goes(synthetic_dir, options, message):
+    with pytest.raises(TypeError) as raised:
+        oi.make_dataset(str(synthetic_dir), **options)
+    assert str(raised.value) == message
+
+
+def test_an_unknown_keyword_close_to_none_lists_every_keyword(synthetic_dir):
+    with pytest.raises(TypeError) as raised:
+        oi.make_dataset(str(synthetic_dir), num_classes=3)
+    names = sorted(inspect.signature(oi.make_dataset).parameters)
+    assert str(raised.value) == (
+        "make_dataset() got an unexpected keyword argument 'num_classes' "
+        f"(known: {', '.join(names)})"
+    )
+
+
 def test_scalar_image_size_is_an_error_naming_the_parameter(synthetic_dir):
     with pytest.raises(TypeError, match=r"image_size takes \(height, width\).*\(512, 512\)"):
         oi.make_dataset(str(synthetic_dir), image_size=512)
