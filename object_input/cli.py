@@ -666,6 +666,7 @@ def _add_inspect(commands: Any, common: argparse.ArgumentParser) -> None:
 def _add_convert(commands: Any, common: argparse.ArgumentParser) -> None:
     convert = commands.add_parser(
         "convert",
+        parents=[common],
         help="convert COCO, Pascal VOC, CSV or class-folder datasets to TFRecords",
         description="Convert a dataset to sharded detection TFRecords and a label map "
         "(label_map.pbtxt beside the shards), building records on parallel threads. Every "
@@ -791,6 +792,7 @@ def _add_serve(commands: Any, common: argparse.ArgumentParser) -> None:
 
     serve = commands.add_parser(
         "serve",
+        parents=[common],
         help="run a tf.data service dispatcher or worker for make_dataset(service=...)",
         description="Start one tf.data service server on this machine and serve until SIGTERM "
         "or Ctrl-C: one dispatcher per cluster, one worker per machine that decodes and "
@@ -862,11 +864,14 @@ def _version() -> str:
 
 
 def _add_on_error(parser: argparse.ArgumentParser) -> None:
+    """``--on-error``, make_dataset's (errors.ON_ERROR_POLICIES, without loading TensorFlow):
+    the choices in the order every command gives them."""
     parser.add_argument(
         "--on-error",
         choices=("raise", "skip"),
         default="raise",
-        help="bad records: stop naming the first (raise, default) or skip, count and report them",
+        help="bad records: raise (stop, naming the first) or skip (drop, count and report them) "
+        "(default: raise)",
     )
 
 

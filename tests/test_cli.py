@@ -82,6 +82,40 @@ def test_every_command_and_option_has_a_description():
                 assert action.help, f"{sub.prog} {action.option_strings or action.dest}"
 
 
+def test_every_command_takes_verbose_before_or_after_its_subcommand():
+    parser = cli.build_parser()
+    for sub in _parsers(parser):
+        assert "--verbose" in sub._option_string_actions, sub.prog
+    for argv in (
+        ["serve", "--verbose", "dispatcher"],
+        ["serve", "dispatcher", "-v"],
+        ["convert", "--verbose", "folders", "root", "-o", "out"],
+        ["-v", "serve", "worker", "--dispatcher", "host:5050"],
+    ):
+        assert parser.parse_args(argv).verbose is True, argv
+    assert parser.parse_args(["serve", "dispatcher"]).verbose is False
+
+
+def test_every_on_error_has_the_same_choices_in_one_order_and_states_its_default():
+    from object_input.converters.write_options import WriteOptions
+    from object_input.errors import ON_ERROR_POLICIES
+
+    found = {
+        sub.prog: sub._option_string_actions["--on-error"]
+        for sub in _parsers(cli.build_parser())
+        if "--on-error" in sub._option_string_actions
+    }
+    converters = [f"{cli.PROG} convert {name}" for name in ("coco", "voc", "csv", "folders")]
+    assert sorted(found) == sorted([f"{cli.PROG} show", f"{cli.PROG} bench", *converters])
+    for prog, action in found.items():
+        assert tuple(action.choices) == ON_ERROR_POLICIES == ("raise", "skip"), prog
+        # convert's flag left out is WriteOptions' default (with exit status 3 for holes).
+        default = action.default or WriteOptions.on_error
+        assert f"(default: {default}" in action.help, prog
+    assert found[f"{cli.PROG} show"].default == "raise"
+    assert WriteOptions.on_error == "skip"
+
+
 def test_tensorflow_start_up_lines_are_silenced(tmp_path):
     paths = write_tfrecords([build_example(np.zeros((4, 4, 3), np.uint8))], tmp_path / "x")
     code = "import sys; from object_input.cli import main; sys.exit(main(sys.argv[1:]))"
