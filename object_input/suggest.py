@@ -37,6 +37,8 @@ def unknown_names_message(
     more = ", ..." if len(known) > NAMES_LISTED else ""
     tail = f"; the label map has {wording.count(len(known), 'name')}: {listed}{more}"
     unique = tf.unique(tf.reshape(names, [-1])).y
+    # Quoted as UTF-8 (bad bytes as U+FFFD): Python could not show the message else.
+    unique = tf.strings.unicode_transcode(unique, "UTF-8", "UTF-8", errors="replace")
     # Messages are built for every check of a failed record: there may be no name at all.
     shown = tf.cond(
         tf.size(unique) > 0,
@@ -69,8 +71,8 @@ def _suggestions(unique: Any, table: Any, cutoff: float, limit: int) -> Any:
     )
     return tf.strings.reduce_join(shown, separator=", ")
 
+
 def _characters(strings: Any) -> Any:
     import tensorflow as tf
 
-    return tf.strings.unicode_split(strings, "UTF-8", errors="replace")
-
+    return tf.strings.unicode_split(strings, "UTF-8")

@@ -122,6 +122,16 @@ def test_text_missing_from_the_label_map_names_the_closest_names_and_the_map():
     )
 
 
+def test_a_missing_name_that_is_not_utf8_is_shown_with_replacement_characters():
+    serialized = _example(classes=[], class_texts=[b"c\xffat"]).SerializeToString()
+    out = decode_example(serialized, "data.tfrecord:5", checks="flag", label_map={"cat": 1})
+    assert errors.reason_of(int(out[fields.ERROR])) == "class_unknown"
+    assert out[fields.ERROR_DETAIL].numpy().decode() == (
+        "record data.tfrecord:5 (source_id src-7): field image/object/class/text has names not "
+        'in the label map: "c\ufffdat" (did you mean "cat"?); the label map has 1 name: "cat"'
+    )
+
+
 def test_image_class_text_missing_from_the_label_map_is_an_error_or_dropped():
     serialized = _example(image_class_texts=["dgo"]).SerializeToString()
     _expect(
