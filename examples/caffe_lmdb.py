@@ -84,6 +84,8 @@ def image_and_label(batch: dict) -> tuple:
     return batch["image"], batch["label"]
 
 
+# A bad record stops the run with object_input's message, not TensorFlow's wrapping of it.
+@oi.readable_errors()
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--output", help="folder for the database (default: a temporary one)")

@@ -60,6 +60,8 @@ def model_for(size: int) -> keras.Model:
     return model
 
 
+# A bad record stops the run with object_input's message, not TensorFlow's wrapping of it.
+@oi.readable_errors()
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--data", help="folder of the CIFAR-10 binaries")

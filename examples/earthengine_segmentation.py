@@ -27,7 +27,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from object_input import earthengine, fields, make_dataset
+from object_input import earthengine, fields, make_dataset, readable_errors
 from object_input.sources import EarthEngine
 
 BANDS = ["B2", "B3", "B8"]
@@ -74,6 +74,8 @@ def build_model(patch_size: tuple[int, int]) -> keras.Model:
     return model
 
 
+# A bad record stops the run with object_input's message, not TensorFlow's wrapping of it.
+@readable_errors()
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", default="earthengine_example", help="folder for all outputs")

@@ -45,6 +45,8 @@ def build_model() -> keras.Model:
     return keras.Model(inputs, {"boxes": boxes, "classes": classes})
 
 
+# A bad record stops the run with object_input's message, not TensorFlow's wrapping of it.
+@oi.readable_errors()
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--data", help="folder of TFRecords (default: generate synthetic data)")

@@ -18,7 +18,7 @@ import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from object_input import wording
@@ -209,8 +209,6 @@ def _show(args: argparse.Namespace) -> int:
     from object_input.label_map import label_map_to_names
 
     try:
-        if args.num_examples < 1:
-            raise ValueError(f"-n must be >= 1, got {args.num_examples}")
         viz.require_matplotlib()
         config = oi.load_pipeline_config(args.config) if args.config else None
         options = {} if config is None else config.to_dataset_kwargs()
@@ -387,7 +385,12 @@ def _convert(args: argparse.Namespace) -> int:
             )
         elif args.format == "csv":
             result = converters.convert_csv(
-                args.csv, args.images, args.output, clip_boxes=args.clip_boxes, write=write
+                args.csv,
+                args.images,
+                args.output,
+                clip_boxes=args.clip_boxes,
+                field_delim=args.field_delim,
+                write=write,
             )
         else:
             result = converters.convert_folders(args.root, args.output, write=write)
@@ -435,14 +438,15 @@ def _bench(args: argparse.Namespace) -> int:
             options["batch_size"] = args.batch_size
         if args.image_size is not None:
             if len(args.image_size) > 2:
-                raise ValueError("--image-size takes SIZE or HEIGHT WIDTH")
+                raise ValueError(
+                    "--image-size takes SIZE or HEIGHT WIDTH, got "
+                    + " ".join(str(size) for size in args.image_size)
+                )
             options["image_size"] = tuple(args.image_size * (3 - len(args.image_size)))
         if args.seed is not None:
             options["seed"] = args.seed
         if config is None:
             _detect(source, options)
-        if args.steps < 1 or args.warmup < 0:
-            raise ValueError("--steps must be >= 1 and --warmup >= 0")
         options["on_error"] = args.on_error
         dataset = oi.make_dataset(**options)
         iterator = iter(dataset)
@@ -510,6 +514,19 @@ def _serve(args: argparse.Namespace) -> int:
 # parser ----------------------------------------------------------------------------------------
 
 
+def _at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse ``type``: an integer of at least ``minimum``, else a usage error that names
+    the flag (not the ``make_dataset`` option it becomes)."""
+
+    def integer(text: str) -> int:
+        value = int(text)  # a ValueError reads "invalid integer value: 'x'"
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
+        return value
+
+    return integer
+
+
 def _common_options() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
@@ -571,10 +588,10 @@ def _add_show(commands: Any, common: argparse.ArgumentParser) -> None:
         "settings apply",
     )
     show.add_argument(
-        "-n", "--num-examples", type=int, default=16, help="examples to draw (default 16)"
+        "-n", "--num-examples", type=_at_least(1), default=16, help="examples to draw (default 16)"
     )
     show.add_argument("-o", "--output", default="grid.png", help="PNG to write (default grid.png)")
-    show.add_argument("--columns", type=int, help="grid columns (default: about a square)")
+    show.add_argument("--columns", type=_at_least(1), help="grid columns (default: about a square)")
     show.add_argument("--seed", type=int, help="pipeline seed (default: the config's)")
     show.add_argument("--label-map", help="text label map: names for ids (overrides the config)")
     show.add_argument(
@@ -584,7 +601,7 @@ def _add_show(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     show.add_argument(
         "--num-keypoints",
-        type=int,
+        type=_at_least(0),
         help="keypoints per box (default: the config's, else detected from the records)",
     )
     show.add_argument(
@@ -717,6 +734,13 @@ def _add_convert(commands: Any, common: argparse.ArgumentParser) -> None:
     )
     csv.add_argument("csv", help="the CSV file")
     csv.add_argument("images", help="folder the filename column is relative to")
+    csv.add_argument(
+        "--field-delim",
+        type=lambda text: "\t" if text == "\\t" else text,
+        default=",",
+        metavar="CHAR",
+        help="the field separator, one character (default ','; e.g. ';', or '\\t' for tabs)",
+    )
     for parser in (voc, csv):
         parser.add_argument(
             "--clip-boxes",
@@ -750,18 +774,25 @@ def _add_bench(commands: Any, common: argparse.ArgumentParser) -> None:
         "--config", help="pipeline.config or YAML whose pipeline to time (default: no augmentation)"
     )
     bench.add_argument(
-        "--batch-size", type=int, help="examples per batch (default: the config's, else 32)"
+        "--batch-size",
+        type=_at_least(1),
+        help="examples per batch (default: the config's, else 32)",
     )
     bench.add_argument(
         "--image-size",
-        type=int,
+        type=_at_least(1),
         nargs="+",
         metavar="SIZE",
         help="resize to SIZE (square) or HEIGHT WIDTH (default: no resize)",
     )
-    bench.add_argument("--steps", type=int, default=50, help="batches to time (default 50)")
     bench.add_argument(
-        "--warmup", type=int, default=5, help="batches run before timing starts (default 5)"
+        "--steps", type=_at_least(1), default=50, help="batches to time (default 50)"
+    )
+    bench.add_argument(
+        "--warmup",
+        type=_at_least(0),
+        default=5,
+        help="batches run before timing starts (default 5)",
     )
     bench.add_argument("--seed", type=int, help="pipeline seed (default: the config's)")
     _add_on_error(bench)
@@ -774,6 +805,7 @@ def _add_serve(commands: Any, common: argparse.ArgumentParser) -> None:
 
     serve = commands.add_parser(
         "serve",
+        parents=[common],
         help="run a tf.data service dispatcher or worker for make_dataset(service=...)",
         description="Start one tf.data service server on this machine and serve until SIGTERM "
         "or Ctrl-C: one dispatcher per cluster, one worker per machine that decodes and "
@@ -845,11 +877,14 @@ def _version() -> str:
 
 
 def _add_on_error(parser: argparse.ArgumentParser) -> None:
+    """``--on-error``, make_dataset's (errors.ON_ERROR_POLICIES, without loading TensorFlow):
+    the choices in the order every command gives them."""
     parser.add_argument(
         "--on-error",
         choices=("raise", "skip"),
         default="raise",
-        help="bad records: stop naming the first (raise, default) or skip, count and report them",
+        help="bad records: raise (stop, naming the first) or skip (drop, count and report them) "
+        "(default: raise)",
     )
 
 

@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from object_input import textproto
-from object_input.label_map import load_label_map
+from object_input.label_map import LabelMapError, load_label_map
 from object_input.ops import Augmentation, ConfigError, StepSpec, get_step, normalize_step
 from object_input.options import (
     DEFAULTS,
@@ -84,6 +84,10 @@ class PipelineConfig:
     masks: str | None = None
     num_keypoints: int = 0
     # </generated: config fields>
+    # Where the file read set label_map_path ("pipeline.config:7:3"), named by label map errors.
+    _label_map_where: str | None = dataclasses.field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         paths = self.input_paths
@@ -122,7 +126,12 @@ class PipelineConfig:
         if self.input_paths:
             kwargs["source"] = list(self.input_paths)
         if self.label_map_path is not None:
-            kwargs["label_map"] = load_label_map(self.label_map_path, self.use_display_name)
+            try:
+                kwargs["label_map"] = load_label_map(self.label_map_path, self.use_display_name)
+            except LabelMapError as err:
+                if self._label_map_where is None:
+                    raise
+                raise LabelMapError(f"{self._label_map_where}: label_map_path: {err}") from None
         if self.augment:
             kwargs["augment"] = copy.deepcopy(self.augment)
         for name in _DATASET_FIELDS:
@@ -240,6 +249,7 @@ def _from_yaml(path: str) -> PipelineConfig:
     try:
         with open(path, "rb") as f:
             text = textproto.decode_text(f.read(), path)
+        root = yaml.compose(text, Loader=_yaml_loader(yaml))
         data = yaml.load(text, Loader=_yaml_loader(yaml))
     except OSError as err:
         raise ConfigError(f"cannot read config {path!r}: {err}") from None
@@ -254,7 +264,13 @@ def _from_yaml(path: str) -> PipelineConfig:
         data = {"augment": data}
     if not isinstance(data, Mapping):
         raise ConfigError(f"{path}: expected a mapping of settings or a list of steps")
-    return _from_mapping(data, base, path)
+    config = _from_mapping(data, base, path)
+    if "label_map_path" in data:
+        # The last of repeated keys wins, as in the data; a merged one (<<) is named by the file.
+        marks = [v.start_mark for k, v in root.value if k.value == "label_map_path"]
+        where = f"{path}:{marks[-1].line + 1}:{marks[-1].column + 1}" if marks else path
+        object.__setattr__(config, "_label_map_where", where)
+    return config
 
 
 def _yaml_loader(yaml: Any) -> type:
@@ -301,7 +317,7 @@ def _yaml_loader(yaml: Any) -> type:
 
 
 def _from_mapping(data: Mapping, base: str | None, where: str) -> PipelineConfig:
-    names = [f.name for f in dataclasses.fields(PipelineConfig)]
+    names = [f.name for f in dataclasses.fields(PipelineConfig) if f.init]
     for key in data:
         if key not in names:
             hint = did_you_mean(key, names)
@@ -408,9 +424,12 @@ def _from_pipeline_config(path: str) -> PipelineConfig:
     if reader is not None:
         kwargs.update(_reader_settings(reader, os.path.dirname(os.path.abspath(path))))
     try:
-        return PipelineConfig(**kwargs)
+        config = PipelineConfig(**kwargs)
     except ConfigError as err:
         raise ConfigError(f"{path}: {err}") from None
+    if reader is not None and "label_map_path" in reader:
+        object.__setattr__(config, "_label_map_where", reader.where("label_map_path"))
+    return config
 
 
 def _checked(msg: Message, field: str, target: str, kind: type) -> Any:

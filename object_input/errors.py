@@ -52,7 +52,9 @@ REASONS: dict[str, str] = {
     "box_out_of_range": "a box coordinate is outside [0, 1]",
     "class_count": "the class list does not have one class per box",
     "class_range": "a class id in image/object/class/label is outside [1, 2**31)",
-    "class_unknown": "a name in image/object/class/text is not in the label map",
+    "class_unknown": (
+        "a name in image/object/class/text or image/class/text is not in the label map"
+    ),
     "class_mismatch": "image/object/class/label and class/text disagree",
     "per_box_count": "a per-box list (weight, area, flags, track ids, scores) has the wrong length",
     "mask": "the masks do not match the boxes in count or the image in size",

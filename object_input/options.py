@@ -114,24 +114,37 @@ def check_size(name: str, size: Any) -> tuple[int, int] | None:
     """``size`` as ``(height, width)`` of positive ints, or None; an error naming ``name``."""
     if size is None:
         return None
-    if isinstance(size, int) and not isinstance(size, bool):
-        raise TypeError(
-            f"{name} must be (height, width), got the single number {size}; "
-            f"write {name}=({size}, {size}) for a square"
-        )
-    if (
-        not isinstance(size, Sequence)
-        or len(size) != 2
-        or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in size)
-    ):
+    keep = f"leave {name} out (None) to keep each image's own size"
+    if isinstance(size, numbers.Integral) and not isinstance(size, bool):
+        hint = f"e.g. {name}=({size}, {size}) for a square" if size >= 1 else keep
+        raise TypeError(f"{name} takes (height, width), got the single number {size}; {hint}")
+    if not isinstance(size, Sequence) or len(size) != 2 or not all(_is_kind(d, int) for d in size):
         raise ValueError(f"{name} must be (height, width) of positive ints, got {size!r}")
-    return tuple(size)
+    if min(size) < 1:
+        raise ValueError(
+            f"{name} must be (height, width) of positive ints, got {tuple(size)!r}; {keep}"
+        )
+    return tuple(int(d) for d in size)
 
 
 def unknown_keyword(what: str, name: str, valid: Iterable[str]) -> TypeError:
-    """A TypeError naming ``name`` and the closest of ``valid`` names."""
-    hint = did_you_mean(name, sorted(valid))
+    """A TypeError naming ``name`` and where it goes: the option group or ``make_dataset``
+    keyword it is, else the closest of ``valid`` names, else all of them."""
+    valid = sorted(valid)
+    hint = _where_it_goes(name) or did_you_mean(name, valid) or f" (known: {', '.join(valid)})"
     return TypeError(f"{what} got an unexpected keyword argument {name!r}{hint}")
+
+
+def _where_it_goes(name: str) -> str:
+    """``"; num_readers is a ReadOptions field: ..."`` when ``name`` is a field of an option
+    group or a ``make_dataset`` keyword (given where it is not one), else ``""``."""
+    groups = (("reading", ReadOptions), ("decoding", DecodeOptions), ("service", ServiceOptions))
+    for keyword, group in groups:
+        if name in field_names(group):
+            return f"; {name} is a {group.__name__} field: pass {keyword}={{{name!r}: ...}}"
+    if name in _DECLARED:
+        return f"; {name} is a make_dataset keyword: make_dataset({name}=...)"
+    return ""
 
 
 def check_keywords(what: str, given: Iterable[str], valid: Iterable[str]) -> None:

@@ -25,6 +25,7 @@ __all__ = [
     "CELL_PIXELS",
     "DPI",
     "TITLE_PIXELS",
+    "caption",
     "class_color",
     "draw_example",
     "render_grid",
@@ -86,8 +87,9 @@ def draw_example(
     """Draw one unpadded example on the matplotlib axes ``ax``.
 
     Shows the image (uint8, or float on [0, 255]; one channel is shown in grey, channels beyond
-    the third are ignored), each box as a rectangle in its class colour with the class name (or
-    id, when ``class_names`` lacks it) above its top-left corner, instance masks as translucent
+    the third are ignored), its image-level classes (``image_classes``: classification data) in
+    its top-left corner, each box as a rectangle in its class colour with the class name (or id,
+    when ``class_names`` lacks it) above its top-left corner, instance masks as translucent
     overlays in the box's colour, and keypoints as dots, skipping unlabeled (NaN) and invisible
     ones. Axes ticks are turned off; the axes keep the image's pixel coordinates.
     """
@@ -100,6 +102,20 @@ def draw_example(
     ax.set_xlim(-0.5, width - 0.5)
     ax.set_ylim(height - 0.5, -0.5)
     ax.set_axis_off()
+
+    image_classes = np.asarray(example.get(fields.IMAGE_CLASSES, ()), np.int64).reshape(-1)
+    if image_classes.size:
+        color = class_color(int(image_classes[0]))
+        ax.text(
+            -0.5,
+            -0.5,
+            ", ".join(_label_text(int(c), class_names) for c in image_classes),
+            color=_text_color(color),
+            fontsize=9,
+            verticalalignment="top",
+            bbox={"facecolor": color, "edgecolor": "none", "pad": 2.0},
+            clip_on=True,
+        )
 
     boxes = np.asarray(example.get(fields.BOXES, np.zeros((0, 4))), np.float64).reshape(-1, 4)
     num = len(boxes)
@@ -160,18 +176,27 @@ def draw_example(
                 )
 
 
-def _caption(example: Mapping[str, Any], index: int) -> str:
-    name = ""
+def caption(example: Mapping[str, Any], index: int) -> str:
+    """The caption of grid cell ``index``: the example's file name (else source id, else
+    ``#index``) with its folder, so that files of the same name in two class folders differ;
+    then its image size, width x height as ``inspect`` and the converters write it, and its box
+    count unless it has no box field, or no box but image classes (classification data):
+    ``"rose/1.jpg\\n320x240, 2 boxes"``."""
+    name = f"#{index}"
     for key in (fields.FILENAME, fields.SOURCE_ID):
         value = example.get(key)
         if value is not None:
             value = value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
             if value:
-                name = os.path.basename(value)
+                name = "/".join(value.replace("\\", "/").rstrip("/").split("/")[-2:])
                 break
     height, width = np.shape(example[fields.IMAGE])[:2]
+    size = f"{width}x{height}"
     num = len(np.asarray(example.get(fields.BOXES, np.zeros((0, 4)))).reshape(-1, 4))
-    return f"{name or f'#{index}'}\n{height}×{width}, {wording.count(num, 'box')}"
+    # Classification data (image classes, no boxes) and examples without a box field: no count.
+    if fields.BOXES not in example or (not num and np.size(example.get(fields.IMAGE_CLASSES, ()))):
+        return f"{name}\n{size}"
+    return f"{name}\n{size}, {wording.count(num, 'box')}"
 
 
 def render_grid(
@@ -184,7 +209,7 @@ def render_grid(
     """Draw ``examples`` in a grid and save it as a PNG at ``path``; returns the path.
 
     ``columns`` defaults to ``ceil(sqrt(len(examples)))``. Each cell is ``CELL_PIXELS`` square,
-    captioned with the file name (or source id), image size and box count; a ``title`` adds a
+    captioned by :func:`caption` (file name, image size, box count); a ``title`` adds a
     ``TITLE_PIXELS`` band on top. The PNG is thus ``columns * CELL_PIXELS`` wide and
     ``rows * CELL_PIXELS`` (+ ``TITLE_PIXELS``) high.
     """
@@ -231,7 +256,7 @@ def render_grid(
             )
         )
         draw_example(ax, example, class_names)
-        ax.set_title(_caption(example, index), fontsize=8, pad=3)
+        ax.set_title(caption(example, index), fontsize=8, pad=3)
     path = os.fspath(path)
     figure.savefig(path, dpi=DPI, format="png")
     return path

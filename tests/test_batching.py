@@ -1,11 +1,15 @@
 """Padding and its exact inverse; box limits."""
 
+import pathlib
+import re
+
 import numpy as np
 import pytest
 import tensorflow as tf
 from hypothesis import given
 from hypothesis import strategies as st
 
+import object_input as oi
 from object_input import fields, unpad_batch
 from object_input.batching import batch_features, limit_boxes, prepare
 
@@ -78,6 +82,33 @@ def test_static_padding_has_fixed_shapes_and_unpads(rng):
     assert batch[fields.CLASSES].numpy()[1].tolist() == [0] * 6
     for before, after in zip(examples, unpad_batch(batch), strict=True):
         _assert_same(before, after)
+
+
+def test_image_classes_shape_keeps_each_examples_image_class_count(rng):
+    examples = [_example(rng, 4, 4, 1), _example(rng, 4, 4, 1)]
+    examples[0][fields.IMAGE_CLASSES] = np.array([3, 5], np.int32)
+    examples[1][fields.IMAGE_CLASSES] = np.zeros([0], np.int32)
+    batch = next(iter(batch_features(_dataset(examples).map(lambda f: prepare(f, None)), 2)))
+    # Padding alone cannot tell [3, 5] from [3, 5, 0]: the side field says how many are real.
+    assert batch[fields.IMAGE_CLASSES].numpy().tolist() == [[3, 5], [0, 0]]
+    assert batch[fields.shape_key(fields.IMAGE_CLASSES)].numpy().tolist() == [[2], [0]]
+    restored = unpad_batch(batch)
+    assert [e[fields.IMAGE_CLASSES].tolist() for e in restored] == [[3, 5], []]
+    assert all(fields.shape_key(fields.IMAGE_CLASSES) not in e for e in restored)
+
+
+def test_every_field_of_a_batch_is_in_the_concepts_table(synthetic_dir):
+    text = (pathlib.Path(__file__).parents[1] / "docs" / "concepts.md").read_text()
+    table = text[text.index("| field |") : text.index("from object_input import fields")]
+    documented = set(re.findall(r"`([a-z_<>]+)`", table))
+    for options in (
+        {"masks": "png"},
+        {"image_size": (32, 32), "max_boxes": 8, "batching": "static", "num_keypoints": 0},
+    ):
+        batch = next(iter(oi.make_dataset(str(synthetic_dir), batch_size=2, **options)))
+        for name in batch:
+            side = name.endswith("_shape") and name[: -len("_shape")] in batch
+            assert name in documented or (side and "<name>_shape" in documented), name
 
 
 def test_too_many_boxes_raises_naming_the_record(rng):

@@ -82,6 +82,40 @@ def test_every_command_and_option_has_a_description():
                 assert action.help, f"{sub.prog} {action.option_strings or action.dest}"
 
 
+def test_every_command_takes_verbose_before_or_after_its_subcommand():
+    parser = cli.build_parser()
+    for sub in _parsers(parser):
+        assert "--verbose" in sub._option_string_actions, sub.prog
+    for argv in (
+        ["serve", "--verbose", "dispatcher"],
+        ["serve", "dispatcher", "-v"],
+        ["convert", "--verbose", "folders", "root", "-o", "out"],
+        ["-v", "serve", "worker", "--dispatcher", "host:5050"],
+    ):
+        assert parser.parse_args(argv).verbose is True, argv
+    assert parser.parse_args(["serve", "dispatcher"]).verbose is False
+
+
+def test_every_on_error_has_the_same_choices_in_one_order_and_states_its_default():
+    from object_input.converters.write_options import WriteOptions
+    from object_input.errors import ON_ERROR_POLICIES
+
+    found = {
+        sub.prog: sub._option_string_actions["--on-error"]
+        for sub in _parsers(cli.build_parser())
+        if "--on-error" in sub._option_string_actions
+    }
+    converters = [f"{cli.PROG} convert {name}" for name in ("coco", "voc", "csv", "folders")]
+    assert sorted(found) == sorted([f"{cli.PROG} show", f"{cli.PROG} bench", *converters])
+    for prog, action in found.items():
+        assert tuple(action.choices) == ON_ERROR_POLICIES == ("raise", "skip"), prog
+        # convert's flag left out is WriteOptions' default (with exit status 3 for holes).
+        default = action.default or WriteOptions.on_error
+        assert f"(default: {default}" in action.help, prog
+    assert found[f"{cli.PROG} show"].default == "raise"
+    assert WriteOptions.on_error == "skip"
+
+
 def test_tensorflow_start_up_lines_are_silenced(tmp_path):
     paths = write_tfrecords([build_example(np.zeros((4, 4, 3), np.uint8))], tmp_path / "x")
     code = "import sys; from object_input.cli import main; sys.exit(main(sys.argv[1:]))"
@@ -277,7 +311,31 @@ def test_bench_prints_images_per_second_and_cpu_time(synthetic_dir, tmp_path, ca
     assert cli.main(["bench", "--config", str(config), "--steps", "2", "--no-progress"]) == 0
     assert "(4 images in 2 batches of 2" in capsys.readouterr().out
     assert cli.main([*argv, "--image-size", "1", "2", "3"]) == 1
-    assert "--image-size takes SIZE or HEIGHT WIDTH" in capsys.readouterr().err
+    assert capsys.readouterr().err == (
+        "object-input bench: error: --image-size takes SIZE or HEIGHT WIDTH, got 1 2 3\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["bench", "x", "--image-size", "0"], "argument --image-size: must be >= 1, got 0"),
+        (["bench", "x", "--image-size", "64", "-1"], "argument --image-size: must be >= 1, got -1"),
+        (["bench", "x", "--image-size", "big"], "argument --image-size: invalid integer value"),
+        (["bench", "x", "--batch-size", "0"], "argument --batch-size: must be >= 1, got 0"),
+        (["bench", "x", "--warmup", "-1"], "argument --warmup: must be >= 0, got -1"),
+        (["show", "x", "-n", "0"], "argument -n/--num-examples: must be >= 1, got 0"),
+        (["show", "x", "--columns", "0"], "argument --columns: must be >= 1, got 0"),
+        (["show", "x", "--num-keypoints", "-2"], "argument --num-keypoints: must be >= 0, got -2"),
+    ],
+)
+def test_a_bad_flag_value_is_named_by_its_flag(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit:
+        cli.main(argv)
+    assert exit.value.code == 2
+    err = capsys.readouterr().err
+    assert err.splitlines()[-1].startswith(f"object-input {argv[0]}: error: {message}"), err
+    assert "image_size" not in err and "batch_size" not in err
 
 
 def test_demo_again_leaves_no_stale_manifest_and_warnings_are_one_line(
@@ -437,6 +495,29 @@ def test_counts_of_one_are_singular(tmp_path, capsys):
     ]
 
 
+@pytest.mark.parametrize("separator, flag", [(";", ";"), ("\t", "\\t")])
+def test_convert_csv_names_the_separator_the_header_uses(tmp_path, capsys, separator, flag):
+    import tensorflow as tf
+
+    images = tmp_path / "images"
+    images.mkdir()
+    (images / "a.png").write_bytes(tf.io.encode_png(np.zeros((10, 20, 3), np.uint8)).numpy())
+    table = tmp_path / "boxes.csv"
+    table.write_text(
+        "filename,width,height,class,xmin,ymin,xmax,ymax\na.png,20,10,cat,0,0,5,5\n".replace(
+            ",", separator
+        )
+    )
+    argv = ["convert", "csv", str(table), str(images), "-o", str(tmp_path / "t"), "--no-progress"]
+    assert cli.main(argv) == 1
+    assert capsys.readouterr().err.endswith(
+        f"(in any order); the header looks {separator!r}-separated: pass "
+        f"field_delim={separator!r} (convert csv: --field-delim {separator!r})\n"
+    )
+    assert cli.main([*argv, "--field-delim", flag]) == 0
+    assert capsys.readouterr().out.startswith("wrote 1 example with 1 box to 1 shard")
+
+
 def test_pipeline_errors_are_reported_with_our_message_first(tmp_path, capsys):
     from object_input.writers import encode_image
 
@@ -452,6 +533,39 @@ def test_pipeline_errors_are_reported_with_our_message_first(tmp_path, capsys):
         rf"object-input bench: error: records? {re.escape(path)}:1\b.*: undecodable: ", err
     ), err
     assert "function_node" not in err and "[[" not in err
+
+
+def test_data_errors_of_show_and_bench_are_our_sentence_naming_the_label_map(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    example = build_example(
+        np.zeros((8, 8, 3), np.uint8),
+        boxes=[[0, 0, 0.5, 0.5], [0, 0, 1, 1], [0.1, 0.1, 0.2, 0.2]],
+        classes=[],
+        class_texts=["cat", "dgo", "cat"],
+    )
+    (path,) = write_tfrecords([example], tmp_path / "x")
+    label_map = tmp_path / "label_map.pbtxt"
+    label_map.write_text('item { id: 1 name: "cat" } item { id: 2 name: "dog" }')
+    argv = ["show", path, "--label-map", str(label_map), "-o", str(tmp_path / "g.png")]
+    assert cli.main(argv) == 1
+    assert capsys.readouterr().err == (
+        f"object-input show: error: record {path}:0: field image/object/class/text has names "
+        'not in the label map: "dgo" (did you mean "dog"?); the label map has 2 names: "cat", '
+        '"dog"\n'
+    )
+    config = tmp_path / "pipeline.config"
+    config.write_text(
+        "train_input_reader { max_number_of_boxes: 2 label_map_path: 'label_map.pbtxt' "
+        f"tf_record_input_reader {{ input_path: '{path}' }} }}"
+    )
+    label_map.write_text('item { id: 1 name: "cat" } item { id: 2 name: "dgo" }')
+    argv = ["bench", "--config", str(config), "--steps", "1", "--warmup", "0", "--no-progress"]
+    assert cli.main(argv) == 1
+    assert capsys.readouterr().err == (
+        f"object-input bench: error: record {path}:0: has 3 boxes, more than max_boxes=2; raise "
+        "max_boxes or pass box_overflow='truncate' to keep the first max_boxes and count the "
+        "rest\n"
+    )
 
 
 def test_convert_folders_says_how_a_classifier_reads_it(tmp_path, capsys):

@@ -512,9 +512,27 @@ def test_use_display_name_reaches_the_label_map(tmp_path):
         tmp_path, 'train_input_reader { label_map_path: "map.pbtxt" use_display_name: true }'
     )
     assert config.to_dataset_kwargs()["label_map"] == {"Cat": 1, "Dog": 2, "person": 3}
-    missing = load_text(tmp_path, 'train_input_reader { label_map_path: "nope.pbtxt" }')
-    with pytest.raises(LabelMapError, match="cannot read label map"):
+
+
+def test_a_missing_or_bad_label_map_names_the_config_file_and_line(tmp_path):
+    missing = load_text(tmp_path, 'train_input_reader {\n  label_map_path: "maps/nope.pbtxt"\n}\n')
+    with pytest.raises(LabelMapError) as raised:
         missing.to_dataset_kwargs()
+    nope = tmp_path / "maps" / "nope.pbtxt"
+    assert str(raised.value) == (
+        f"{tmp_path / 'pipeline.config'}:2:19: label_map_path: cannot read label map "
+        f"{str(nope)!r}: [Errno 2] No such file or directory: {str(nope)!r}"
+    )
+    (tmp_path / "bad.pbtxt").write_text("item { id: 1 }")
+    yaml_config = write(tmp_path, "batch_size: 2\nlabel_map_path: bad.pbtxt\n", "c.yaml")
+    with pytest.raises(LabelMapError) as raised:
+        load_pipeline_config(yaml_config).to_dataset_kwargs()
+    assert str(raised.value).startswith(
+        f"{yaml_config}:2:17: label_map_path: {tmp_path / 'bad.pbtxt'}:1:1: item with id 1 has no"
+    )
+    # Set in Python, the label map's own error is the whole message.
+    with pytest.raises(LabelMapError, match=r"^cannot read label map 'nope\.pbtxt'"):
+        PipelineConfig(label_map_path="nope.pbtxt").to_dataset_kwargs()
 
 
 # --- YAML --------------------------------------------------------------------------------------

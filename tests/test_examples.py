@@ -2,6 +2,7 @@
 
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -11,7 +12,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 
 
-def _run_example(name, *args, cwd):
+def _run_example(name, *args, cwd, status=0):
     # The checkout first on the path: the examples run against this tree, installed or not.
     path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=path)
@@ -23,13 +24,32 @@ def _run_example(name, *args, cwd):
         timeout=300,
         cwd=cwd,
     )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return result.stdout
+    assert result.returncode == status, result.stderr[-3000:]
+    return result.stdout if status == 0 else result.stderr
 
 
 def test_train_keras_example_fits(tmp_path):
     out = _run_example("train_keras.py", "--epochs", "1", "--steps", "2", cwd=tmp_path)
     assert "2/2" in out and "loss:" in out
+
+
+def test_train_keras_example_stops_at_a_bad_record_with_our_message(tmp_path):
+    import numpy as np
+
+    from object_input.writers import build_example, encode_image, write_tfrecords
+
+    jpeg = encode_image(np.zeros((32, 32, 3), np.uint8), "jpeg")
+    broken = build_example(jpeg[: len(jpeg) // 2], image_format="jpeg", height=32, width=32)
+    write_tfrecords([broken] * 8, tmp_path / "data" / "train")
+    err = _run_example("train_keras.py", "--data", "data", "--steps", "1", cwd=tmp_path, status=1)
+    # The exception's message starts with the record (several, batched) and the reason.
+    assert re.search(
+        r"^tensorflow\.python\.framework\.errors_impl\.InvalidArgumentError: records? "
+        r"data/train-00000-of-00001\.tfrecord:\d+\b.*: undecodable: ",
+        err,
+        re.M,
+    ), err
+    assert "function_node" not in err, err
 
 
 def test_earthengine_example_trains_writes_back_and_stitches(tmp_path):

@@ -126,7 +126,29 @@ def test_every_option_has_a_meaning_in_its_docstring_entry():
         ({"shuffle": 1}, ValueError, r"^shuffle must be true or false or None, got 1$"),
         ({"num_keypoints": -1}, ValueError, r"^num_keypoints must be >= 0, got -1$"),
         ({"shuffle_buffer_size": 0}, ValueError, r"^shuffle_buffer_size must be >= 1, got 0$"),
-        ({"image_size": 3}, TypeError, r"^image_size must be \(height, width\), got the single"),
+        (
+            {"image_size": 512},
+            TypeError,
+            r"^image_size takes \(height, width\), got the single number 512; e\.g\. "
+            r"image_size=\(512, 512\) for a square$",
+        ),
+        (
+            {"image_size": -1},
+            TypeError,
+            r"^image_size takes \(height, width\), got the single number -1; leave image_size "
+            r"out \(None\) to keep each image's own size$",
+        ),
+        (
+            {"pad_image_size": (0, 64)},
+            ValueError,
+            r"^pad_image_size must be \(height, width\) of positive ints, got \(0, 64\); leave "
+            r"pad_image_size out \(None\) to keep each image's own size$",
+        ),
+        (
+            {"image_size": (64, 64, 3)},
+            ValueError,
+            r"^image_size must be \(height, width\) of positive ints, got \(64, 64, 3\)$",
+        ),
         ({"service": 3}, TypeError, r"^service must be a ServiceOptions or a dict of its fields"),
     ],
 )
@@ -147,6 +169,7 @@ def test_integers_from_numpy_are_integers():
     assert Rule(int, 1).problem(np.int64(3)) is None
     assert Rule(int, 1).problem(True) == "must be an integer, got True"
     assert declared("seed").check(np.int32(7)) == 7
+    assert declared("image_size").check((np.int64(2), 3)) == (2, 3)
 
 
 def test_a_config_fills_what_the_keywords_leave():

@@ -201,6 +201,31 @@ def test_construction_errors(annotated):
         DetectionCSV(annotated / "train.csv", annotated / "images", columns={"filename": "file"})
 
 
+@pytest.mark.parametrize("separator", [";", "\t"])
+def test_a_csv_with_another_separator_is_named_and_read_with_field_delim(annotated, separator):
+    (annotated / "other.csv").write_text(_csv_text().replace(",", separator))
+    with pytest.raises(ValueError) as raised:
+        DetectionCSV(annotated / "other.csv", annotated / "images")
+    assert str(raised.value) == (
+        f"{annotated / 'other.csv'}: the header lacks columns ['filename', 'width', 'height', "
+        "'class', 'xmin', 'ymin', 'xmax', 'ymax']; expected "
+        f"filename,width,height,class,xmin,ymin,xmax,ymax (in any order); the header looks "
+        f"{separator!r}-separated: pass field_delim={separator!r} (convert csv: --field-delim "
+        f"{separator!r})"
+    )
+    source = DetectionCSV(annotated / "other.csv", annotated / "images", field_delim=separator)
+    assert source.label_map == {"dog": 1, "cat": 2, "bird": 3}
+    examples = _by_name(oi.make_dataset(source, batch_size=None, shuffle=False))
+    assert sorted(examples) == ["a.png", "b.png", "c.png"]
+    for name, example in examples.items():
+        np.testing.assert_allclose(example[fields.BOXES].numpy(), _expected_boxes(name))
+    (annotated / "short.csv").write_text("filename,width,height,class\na.png,8,6,dog\n")
+    with pytest.raises(ValueError, match=r"\(in any order\)$"):
+        DetectionCSV(annotated / "short.csv", annotated / "images")
+    with pytest.raises(ValueError, match=r"^field_delim must be one character \(not a quote\)"):
+        DetectionCSV(annotated / "train.csv", annotated / "images", field_delim=";;")
+
+
 def test_image_of_another_size_than_its_rows_fails_naming_it_or_is_skipped(annotated):
     rows = "filename,width,height,class,xmin,ymin,xmax,ymax\nc.png,5,4,dog,0,0,1,1\n"
     (annotated / "wrong.csv").write_text(

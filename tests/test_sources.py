@@ -26,6 +26,42 @@ def test_unknown_suffix_names_the_file_and_lists_formats(tmp_path):
         oi.make_dataset(str(path))
 
 
+def test_annotations_images_and_class_folders_are_told_to_be_converted_first(tmp_path):
+    formats = "Otherwise pass format= or a source object from object_input.sources. Formats: "
+    coco = tmp_path / "instances_val2017.json"
+    coco.write_text("{}")
+    with pytest.raises(ValueError) as raised:
+        oi.make_dataset(str(coco))
+    assert str(raised.value).startswith(
+        f"cannot tell the format of {str(coco)!r} from its suffix: a COCO annotation file? "
+        "Convert it to TFRecords first: object-input convert coco ANNOTATIONS IMAGES -o OUT "
+        f"(docs/converters.md). {formats}"
+    )
+    (tmp_path / "photos").mkdir()
+    (tmp_path / "photos" / "a.JPG").write_bytes(b"")
+    with pytest.raises(ValueError) as raised:
+        oi.make_dataset(str(tmp_path / "photos"))
+    assert str(raised.value).startswith(
+        f"cannot tell the format of {str(tmp_path / 'photos' / 'a.JPG')!r} from its suffix: "
+        "images? Convert them, with their annotations, to TFRecords first: object-input convert "
+        "folders ROOT -o OUT (ROOT/<class>/<image>), or convert voc, coco or csv "
+        f"(docs/converters.md). {formats}"
+    )
+    (tmp_path / "flowers" / "rose").mkdir(parents=True)
+    with pytest.raises(FileNotFoundError) as raised:
+        oi.make_dataset(str(tmp_path / "flowers"))
+    assert str(raised.value) == (
+        f"no input files match {str(tmp_path / 'flowers')!r}, only folders: class folders "
+        "(ROOT/<class>/<image>)? Convert them to TFRecords first: object-input convert folders "
+        "ROOT -o OUT (docs/converters.md)"
+    )
+    (tmp_path / "VOC2012" / "Annotations").mkdir(parents=True)
+    with pytest.raises(FileNotFoundError, match=r"a Pascal VOC folder\? Convert it to TFRecords "):
+        oi.make_dataset(str(tmp_path / "VOC2012"))
+    with pytest.raises(FileNotFoundError, match=r"^no input files match '[^']*missing'$"):
+        oi.make_dataset(str(tmp_path / "missing"))
+
+
 def test_format_argument_reads_files_of_any_suffix(synthetic_dir, tmp_path):
     for i, path in enumerate(sorted(synthetic_dir.glob("*.tfrecord"))):
         shutil.copy(path, tmp_path / f"part{i}.dat")
@@ -136,8 +172,59 @@ def test_unknown_keyword_names_the_closest_parameters(synthetic_dir):
         oi.make_dataset(str(synthetic_dir), reading={"num_reader": 2})
 
 
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (
+            {"num_readers": 4},
+            "make_dataset() got an unexpected keyword argument 'num_readers'; num_readers is a "
+            "ReadOptions field: pass reading={'num_readers': ...}",
+        ),
+        (
+            {"use_display_name": True},
+            "make_dataset() got an unexpected keyword argument 'use_display_name'; "
+            "use_display_name is a DecodeOptions field: pass decoding={'use_display_name': ...}",
+        ),
+        (
+            {"job_name": "train"},
+            "make_dataset() got an unexpected keyword argument 'job_name'; job_name is a "
+            "ServiceOptions field: pass service={'job_name': ...}",
+        ),
+        (
+            {"decoding": {"masks": "png"}},
+            "DecodeOptions got an unexpected keyword argument 'masks'; masks is a make_dataset "
+            "keyword: make_dataset(masks=...)",
+        ),
+        (
+            {"decoding": {"compression": "GZIP"}},
+            "DecodeOptions got an unexpected keyword argument 'compression'; compression is a "
+            "ReadOptions field: pass reading={'compression': ...}",
+        ),
+        (
+            {"reading": {"speed": 1}},
+            "ReadOptions got an unexpected keyword argument 'speed' (known: block_length, "
+            "compression, file_shuffle, input_context, num_readers, num_shards, shard_index)",
+        ),
+    ],
+)
+def test_an_unknown_keyword_says_where_it_goes(synthetic_dir, options, message):
+    with pytest.raises(TypeError) as raised:
+        oi.make_dataset(str(synthetic_dir), **options)
+    assert str(raised.value) == message
+
+
+def test_an_unknown_keyword_close_to_none_lists_every_keyword(synthetic_dir):
+    with pytest.raises(TypeError) as raised:
+        oi.make_dataset(str(synthetic_dir), num_classes=3)
+    names = sorted(inspect.signature(oi.make_dataset).parameters)
+    assert str(raised.value) == (
+        "make_dataset() got an unexpected keyword argument 'num_classes' "
+        f"(known: {', '.join(names)})"
+    )
+
+
 def test_scalar_image_size_is_an_error_naming_the_parameter(synthetic_dir):
-    with pytest.raises(TypeError, match=r"image_size must be \(height, width\).*\(512, 512\)"):
+    with pytest.raises(TypeError, match=r"image_size takes \(height, width\).*\(512, 512\)"):
         oi.make_dataset(str(synthetic_dir), image_size=512)
     with pytest.raises(ValueError, match=r"pad_image_size must be \(height, width\)"):
         oi.make_dataset(str(synthetic_dir), pad_image_size=(4, 0))

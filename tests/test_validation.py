@@ -89,9 +89,60 @@ def test_label_and_text_must_agree():
     assert out[fields.CLASSES].numpy().tolist() == [3]
 
 
-def test_text_missing_from_the_label_map():
+def test_text_missing_from_the_label_map_names_the_closest_names_and_the_map():
     serialized = _example(classes=[], class_texts=["cow"]).SerializeToString()
-    _expect(serialized, "class_unknown", 'names not in the label map: ["cow"]', label_map={"a": 1})
+    _expect(
+        serialized,
+        "class_unknown",
+        'field image/object/class/text has names not in the label map: "cow"; '
+        'the label map has 1 name: "a"',
+        label_map={"a": 1},
+    )
+    label_map = {"cat": 1, "dog": 2, "chat": 3}
+    serialized = _example(
+        boxes=BOX * 4, classes=[], class_texts=["dgo", "Cat", "dgo", "zebra"]
+    ).SerializeToString()
+    _expect(
+        serialized,
+        "class_unknown",
+        'field image/object/class/text has names not in the label map: "dgo" (did you mean '
+        '"dog"?), "Cat" (did you mean "cat", "chat"?), "zebra"; the label map has 3 names: '
+        '"cat", "dog", "chat"',
+        label_map=label_map,
+    )
+    many = {f"class{i}": i for i in range(1, 13)}
+    serialized = _example(classes=[], class_texts=["class13"]).SerializeToString()
+    _expect(
+        serialized,
+        "class_unknown",
+        '"class13" (did you mean "class10", "class11", "class12"?); the label map has 12 names: '
+        '"class1", "class2", "class3", "class4", "class5", "class6", "class7", "class8", '
+        '"class9", "class10", ...',
+        label_map=many,
+    )
+
+
+def test_a_missing_name_that_is_not_utf8_is_shown_with_replacement_characters():
+    serialized = _example(classes=[], class_texts=[b"c\xffat"]).SerializeToString()
+    out = decode_example(serialized, "data.tfrecord:5", checks="flag", label_map={"cat": 1})
+    assert errors.reason_of(int(out[fields.ERROR])) == "class_unknown"
+    assert out[fields.ERROR_DETAIL].numpy().decode() == (
+        "record data.tfrecord:5 (source_id src-7): field image/object/class/text has names not "
+        'in the label map: "c\ufffdat" (did you mean "cat"?); the label map has 1 name: "cat"'
+    )
+
+
+def test_image_class_text_missing_from_the_label_map_is_an_error_or_dropped():
+    serialized = _example(image_class_texts=["dgo"]).SerializeToString()
+    _expect(
+        serialized,
+        "class_unknown",
+        'field image/class/text has names not in the label map: "dgo" (did you mean "dog"?)',
+        label_map={"cat": 1, "dog": 2},
+    )
+    both = _example(image_class_texts=["dgo", "cat"]).SerializeToString()
+    out = decode_example(both, label_map={"cat": 1, "dog": 2}, unknown_classes="drop")
+    assert out[fields.IMAGE_CLASSES].numpy().tolist() == [1]
 
 
 def test_raw_image_height_that_would_wrap_int32():

@@ -126,6 +126,66 @@ def test_grayscale_float_images_and_examples_without_boxes():
     assert (pixels == 128).all()
 
 
+def test_captions_give_folder_and_name_width_x_height_and_boxes_when_there_are_any():
+    image = np.zeros((48, 64, 3), np.uint8)
+    boxes = np.zeros((2, 4), np.float32)
+    assert viz.caption({fields.IMAGE: image, fields.FILENAME: b"flowers/rose/1.jpg"}, 0) == (
+        "rose/1.jpg\n64x48"
+    )
+    assert viz.caption({fields.IMAGE: image, fields.FILENAME: "1.jpg", fields.BOXES: boxes}, 0) == (
+        "1.jpg\n64x48, 2 boxes"
+    )
+    source_id = {fields.IMAGE: image, fields.FILENAME: b"", fields.SOURCE_ID: b"C:\\x\\y\\7"}
+    assert viz.caption(source_id, 3) == "y/7\n64x48"
+    assert viz.caption({fields.IMAGE: image, fields.BOXES: boxes[:1]}, 3) == "#3\n64x48, 1 box"
+    empty = {fields.IMAGE: image, fields.BOXES: boxes[:0]}
+    assert viz.caption(empty, 0) == "#0\n64x48, 0 boxes"
+    assert viz.caption({**empty, fields.IMAGE_CLASSES: np.array([3])}, 0) == "#0\n64x48"
+
+
+def test_image_classes_are_drawn_in_the_top_left_corner():
+    from matplotlib.figure import Figure
+
+    example = {
+        fields.IMAGE: np.zeros((100, 100, 3), np.uint8),
+        fields.IMAGE_CLASSES: np.array([2, 5], np.int32),
+    }
+    ax = Figure().add_axes((0, 0, 1, 1))
+    viz.draw_example(ax, example, {2: "tulip"})
+    assert [text.get_text() for text in ax.texts] == ["tulip, 5"]
+    pixels = _render(example, {2: "tulip"})
+    corner = pixels[2 : 8 * SCALE, 2 : 8 * SCALE]
+    assert (np.abs(corner - _rgb255(2)).max(axis=-1) <= 2).any()
+    assert pixels[60 * SCALE, 60 * SCALE].max() == 0
+
+
+def test_show_names_the_class_of_classification_data_and_tells_same_names_apart(
+    tmp_path, capsys, captured
+):
+    from object_input.converters import convert_folders
+    from object_input.writers import encode_image
+
+    for name in ("rose", "tulip"):
+        (tmp_path / "flowers" / name).mkdir(parents=True)
+        (tmp_path / "flowers" / name / "a.png").write_bytes(
+            encode_image(np.zeros((6, 10, 3), np.uint8))
+        )
+    result = convert_folders(tmp_path / "flowers", tmp_path / "out" / "train", progress=False)
+    out = tmp_path / "grid.png"
+    argv = ["show", result.pattern, "--label-map", result.label_map_path, "-o", str(out)]
+    assert cli.main(argv) == 0
+    (call,) = captured
+    assert call["class_names"] == {1: "rose", 2: "tulip"}
+    drawn = sorted(
+        (viz.caption(e, i), e[fields.IMAGE_CLASSES].tolist())
+        for i, e in enumerate(call["examples"])
+    )
+    assert drawn == [("rose/a.png\n10x6", [1]), ("tulip/a.png\n10x6", [2])]
+    pixels = _read_png(out)
+    for class_id in (1, 2):
+        assert (np.abs(pixels - _rgb255(class_id)).max(axis=-1) <= 2).sum() > 50, class_id
+
+
 def test_render_grid_size_and_errors(tmp_path):
     example = _one_box_example()
     path = viz.render_grid([example] * 5, tmp_path / "grid.png", columns=2, title="five")

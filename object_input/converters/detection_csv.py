@@ -12,7 +12,7 @@ import csv
 import dataclasses
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -34,6 +34,8 @@ from object_input.label_map import LabelMapSource
 from object_input.writers import build_example
 
 COLUMNS = ("filename", "width", "height", "class", "xmin", "ymin", "xmax", "ymax")
+# Field separators a header is tried with when it lacks columns, to name the one it uses.
+_SEPARATORS = (",", ";", "\t", "|")
 _COORDINATES = ("xmin", "ymin", "xmax", "ymax")
 
 
@@ -57,26 +59,31 @@ def read_detection_csv(
     *,
     columns: Mapping[str, str] | None = None,
     images: dict[str, CsvImage] | None = None,
+    field_delim: str = ",",
 ) -> list[CsvImage]:
     """Rows of a detection CSV grouped by image; errors name the file, line and column.
 
     A box reaching outside its image is an error, or with ``clip_boxes`` clipped to it (and
     listed in the image's ``skipped`` when nothing is left). ``columns`` maps names of
     :data:`COLUMNS` to the CSV's own header names. Pass the ``images`` of earlier files to group
-    rows across files. Read through ``tf.io.gfile`` (``gs://`` and other filesystems work).
+    rows across files. ``field_delim`` is the one-character field separator. Read through
+    ``tf.io.gfile`` (``gs://`` and other filesystems work).
     """
+    if not isinstance(field_delim, str) or len(field_delim) != 1 or field_delim in '"\n\r':
+        raise ValueError(f"field_delim must be one character (not a quote), got {field_delim!r}")
     path = os.fspath(path)
     names = {name: (columns or {}).get(name, name) for name in COLUMNS}
     images = {} if images is None else images
     try:
         with tf.io.gfile.GFile(path, "r") as file:
-            reader = csv.reader(file)
+            reader = csv.reader(file, delimiter=field_delim)
             header = [name.strip().lstrip("\ufeff") for name in next(reader, [])]
             missing = [c for c in names.values() if c not in header]
             if missing:
                 raise ConversionError(
                     f"{path}: the header lacks columns {missing}; expected "
-                    f"{','.join(names.values())} (in any order)"
+                    f"{field_delim.join(names.values())} (in any order)"
+                    + _separator_hint(field_delim.join(header), field_delim, names.values())
                 )
             index = {name: header.index(column) for name, column in names.items()}
             for values in reader:
@@ -137,6 +144,23 @@ def _add_row(
     image.boxes.append(fitted)
 
 
+def _separator_hint(line: str, field_delim: str, wanted: Iterable[str]) -> str:
+    """``"; the header looks ';'-separated: ..."`` when another separator splits the header
+    ``line`` into more of the ``wanted`` column names than ``field_delim`` does; else ``""``."""
+    wanted = set(wanted)
+
+    def found(separator: str) -> int:
+        return len(wanted.intersection(name.strip() for name in line.split(separator)))
+
+    best = max(_SEPARATORS, key=found)
+    if best == field_delim or found(best) <= found(field_delim):
+        return ""
+    return (
+        f"; the header looks {best!r}-separated: pass field_delim={best!r} "
+        f"(convert csv: --field-delim {best!r})"
+    )
+
+
 def _parse(row: dict, column: str, where: str, kind: type, names: Mapping[str, str]):
     text = row[column].strip()
     try:
@@ -157,6 +181,7 @@ def convert_csv(
     output: str | os.PathLike,
     *,
     clip_boxes: bool = False,
+    field_delim: str = ",",
     write: WriteOptions | Mapping[str, Any] | None = None,
 ) -> ConversionResult:
     """Convert a detection CSV and its image folder to sharded TFRecords and a label map.
@@ -167,10 +192,13 @@ def convert_csv(
       output: path prefix of the shards: ``out/train`` → ``out/train-00000-of-00004.tfrecord``.
       clip_boxes: clip boxes that reach outside their image (else that is an error); boxes
         left empty are skipped and listed in the result's ``skipped``.
+      field_delim: the one-character field separator (``";"``, ``"\\t"``).
       write: how to write: shards, label map, order, compression, threads (see
         ``WriteOptions``); its fields may also be given as keywords (``num_shards=2``).
     """
-    conversion = csv_conversion(csv_path, images, clip_boxes=clip_boxes, label_map=write.label_map)
+    conversion = csv_conversion(
+        csv_path, images, clip_boxes=clip_boxes, field_delim=field_delim, label_map=write.label_map
+    )
     return run(conversion, output, write)
 
 
@@ -179,11 +207,12 @@ def csv_conversion(
     images: str | os.PathLike,
     *,
     clip_boxes: bool = False,
+    field_delim: str = ",",
     label_map: LabelMapSource | None = None,
 ) -> Conversion:
     """The rows of a detection CSV read and checked, with how to build each image's record
     (:func:`convert_csv`'s arguments)."""
-    rows = read_detection_csv(csv_path, clip_boxes)
+    rows = read_detection_csv(csv_path, clip_boxes, field_delim=field_delim)
     mapping = label_map_for((n for image in rows for n in image.classes), label_map, str(csv_path))
     images_dir = os.fspath(images)
 

@@ -20,8 +20,9 @@ COMPRESSIONS = (None, "GZIP")
 #: A converter's write policy (``WriteOptions.on_error``): an image that fails its check is
 #: left out (named in the result) or stops the writing. The same two words as
 #: ``make_dataset(on_error=...)``, but a setting of its own, taken when the records are written.
-SKIP, RAISE = "skip", "raise"
-ON_ERROR = (SKIP, RAISE)
+RAISE, SKIP = "raise", "skip"
+#: In the order of every ``--on-error`` (``make_dataset(on_error=...)``'s).
+ON_ERROR = (RAISE, SKIP)
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -127,9 +128,9 @@ class WriteOptions:
             choices=ON_ERROR,
             default=None,
             help="images that do not decode, are truncated or whose size disagrees with the "
-            "annotation: skip (leave them out, each named; the default) or raise (stop at the "
-            "first). Without this flag the exit status is 3 when any image was left out; "
-            "--on-error skip accepts that (status 0)",
+            "annotation: raise (stop at the first) or skip (leave them out, each named) "
+            "(default: skip; without this flag the exit status is 3 when any image was left "
+            "out, --on-error skip accepts that: status 0)",
         ),
     )
 

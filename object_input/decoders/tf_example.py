@@ -32,6 +32,7 @@ from object_input.annotation_checks import (
     check_masks,
 )
 from object_input.moved import moved_names
+from object_input.suggest import unknown_names_message
 
 MASK_TYPES = (None, *schema.MASK_KINDS)
 UNKNOWN_CLASS_POLICIES = ("error", "drop")
@@ -65,8 +66,8 @@ class ExampleDecoder:
       masks: None (skip masks), ``"png"`` (one PNG per box) or ``"numerical"`` (N·H·W floats).
       num_keypoints: keypoints per box (0 = do not decode keypoints).
       multiclass_scores: decode ``image/object/class/multiclass_scores`` into ``[N, C]``.
-      unknown_classes: ``"error"`` or ``"drop"`` for ``class/text`` names not in the label map;
-        dropped boxes are counted in ``NUM_DROPPED_BOXES``.
+      unknown_classes: ``"error"`` or ``"drop"`` for ``class/text`` and ``image/class/text``
+        names not in the label map; dropped boxes are counted in ``NUM_DROPPED_BOXES``.
       extra_features: ``{record key: tf.io feature spec}`` decoded and passed through under the
         same key (sparse features become dense).
       checks: what a failed check does (:data:`object_input.errors.CHECK_MODES`; the
@@ -406,11 +407,10 @@ class ExampleDecoder:
                 "boxes",
             )
             if self.unknown_classes == "error":
-                checks.add(
-                    tf.reduce_all(looked_up > 0),
-                    "class_unknown",
-                    "field image/object/class/text has names not in the label map:",
-                    lambda: tf.boolean_mask(texts, looked_up <= 0),
+                self._check_known(checks, schema.CLASS_TEXT, texts, looked_up)
+                image_texts = parsed[schema.IMAGE_CLASS_TEXT]
+                self._check_known(
+                    checks, schema.IMAGE_CLASS_TEXT, image_texts, self._table.lookup(image_texts)
                 )
             both = (tf.size(labels) > 0) & (tf.size(texts) > 0)
             comparable = both & text_count_ok & tf.equal(tf.size(labels), tf.size(texts))
@@ -433,6 +433,17 @@ class ExampleDecoder:
             num,
             "",
             "classes (image/object/class/label, or class/text with a label map)",
+        )
+
+    def _check_known(
+        self, checks: errors.RecordChecks, key: str, texts: tf.Tensor, looked_up: tf.Tensor
+    ) -> None:
+        """Every name of field ``key`` is in the label map; the message offers the closest."""
+        checks.add(
+            tf.reduce_all(looked_up > 0),
+            "class_unknown",
+            f"field {key} has names not in the label map:",
+            lambda: unknown_names_message(tf.boolean_mask(texts, looked_up <= 0), self.label_map),
         )
 
     def _check_masks(
@@ -635,6 +646,8 @@ class ExampleDecoder:
         labels = parsed[schema.IMAGE_CLASS_LABEL]
         if self._table is not None:
             texts = self._table.lookup(parsed[schema.IMAGE_CLASS_TEXT])
+            if self.unknown_classes == "drop":
+                texts = tf.boolean_mask(texts, texts > 0)
             labels = tf.cond(tf.size(labels) > 0, lambda: labels, lambda: texts)
         return tf.cast(labels, tf.int32)
 

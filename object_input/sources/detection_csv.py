@@ -49,6 +49,7 @@ class DetectionCSV(Source):
       clip_boxes: clip boxes reaching outside their image (boxes left empty are dropped) instead
         of raising.
       channels: image channels to decode to (1, 3 or 4).
+      field_delim: the one-character field separator of the CSVs (``";"``, ``"\\t"``).
     """
 
     # The CSV is read when the source is made; records are indices into it, and the images are
@@ -64,6 +65,7 @@ class DetectionCSV(Source):
         label_map: str | os.PathLike | Mapping[str, int] | None = None,
         clip_boxes: bool = False,
         channels: int = 3,
+        field_delim: str = ",",
     ):
         unknown = sorted(set(columns or {}) - set(COLUMNS))
         if unknown:
@@ -75,7 +77,9 @@ class DetectionCSV(Source):
         self.channels = channels
         grouped: dict[str, CsvImage] = {}
         for path in self.files:
-            read_detection_csv(path, clip_boxes, columns=columns, images=grouped)
+            read_detection_csv(
+                path, clip_boxes, columns=columns, images=grouped, field_delim=field_delim
+            )
         images = list(grouped.values())
         names = dict.fromkeys(name for image in images for name in image.classes)
         #: ``{class name: id}``: the label map given, else ids in order of first appearance.

@@ -11,6 +11,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from object_input.converters.common import IMAGE_EXTENSIONS
 from object_input.options import DecodeOptions, ReadOptions
 from object_input.sources.base import Source
 from object_input.sources.dataset import Dataset
@@ -77,11 +78,33 @@ def _format_of(path: str) -> str:
         default=None,
     )
     if best is None:
+        convert = _convert_first(path)
         raise ValueError(
-            f"cannot tell the format of {path!r} from its suffix; pass format= or a source "
-            f"object from object_input.sources. Formats: {_listing()}"
+            f"cannot tell the format of {path!r} from its suffix"
+            + (f": {convert}. Otherwise pass" if convert else "; pass")
+            + f" format= or a source object from object_input.sources. Formats: {_listing()}"
         )
     return best[1]
+
+
+def _convert_first(path: str) -> str:
+    """How to convert ``path`` to TFRecords first, when it looks like data that only a
+    converter reads (annotations, images, class folders); else ``""``."""
+    lower = path.lower().rstrip("/")
+    if lower.endswith(".json"):
+        what, command = "a COCO annotation file? Convert it", "coco ANNOTATIONS IMAGES -o OUT"
+    elif lower.endswith(".xml"):
+        what, command = "Pascal VOC annotations? Convert them", "voc VOC_ROOT -o OUT"
+    elif lower.endswith(IMAGE_EXTENSIONS):
+        what = "images? Convert them, with their annotations,"
+        command = "folders ROOT -o OUT (ROOT/<class>/<image>), or convert voc, coco or csv"
+    elif tf.io.gfile.isdir(os.path.join(path, "Annotations")):
+        what, command = "a Pascal VOC folder? Convert it", "voc VOC_ROOT -o OUT"
+    elif tf.io.gfile.isdir(path):
+        what, command = "class folders (ROOT/<class>/<image>)? Convert them", "folders ROOT -o OUT"
+    else:
+        return ""
+    return f"{what} to TFRecords first: object-input convert {command} (docs/converters.md)"
 
 
 def as_source(source: Any, format: str | None = None, options: PathOptions | None = None) -> Source:
@@ -121,7 +144,14 @@ def as_source(source: Any, format: str | None = None, options: PathOptions | Non
         suffixes = _FORMATS[format].suffixes
         files = list_files(source, suffixes)
     else:
-        files = list_files(source, [s for fmt in _FORMATS.values() for s in fmt.suffixes])
+        try:
+            files = list_files(source, [s for fmt in _FORMATS.values() for s in fmt.suffixes])
+        except FileNotFoundError as err:
+            # A folder of folders (class folders, a VOC tree) lists no file.
+            convert = _convert_first(os.fspath(source)) if _is_path(source) else ""
+            if not convert or not tf.io.gfile.isdir(source):
+                raise
+            raise FileNotFoundError(f"{err}, only folders: {convert}") from None
         found = {path: _format_of(path) for path in files}
         names = sorted(set(found.values()))
         if len(names) > 1:
@@ -165,8 +195,12 @@ def _a_split(splits: Mapping[str, Any]) -> str:
     return "train" if "train" in splits or not splits else next(iter(splits))
 
 
+def _is_path(source: Any) -> bool:
+    return isinstance(source, (str, os.PathLike))
+
+
 def _is_paths(source: Any) -> bool:
-    if isinstance(source, (str, os.PathLike)):
+    if _is_path(source):
         return True
     return (
         isinstance(source, Sequence)
