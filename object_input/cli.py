@@ -205,7 +205,7 @@ def _detect(source: Any, options: dict[str, Any]) -> None:
 
 def _show(args: argparse.Namespace) -> int:
     import object_input as oi
-    from object_input import viz
+    from object_input import keras_layout, viz
     from object_input.label_map import label_map_to_names
 
     try:
@@ -238,7 +238,14 @@ def _show(args: argparse.Namespace) -> int:
         if not examples:
             raise ValueError(f"no examples in {source!r}")
         label_map = args.label_map or (config.label_map_path if config else None)
-        class_names = label_map_to_names(label_map) if label_map else None
+        # Without one given, the names are those of the data's own label map (beside its files).
+        classes = keras_layout.label_space(full)
+        if label_map:
+            class_names = label_map_to_names(label_map)
+        elif classes is not None:
+            class_names = dict(zip(classes.ids, classes.names, strict=True))
+        else:
+            class_names = None
         steps = [name for step in options.get("augment", ()) for name in step]
         title = ", ".join(steps) or "no augmentation"
         if args.config:

@@ -26,9 +26,8 @@ import tensorflow as tf
 from google.protobuf.message import DecodeError
 
 from object_input import fields, manifest, schema, skips, wording
-from object_input.converters.common import LABEL_MAP_NAME
 from object_input.image_files import ImageError, decode_image_file, op_message
-from object_input.label_map import LabelMapSource, label_map_to_names, load_label_map
+from object_input.label_map import LabelMapSource, label_map_to_names, load_label_map, path_beside
 from object_input.options import DecodeOptions, build
 from object_input.pipeline import make_dataset
 from object_input.sources.files import list_files
@@ -445,8 +444,7 @@ def inspect_records(
         report.class_names.update(label_map_to_names(label_map))
         where = "the label map given" if isinstance(label_map, Mapping) else os.fspath(label_map)
         report.add_label_map(label_map, where)
-    for folder in sorted({os.path.dirname(path) for path in files}):
-        beside = os.path.join(folder, LABEL_MAP_NAME)
+    for beside in sorted({path_beside(path) for path in files}):
         if tf.io.gfile.exists(beside):
             for id_, name in label_map_to_names(beside).items():
                 report.class_names.setdefault(id_, name)

@@ -177,17 +177,24 @@ def attach_classes(dataset: tf.data.Dataset, classes: LabelSpace | None) -> tf.d
     return dataset_state.attach(dataset, _STATE, classes or _UNKNOWN)
 
 
-def class_names(dataset: tf.data.Dataset) -> list[str]:
-    """The class names of a ``make_dataset`` dataset in label order: Keras label ``i`` is
-    ``class_names(dataset)[i]``, so ``num_classes=len(class_names(dataset))`` (the same list as
-    ``dataset.class_names``); a ValueError when the data's label map is not known."""
+def label_space(dataset: tf.data.Dataset) -> LabelSpace | None:
+    """The classes of a ``make_dataset`` dataset with their stored ids, None when the data's
+    label map is not known; a ValueError for a dataset ``make_dataset`` did not return."""
     classes = dataset_state.attached(
         dataset,
         _STATE,
         "no class names on this dataset",
         "read them before deriving: names = oi.class_names(dataset)",
     )
-    if not isinstance(classes, LabelSpace):
+    return classes if isinstance(classes, LabelSpace) else None
+
+
+def class_names(dataset: tf.data.Dataset) -> list[str]:
+    """The class names of a ``make_dataset`` dataset in label order: Keras label ``i`` is
+    ``class_names(dataset)[i]``, so ``num_classes=len(class_names(dataset))`` (the same list as
+    ``dataset.class_names``); a ValueError when the data's label map is not known."""
+    classes = label_space(dataset)
+    if classes is None:
         raise ValueError(
             "make_dataset does not know this data's classes: its source has no label map (give "
             "TFRecord files label_map= or a label_map.pbtxt beside them, as the converters "

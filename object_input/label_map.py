@@ -30,12 +30,16 @@ __all__ = [
     "format_label_map",
     "label_map_to_names",
     "load_label_map",
+    "path_beside",
     "write_label_map",
 ]
 
 LabelMapSource = str | os.PathLike | Mapping[str, int]
 
 BACKGROUND = "background"
+#: The label map file of a dataset: the converters write it beside the shards, and readers of
+#: the shards look for it there.
+LABEL_MAP_NAME = "label_map.pbtxt"
 
 # StringIntLabelMapItem fields and Caffe SSD's LabelMapItem ``label`` (its id); the ones beyond
 # name/id/label/display_name are accepted and unused.
@@ -67,6 +71,12 @@ class _Item:
         if use_display_name and self.display_name:
             return self.display_name
         return self.name
+
+
+def path_beside(path: str | os.PathLike) -> str:
+    """The label map of the dataset ``path`` belongs to: ``LABEL_MAP_NAME`` in its folder
+    (``path`` a shard, or a shards' path prefix)."""
+    return os.path.join(os.path.dirname(os.fspath(path)), LABEL_MAP_NAME)
 
 
 def load_label_map(source: LabelMapSource, use_display_name: bool = False) -> dict[str, int]:

@@ -294,6 +294,29 @@ def test_show_draws_masks_and_keypoints_whenever_the_records_have_them(
     np.testing.assert_array_equal(shown[fields.KEYPOINTS], np.full((2, 3, 2), 0.5, np.float32))
 
 
+def test_show_names_classes_by_the_label_map_beside_the_files(tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib")
+    from object_input.label_map import write_label_map
+
+    example = build_example(
+        np.zeros((8, 8, 3), np.uint8), boxes=[[0.1, 0.1, 0.5, 0.5]], classes=[90]
+    )
+    paths = write_tfrecords([example], tmp_path / "coco" / "val")
+    write_label_map(tmp_path / "coco" / "label_map.pbtxt", {"person": 1, "toothbrush": 90})
+    names = []
+    monkeypatch.setattr(
+        viz, "render_grid", lambda examples, path, classes, *a: names.append(classes)
+    )
+    argv = ["show", paths[0], "-o", str(tmp_path / "g.png"), "--no-augment"]
+    assert cli.main(argv) == 0
+    assert names == [{1: "person", 90: "toothbrush"}]
+    assert cli.main([*argv, "--label-map", str(tmp_path / "coco" / "label_map.pbtxt")]) == 0
+    assert names[-1] == {1: "person", 90: "toothbrush"}
+    (tmp_path / "coco" / "label_map.pbtxt").unlink()
+    assert cli.main(argv) == 0
+    assert names[-1] is None
+
+
 def test_bench_prints_images_per_second_and_cpu_time(synthetic_dir, tmp_path, capsys):
     argv = ["bench", str(synthetic_dir), "--steps", "3", "--warmup", "1", "--batch-size", "4"]
     assert cli.main([*argv, "--image-size", "32", "--no-progress"]) == 0

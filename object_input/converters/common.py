@@ -15,10 +15,9 @@ from object_input.boxes import convert
 from object_input.converters import write_options
 from object_input.converters.write_options import WriteOptions
 from object_input.image_files import ImageError, decode_image_file, image_format, op_message
-from object_input.label_map import LabelMapSource, format_label_map, load_label_map
+from object_input.label_map import LabelMapSource, format_label_map, load_label_map, path_beside
 from object_input.writers import ShardedWriter, StagedShards, describe_replaced, write_parallel
 
-LABEL_MAP_NAME = "label_map.pbtxt"
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif")
 
 
@@ -186,11 +185,6 @@ def label_map_for(
     return mapping
 
 
-def default_label_map_path(output: str | os.PathLike) -> str:
-    """``label_map.pbtxt`` next to the shards of ``output`` (a path prefix)."""
-    return os.path.join(os.path.dirname(os.fspath(output)), LABEL_MAP_NAME)
-
-
 def check_label_map(path: str, label_map: Mapping[str, int], source: LabelMapSource | None) -> bool:
     """Whether ``label_map`` is to be written to ``path``: False when that file holds it
     already; a ConversionError when it holds a different one that was not given as ``source``
@@ -279,7 +273,7 @@ def prepare(conversion: Conversion, output: str | os.PathLike, write: WriteOptio
     records, wherever they are built."""
     items = order(conversion.items, write.shuffle, write.seed)
     num_shards = write.num_shards or auto_shards(len(items))
-    label_map_path = os.fspath(write.label_map_output or default_label_map_path(output))
+    label_map_path = os.fspath(write.label_map_output or path_beside(output))
     check_label_map(label_map_path, conversion.label_map, write.label_map)
     return Plan(items, num_shards, label_map_path)
 

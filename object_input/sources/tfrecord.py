@@ -9,9 +9,8 @@ from typing import Any
 import tensorflow as tf
 
 from object_input import deferred_image, errors, manifest
-from object_input.converters.common import default_label_map_path
 from object_input.decoders import ExampleDecoder
-from object_input.label_map import LabelMapError, load_label_map
+from object_input.label_map import LabelMapError, load_label_map, path_beside
 from object_input.options import DecodeOptions, build
 from object_input.sources import integrity, samples
 from object_input.sources.base import ReadContext, Source
@@ -183,7 +182,7 @@ def _label_map_beside(
     and its origin for messages; None, None where there is none. Folders whose label maps
     disagree are an error naming two of them."""
     found: dict[str, dict[str, int]] = {}
-    for path in dict.fromkeys(default_label_map_path(file) for file in files):
+    for path in dict.fromkeys(path_beside(file) for file in files):
         if not tf.io.gfile.exists(path):
             continue
         try:
