@@ -2,7 +2,8 @@
 autocontrast, invert.
 
 Each step draws its own parameter per image from the example's seed and applies it with
-probability ``probability`` (otherwise the image passes through). Images come out float32 on the
+probability ``probability`` (otherwise the image passes through): the gate and the parameter
+are the step's registered draw, which its batched form takes too. Images come out float32 on the
 [0, 255] scale, whether the step fired or not, so every example of a pipeline has one dtype.
 The level ops and sharpness act on the colour channels (3, or 1 for grayscale) and pass
 further channels through; the blur smooths every channel.

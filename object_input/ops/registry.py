@@ -238,6 +238,8 @@ def register_step(
 
             @functools.wraps(fn)
             def op(features: dict, *, seed: Any = None, **kwargs: Any) -> dict:
+                # A missing or unknown parameter is Python's TypeError, before anything draws.
+                signature.bind(features, seed=seed, **kwargs)
                 # Configs are validated by resolve(); a direct call gets the same check here.
                 _check_together(step_name, validate, {**params, **kwargs})
                 drawn = draw.sample(features, seed, **{**params, **kwargs})

@@ -36,7 +36,7 @@ def example(index):
 def _same(left, right, what):
     assert sorted(left) == sorted(right), what
     for key in left:
-        np.testing.assert_array_equal(np.asarray(left[key]), np.asarray(right[key]), f"{what}: {key}")
+        np.testing.assert_array_equal(left[key], right[key], f"{what}: {key}")
 
 
 class Recorded:
@@ -141,3 +141,7 @@ def test_a_device_form_needs_a_draw_and_a_drawn_step_takes_its_draw():
             draws_itself
         )
     assert "user_undrawn" not in registered_steps()
+    # The public step of a drawn one takes the parameters the registered function takes.
+    flip = get_step("random_horizontal_flip").fn
+    with pytest.raises(TypeError, match="unexpected keyword argument 'probabilty'"):
+        flip(example(0), seed=1, probabilty=1.0)
