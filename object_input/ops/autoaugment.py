@@ -183,15 +183,19 @@ def _move_keypoints(
     return out
 
 
-def warp_features(features: core.Features, matrix: tf.Tensor) -> core.Features:
+def warp_features(
+    features: core.Features, matrix: tf.Tensor, size: tuple[Any, Any] | None = None
+) -> core.Features:
     """Move image, masks, keypoints and boxes by one forward ``matrix`` (pixel coordinates).
 
     The image is resampled with nearest neighbour and uncovered pixels set to 128 (all
     channels); masks uncovered become background; keypoints leaving the image become NaN and
     invisible; each box becomes the clipped hull of its moved corners (see
-    :class:`transform.Affine`).
+    :class:`transform.Affine`). ``size`` is the image's (height, width), read from the image
+    when None (the batched form's host half moves the other fields alone).
     """
-    size = core.image_size(features[fields.IMAGE])
+    if size is None:
+        size = core.image_size(features[fields.IMAGE])
     return transform.apply(features, transform.Affine(size, matrix, fill_value=FILL_VALUE))
 
 
@@ -677,11 +681,7 @@ def _prepare_kind(
     if kind == "warp":
         impls = [_OPS[name].impl for name in names]
         matrix = _switch(entry.member, [functools.partial(i, entry.arg, *size) for i in impls])
-        moved = tf.cond(
-            fires,
-            lambda: transform.apply(work, transform.Affine(size, matrix, fill_value=FILL_VALUE)),
-            lambda: work,
-        )
+        moved = tf.cond(fires, lambda: warp_features(work, matrix, size), lambda: work)
         parameters = _device_vector(
             tf.where(fires, policy_device.WARP, 0),
             0.0,
