@@ -1,4 +1,5 @@
-"""docs/design.md's walkthrough holds: a new op and a new source are one module and one test each.
+"""docs/design.md's walkthrough holds: a new op (with its draw and batched form) and a new source
+are one module and one test each.
 
 The package is copied, the four files the walkthrough shows are written into the copy as they
 stand in the page, and a subprocess importing the copy finds the op and the source registered,
@@ -30,6 +31,11 @@ from object_input.ops import reference
 assert pathlib.Path(object_input.__file__).parent == copy / "object_input", object_input.__file__
 assert ops.random_channel_swap.__module__ == "object_input.ops.channel_swap"
 assert "random_channel_swap" in ops.registered_steps() and "random_channel_swap" in ops.__all__
+swap = ops.get_step("random_channel_swap")
+assert swap.draw is not None and swap.device.fidelity == "exact"
+assert list(inspect.signature(ops.random_channel_swap).parameters) == [
+    "features", "seed", "probability"
+]
 page = reference.render((root / "docs" / "ops.md").read_text())
 section = page[page.index("### random_channel_swap"):]
 assert "| `probability` | float | `0.5` | in [0.0, 1.0] | chance of reversing them. |" in section
@@ -82,6 +88,8 @@ def test_the_walkthrough_adds_an_op_and_a_source_with_one_module_and_one_test_ea
     assert done.stdout.split() == [
         "passed",
         "test_the_channels_come_out_reversed",
+        "passed",
+        "test_the_batch_takes_the_same_draws_as_the_step",
         "passed",
         "test_a_line_is_an_image_with_its_box",
     ]

@@ -16,7 +16,8 @@ from object_input.ops import (
     unregister_step,
 )
 from object_input.ops.crop import crop_to_window
-from object_input.ops.device import DeviceStep, vector
+from object_input.ops.device import DeviceStep
+from object_input.ops.draws import Draw
 from object_input.ops.fused_color import FusedColor
 from object_input.ops.registry import MOVED, in_range
 from object_input.per_example import deferrable_prefix
@@ -31,9 +32,17 @@ def user_add_constant(features, *, seed=None, amount: float = 10.0):
     return out
 
 
-def _tint_prepare(features, *, seed=None, amount):
-    del seed
-    return features, vector(amount / 255.0)
+def user_tint(features, drawn, *, amount: float = 10.0):
+    """Add ``amount`` to every pixel, as its draw says (a user step with a batched form)."""
+    del amount
+    out = dict(features)
+    out[fields.IMAGE] = tf.cast(features[fields.IMAGE], tf.float32) + 255.0 * drawn["delta"]
+    return out
+
+
+def _tint_sample(features, seed, *, amount):
+    del features, seed
+    return {"delta": tf.constant(amount / 255.0)}
 
 
 def _tint_apply(images, parameters, *, amount):
@@ -41,13 +50,10 @@ def _tint_apply(images, parameters, *, amount):
     return tf.clip_by_value(images + 255.0 * parameters[:, :1, tf.newaxis, tf.newaxis], 0, 255)
 
 
+USER_TINT_DRAW = Draw(_tint_sample)
 # A user colour step's device form that runs in the fused colour pass as a brightness change.
 USER_TINT = DeviceStep(
-    _tint_prepare,
-    _tint_apply,
-    size=1,
-    fidelity="exact",
-    fused=lambda params: (fused_color.BRIGHTNESS,),
+    _tint_apply, size=1, fidelity="exact", fused=lambda params: (fused_color.BRIGHTNESS,)
 )
 
 
@@ -106,7 +112,9 @@ def test_bad_step_definitions_are_refused():
     with pytest.raises(ValueError, match="deferral must be None or one of"):
         register_step(deferral="flip")
     with pytest.raises(ValueError, match="only colour steps can be fused, got kind 'geometry'"):
-        register_step(kind="geometry", device=USER_TINT)
+        register_step(kind="geometry", draw=USER_TINT_DRAW, device=USER_TINT)
+    with pytest.raises(ValueError, match="draw applies to steps of one example"):
+        register_step(examples=2, draw=USER_TINT_DRAW)
     for facts in ({"od_api_fields": {"nope": "x"}}, {"demo_params": {"nope": 1}}):
         with pytest.raises(TypeError, match=r"name unknown parameters \['nope'\]"):
             register_step(**facts)(user_add_constant)
@@ -134,7 +142,7 @@ def user_facts():
         od_api_fields={"low_high": ("low", "high"), "tag": "label"},
         demo_params={"tag": 3},
     )(user_top_half)
-    register_step("user_tint", kind="color", device=USER_TINT)(user_add_constant)
+    register_step("user_tint", kind="color", draw=USER_TINT_DRAW, device=USER_TINT)(user_tint)
     yield
     unregister_step("user_top_half")
     unregister_step("user_tint")

@@ -23,7 +23,7 @@ from typing import Any
 import tensorflow as tf
 
 from object_input import fields
-from object_input.ops import core, device, transform
+from object_input.ops import core, device, draws, transform
 from object_input.ops.registry import (
     MOVED,
     PER_BOX,
@@ -120,14 +120,15 @@ def rotation(degrees: Any) -> list[list[tf.Tensor]]:
 
 
 def _rotation_matrix(
-    features: core.Features, seed: Any, *, max_angle: float, probability: float
-) -> tf.Tensor:
-    """random_rotation's forward pixel matrix for the example's image, from the step seed."""
+    features: core.Features, seed: Any, *, max_angle: float, probability: float, **params: Any
+) -> draws.Drawn:
+    """random_rotation's draw: its forward pixel ``matrix`` for the example's image."""
+    del params
     gate_seed, angle_seed = core.split_seed(seed, 2)
     angle = core.uniform(angle_seed, -max_angle, max_angle)
     angle = tf.where(core.bernoulli(gate_seed, probability), angle, 0.0)
     height, width = core.image_size(features[fields.IMAGE])
-    return about_centre(height, width, rotation(angle))
+    return {"matrix": about_centre(height, width, rotation(angle))}
 
 
 def _affine_matrix(
@@ -138,8 +139,10 @@ def _affine_matrix(
     max_shear: float,
     max_translation: float,
     scale_range: tuple[float, float],
-) -> tf.Tensor:
-    """random_affine's forward pixel matrix for the example's image, from the step seed."""
+    **params: Any,
+) -> draws.Drawn:
+    """random_affine's draw: its forward pixel ``matrix`` for the example's image."""
+    del params
     scale_seed, shear_seed, angle_seed, shift_seed = core.split_seed(seed, 4)
     scale = core.uniform(scale_seed, scale_range[0], scale_range[1])
     shear = core.uniform(shear_seed, -max_shear, max_shear, shape=[2]) * (math.pi / 180.0)
@@ -151,7 +154,7 @@ def _affine_matrix(
     linear = turn @ shear_matrix * scale
     shift_x = shift[0] * tf.cast(width, tf.float32)
     shift_y = shift[1] * tf.cast(height, tf.float32)
-    return about_centre(height, width, linear, shift_x, shift_y)
+    return {"matrix": about_centre(height, width, linear, shift_x, shift_y)}
 
 
 def _resizes(params: Mapping[str, Any]) -> str | None:
@@ -160,40 +163,36 @@ def _resizes(params: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _device_warp(draw: Callable[..., tf.Tensor]) -> device.DeviceStep:
-    """A warp step on the device: its matrix drawn and every field but the image moved on the
-    host (boxes, keypoints, masks exactly as the step moves them), the image warped on the batch
-    by the same transform in normalized coordinates."""
+def _warp_draw(sample: Callable[..., draws.Drawn]) -> draws.Draw:
+    """A warp step's draw: its matrix (``sample``), every field but the image moved exactly as
+    the step moves them, and the matrix in normalized coordinates for the batch."""
 
-    def prepare(
-        features,
-        *,
-        seed=None,
-        fill_value,
-        interpolation,
-        boxes_from_masks,
-        output_size,
-        **draw_params,
-    ):
-        del output_size  # None: see _resizes
-        matrix = draw(features, seed, **draw_params)
-        rest, image = device.without_image(features)
-        size = core.image_size(image)
+    def annotate(features, drawn, size, *, fill_value, interpolation, boxes_from_masks, **params):
+        del params  # output_size is None: see _resizes
         moved = warp_example(
-            rest,
-            matrix,
+            features,
+            drawn["matrix"],
             fill_value=fill_value,
             interpolation=interpolation,
             boxes_from_masks=boxes_from_masks,
             size=size,
         )
-        return device.with_image(moved, image), device.normalized_matrix(matrix, *size)
+        return moved, drawn
 
-    def apply(images, parameters, *, fill_value, interpolation, **params):
+    def encode(drawn, size, **params):
         del params
-        return device.warp(images, parameters, fill_value, interpolation)
+        return [device.normalized_matrix(drawn["matrix"], *size)]
 
-    return device.DeviceStep(prepare, apply, size=6, fidelity="distribution", blocker=_resizes)
+    return draws.Draw(sample, annotate, encode)
+
+
+def _warp_batch(images, parameters, *, fill_value, interpolation, **params):
+    """A batch warped by each image's normalized matrix."""
+    del params
+    return device.warp(images, parameters, fill_value, interpolation)
+
+
+_DEVICE_WARP = device.DeviceStep(_warp_batch, size=6, fidelity="distribution", blocker=_resizes)
 
 
 @register_step(
@@ -208,12 +207,13 @@ def _device_warp(draw: Callable[..., tf.Tensor]) -> device.DeviceStep:
     },
     demo_params={"max_angle": 60.0},
     output_size="output_size",
-    device=_device_warp(_rotation_matrix),
+    draw=_warp_draw(_rotation_matrix),
+    device=_DEVICE_WARP,
 )
 def random_rotation(
     features: core.Features,
+    drawn: draws.Drawn,
     *,
-    seed=None,
     max_angle: float = 10.0,
     probability: float = 1.0,
     fill_value: float = 0.0,
@@ -230,10 +230,10 @@ def random_rotation(
     With ``output_size`` (height, width) the result is also resized to it, in the same
     resampling (float32 image).
     """
-    matrix = _rotation_matrix(features, seed, max_angle=max_angle, probability=probability)
+    del max_angle, probability
     return warp_example(
         features,
-        matrix,
+        drawn["matrix"],
         fill_value=fill_value,
         interpolation=interpolation,
         boxes_from_masks=boxes_from_masks,
@@ -255,12 +255,13 @@ def random_rotation(
     },
     demo_params={"max_rotation": 30.0, "max_shear": 10.0, "max_translation": 0.3},
     output_size="output_size",
-    device=_device_warp(_affine_matrix),
+    draw=_warp_draw(_affine_matrix),
+    device=_DEVICE_WARP,
 )
 def random_affine(
     features: core.Features,
+    drawn: draws.Drawn,
     *,
-    seed=None,
     max_rotation: float = 0.0,
     max_shear: float = 0.0,
     max_translation: float = 0.0,
@@ -277,17 +278,10 @@ def random_affine(
     U(−max_translation, max_translation) × width (x) and × height (y). The defaults are the
     identity. Fields move, and ``output_size`` resizes, as in :func:`random_rotation`.
     """
-    matrix = _affine_matrix(
-        features,
-        seed,
-        max_rotation=max_rotation,
-        max_shear=max_shear,
-        max_translation=max_translation,
-        scale_range=scale_range,
-    )
+    del max_rotation, max_shear, max_translation, scale_range
     return warp_example(
         features,
-        matrix,
+        drawn["matrix"],
         fill_value=fill_value,
         interpolation=interpolation,
         boxes_from_masks=boxes_from_masks,

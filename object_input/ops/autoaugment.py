@@ -19,7 +19,7 @@ import tensorflow as tf
 
 from object_input import fields
 from object_input.ops import autoaugment_ops as ops
-from object_input.ops import core, device, field_handlers, policy_device, transform
+from object_input.ops import core, device, draws, field_handlers, policy_device, transform
 from object_input.ops.registry import MOVED, PER_BOX, ConfigError, register_step, rule
 
 SubPolicy = Sequence[tuple[str, float, int]]
@@ -183,15 +183,19 @@ def _move_keypoints(
     return out
 
 
-def warp_features(features: core.Features, matrix: tf.Tensor) -> core.Features:
+def warp_features(
+    features: core.Features, matrix: tf.Tensor, size: tuple[Any, Any] | None = None
+) -> core.Features:
     """Move image, masks, keypoints and boxes by one forward ``matrix`` (pixel coordinates).
 
     The image is resampled with nearest neighbour and uncovered pixels set to 128 (all
     channels); masks uncovered become background; keypoints leaving the image become NaN and
     invisible; each box becomes the clipped hull of its moved corners (see
-    :class:`transform.Affine`).
+    :class:`transform.Affine`). ``size`` is the image's (height, width), read from the image
+    when None (the batched form's host half moves the other fields alone).
     """
-    size = core.image_size(features[fields.IMAGE])
+    if size is None:
+        size = core.image_size(features[fields.IMAGE])
     return transform.apply(features, transform.Affine(size, matrix, fill_value=FILL_VALUE))
 
 
@@ -538,22 +542,30 @@ def apply_policy(
     entirely out of the image are dropped with every per-box field. Image dtype is kept.
     """
     _check_policy(policy)
+    return _run_policy(features, policy, _choose(policy, seed))
+
+
+def _run_policy(
+    features: core.Features, policy: Sequence[SubPolicy], drawn: draws.Drawn
+) -> core.Features:
+    """:func:`apply_policy` with the policy's draw (see :func:`_choose`)."""
     kinds, members, length, _ = _policy_tables(policy)
     if fields.KEYPOINTS in features and "Flip_Only_BBoxes" in members.get("region_warp", ()):
         raise ValueError(
             "Flip_Only_BBoxes mirrors the content of boxes, which swaps left and right "
             "keypoints, but the example has keypoints and no keypoint permutation is known"
         )
-    rows, ops_seed = _choose(policy, seed)
-    return run_entries(features, Entries(kinds, members, length, rows, ops_seed))
+    return run_entries(features, entries_of((kinds, members, length), drawn))
 
 
-def _choose(policy: Sequence[SubPolicy], seed: Any) -> tuple[dict[str, tf.Tensor], tf.Tensor]:
-    """``(rows of the sub-policy drawn from seed, the seed of its entries)``."""
+def _choose(policy: Sequence[SubPolicy], seed: Any) -> draws.Drawn:
+    """The draw of a policy: the rows of the sub-policy drawn from ``seed`` (see
+    :class:`Entries`) and the ``seed`` of its entries."""
     tables = _policy_tables(policy)[3]
     select_seed, ops_seed = core.split_seed(seed, 2)
     choice = core.uniform_int(select_seed, 0, len(policy))
-    return {key: tf.gather(tf.constant(table), choice) for key, table in tables.items()}, ops_seed
+    rows = {key: tf.gather(tf.constant(table), choice) for key, table in tables.items()}
+    return {**rows, "seed": ops_seed}
 
 
 def _draw_entry(
@@ -587,6 +599,21 @@ class Entries:
     length: int
     rows: dict[str, tf.Tensor]
     seed: tf.Tensor
+
+
+Plan = tuple[Sequence[str], dict[str, list[str]], int]  # kinds, members by kind, positions
+
+
+#: The keys of a policy's draw that are its rows (the rest: ``seed``, and ``entries`` once the
+#: annotations have settled the device parameters).
+ROW_KEYS = ("kind", "member", "signed", "probability", "arg")
+
+
+def entries_of(plan: Plan, drawn: draws.Drawn) -> Entries:
+    """The :class:`Entries` that ``plan``'s policy runs with its draw ``drawn``."""
+    kinds, members, length = plan
+    rows = {key: drawn[key] for key in ROW_KEYS}
+    return Entries(kinds, members, length, rows, drawn["seed"])
 
 
 def _moved(features: core.Features) -> core.Features:
@@ -627,9 +654,8 @@ def run_entries(features: core.Features, entries: Entries) -> core.Features:
 
 def _device_vector(code: Any, arg: Any, matrix: Any, square: Any) -> tf.Tensor:
     """One position's parameters (see :mod:`policy_device`)."""
-    return tf.concat(
-        [device.vector(code, arg), tf.cast(matrix, tf.float32), tf.cast(square, tf.float32)], 0
-    )
+    values = (code, arg, matrix, square)
+    return tf.concat([tf.reshape(tf.cast(value, tf.float32), [-1]) for value in values], 0)
 
 
 _NO_SQUARE = (0.0, 0.0, 0.0, 0.0)
@@ -655,11 +681,7 @@ def _prepare_kind(
     if kind == "warp":
         impls = [_OPS[name].impl for name in names]
         matrix = _switch(entry.member, [functools.partial(i, entry.arg, *size) for i in impls])
-        moved = tf.cond(
-            fires,
-            lambda: transform.apply(work, transform.Affine(size, matrix, fill_value=FILL_VALUE)),
-            lambda: work,
-        )
+        moved = tf.cond(fires, lambda: warp_features(work, matrix, size), lambda: work)
         parameters = _device_vector(
             tf.where(fires, policy_device.WARP, 0),
             0.0,
@@ -688,13 +710,13 @@ def _prepare_kind(
     return work, _device_vector(code, entry.arg, policy_device.IDENTITY_MATRIX, square)
 
 
-def prepare_entries(features: core.Features, entries: Entries) -> tuple[core.Features, tf.Tensor]:
-    """:func:`run_entries` on the host half of the device stage: the same draws, the warps'
-    work on every field but the image, and ``[length · ENTRY_SIZE]`` parameters for
-    :func:`policy_device.apply_entries`."""
+def prepare_entries(
+    rest: core.Features, size: tuple[Any, Any], entries: Entries
+) -> tuple[core.Features, tf.Tensor]:
+    """:func:`run_entries` on the host half of the batched form: the same draws, the warps'
+    work on every field of ``rest`` (an example without its image, of ``size``), and
+    ``[length · ENTRY_SIZE]`` parameters for :func:`policy_device.apply_entries`."""
     kinds, members, rows, seed = entries.kinds, entries.members, entries.rows, entries.seed
-    rest, image = device.without_image(features)
-    size = core.image_size(image)
     work = _moved(rest)
     nothing = _device_vector(0, 0.0, policy_device.IDENTITY_MATRIX, _NO_SQUARE)
 
@@ -718,33 +740,37 @@ def prepare_entries(features: core.Features, entries: Entries) -> tuple[core.Fea
             tf.TensorShape([entries.length, policy_device.ENTRY_SIZE]),
         ),
     )
-    return device.with_image({**rest, **result}, image), tf.reshape(parameters, [-1])
+    return {**rest, **result}, tf.reshape(parameters, [-1])
 
 
-Plan = tuple[Sequence[str], dict[str, list[str]], int]  # kinds, members by kind, positions
+def policy_draw(plan: Callable[..., Plan], sample: Callable[..., draws.Drawn]) -> draws.Draw:
+    """The draw of a policy step: ``sample(features, seed, **params)`` the rows one example
+    runs and their seed, as the host step draws them (``plan(**params)`` gives the policy's
+    kinds, members and number of positions). Walking the annotations through the drawn
+    entries settles each position's device parameters (``entries``): where a box cutout lands
+    depends on the boxes the warps before it left."""
+
+    def annotate(features, drawn, size, **params):
+        moved, parameters = prepare_entries(features, size, entries_of(plan(**params), drawn))
+        return moved, {**drawn, "entries": parameters}
+
+    def encode(drawn, size, **params):
+        del size, params
+        return [drawn["entries"]]
+
+    return draws.Draw(sample, annotate, encode)
 
 
 def device_form(
-    step: str,
-    plan: Callable[..., Plan],
-    draw: Callable[..., tuple[dict[str, tf.Tensor], tf.Tensor]],
-    blocker: Callable[[Any], str | None] | None = None,
+    step: str, plan: Callable[..., Plan], blocker: Callable[[Any], str | None] | None = None
 ) -> device.DeviceStep:
-    """The device form of policy step ``step``: ``plan(**params)`` gives its kinds, members and
-    number of positions, ``draw(seed, **params)`` the rows one example runs and their seed, as
-    the host step draws them."""
-
-    def prepare(features, *, seed=None, **params):
-        kinds, members, length = plan(**params)
-        rows, ops_seed = draw(seed, **params)
-        return prepare_entries(features, Entries(kinds, members, length, rows, ops_seed))
+    """The batched form of policy step ``step`` (``plan`` as in :func:`policy_draw`)."""
 
     def apply(images, parameters, **params):
         _, members, _ = plan(**params)
         return policy_device.apply_entries(images, parameters, members, step)
 
     return device.DeviceStep(
-        prepare,
         apply,
         size=lambda params: policy_device.ENTRY_SIZE * plan(**params)[2],
         fidelity="distribution",
@@ -756,7 +782,13 @@ def _named_plan(*, policy_name: str) -> Plan:
     return _policy_tables(POLICIES[policy_name])[:3]
 
 
-def _named_draw(seed: Any, *, policy_name: str) -> tuple[dict[str, tf.Tensor], tf.Tensor]:
+def _named_draw(features: core.Features, seed: Any, *, policy_name: str) -> draws.Drawn:
+    del features
+    problem = _policy_name_check(policy_name)
+    if problem:
+        raise ConfigError(
+            f"step 'autoaugment_image': parameter 'policy_name' {problem}, got {policy_name!r}"
+        )
     return _choose(POLICIES[policy_name], seed)
 
 
@@ -783,18 +815,14 @@ def _policy_name_check(value: str) -> str | None:
     kind="geometry",
     checks={"policy_name": _policy_name_check},
     demo_params={"policy_name": "v3"},
-    device=device_form("autoaugment_image", _named_plan, _named_draw, _per_box_ops),
+    draw=policy_draw(_named_plan, _named_draw),
+    device=device_form("autoaugment_image", _named_plan, _per_box_ops),
 )
 def autoaugment_image(
-    features: core.Features, *, seed=None, policy_name: str = "v0"
+    features: core.Features, drawn: draws.Drawn, *, policy_name: str = "v0"
 ) -> core.Features:
     """Detection AutoAugment with the learned policy ``policy_name`` (v0, v1, v2 or v3).
 
     Masks and keypoints move with every geometric op; boxes moved out of the image are dropped.
     """
-    problem = _policy_name_check(policy_name)
-    if problem:
-        raise ConfigError(
-            f"step 'autoaugment_image': parameter 'policy_name' {problem}, got {policy_name!r}"
-        )
-    return apply_policy(features, POLICIES[policy_name], seed)
+    return _run_policy(features, POLICIES[policy_name], drawn)

@@ -1,6 +1,7 @@
 """Colour steps, each split into a random draw and a pure, batchable apply.
 
-Every random colour step runs as ``apply(image, **draw(seed, **params))`` (a :class:`ColorStep`):
+Every random colour step runs as ``apply(image, **draw(seed, **params))`` (a :class:`ColorStep`,
+whose draw is the step's registered :class:`~object_input.ops.draws.Draw`):
 
 - ``draw_<x>(seed, **params)`` returns a dict of scalar float32/bool tensors, the step's random
   parameters. It depends on ``seed`` alone, so a pipeline may draw per example and apply per batch.
@@ -8,9 +9,10 @@ Every random colour step runs as ``apply(image, **draw(seed, **params))`` (a :cl
   ``[B, H, W, C]`` with parameters of shape ``[]`` or ``[B]`` (one value per image); any dtype in,
   float32 on the [0, 255] scale out, clipped to [0, 255] like the Object Detection API.
 
-Each step's registration carries its device form: the draws as the batch's parameters, the
-batched apply, and the :class:`~object_input.ops.fused_color.ColourPart` each draw drives, so a
-pipeline fuses neighbouring colour steps and runs them on a batch without knowing any one of them.
+Each step's registration carries its draw and its device form: the draws as the batch's
+parameters, the batched apply, and the :class:`~object_input.ops.fused_color.ColorPart` each draw
+drives, so a pipeline fuses neighbouring colour steps and runs them on a batch without knowing any
+one of them.
 
 Channels: an image with 3 or more channels has colour in channels 0-2; one with fewer is grayscale
 in channel 0. Other channels pass through unchanged (cast to float32). Hue, saturation and the
@@ -27,9 +29,9 @@ from typing import Any
 import tensorflow as tf
 
 from object_input import fields
-from object_input.ops import core
+from object_input.ops import core, draws
 from object_input.ops import fused_color as fused
-from object_input.ops.device import DeviceStep, vector
+from object_input.ops.device import DeviceStep
 from object_input.ops.registry import (
     ConfigError,
     in_range,
@@ -348,6 +350,9 @@ def apply_distort_color(
 # Steps as draw and apply -------------------------------------------------------------------------
 
 
+Parts = Callable[[Mapping[str, Any]], tuple[tuple[fused.ColorPart, str], ...]]
+
+
 @dataclasses.dataclass(frozen=True)
 class ColorStep:
     """How to run one colour step as ``apply(image, **draw(seed, **params))``.
@@ -370,10 +375,27 @@ class ColorStep:
         """Apply to ``[H, W, C]`` (scalar draws) or ``[B, H, W, C]`` (draws stacked to ``[B]``)."""
         return self.apply(image, **drawn, **{k: params[k] for k in self.static})
 
-    def __call__(self, features: core.Features, seed: Any, **params: Any) -> core.Features:
-        """The step on one example."""
-        drawn = self.sample(seed, params)
+    def __call__(self, features: core.Features, drawn: draws.Drawn, **params: Any) -> core.Features:
+        """The step on one example, with its draw."""
         return {**features, fields.IMAGE: self.run(features[fields.IMAGE], drawn, params)}
+
+    def as_draw(self, parts: Parts | None = None) -> draws.Draw:
+        """The step's :class:`~object_input.ops.draws.Draw`: :meth:`sample` from the seed alone;
+        ``parts(params)`` lists the ``(colour part, draw)`` each batch parameter carries (None:
+        the step has no batched form)."""
+
+        def sample(features: core.Features, seed: Any, **params: Any) -> draws.Drawn:
+            del features
+            return self.sample(seed, params)
+
+        if parts is None:
+            return draws.Draw(sample)
+
+        def encode(drawn: draws.Drawn, size: Any, **params: Any) -> list[tf.Tensor]:
+            del size
+            return [drawn[key] for _, key in parts(params)]
+
+        return draws.Draw(sample, encode=encode)
 
 
 BRIGHTNESS = ColorStep(draw_delta, apply_brightness)
@@ -384,24 +406,18 @@ DISTORT_COLOR = ColorStep(draw_distort_color, apply_distort_color, static=("colo
 TO_GRAY = ColorStep(draw_grayscale, apply_grayscale)
 GAMMA = ColorStep(draw_gamma, apply_gamma)
 
-Parts = Callable[[Mapping[str, Any]], tuple[tuple[fused.ColorPart, str], ...]]
-
 
 def _device(step: ColorStep, parts: Parts) -> DeviceStep:
     """The device form of a colour step: ``parts(params)`` lists the ``(colour part, draw)``
-    each parameter column carries; the batch runs ``step``'s batched apply, or those parts in
-    the fused colour pass with neighbouring colour steps."""
-
-    def prepare(features: core.Features, *, seed=None, **params: Any):
-        drawn = step.sample(seed, params)
-        return features, vector(*(drawn[key] for _, key in parts(params)))
+    each parameter column carries (as :meth:`ColorStep.as_draw` packs them); the batch runs
+    ``step``'s batched apply, or those parts in the fused colour pass with neighbouring colour
+    steps."""
 
     def apply(images: tf.Tensor, parameters: tf.Tensor, **params: Any) -> tf.Tensor:
         drawn = {key: parameters[:, column] for column, (_, key) in enumerate(parts(params))}
         return step.run(images, drawn, params)
 
     return DeviceStep(
-        prepare,
         apply,
         size=lambda params: len(parts(params)),
         fidelity="distribution",
@@ -413,19 +429,32 @@ def _one_part(part: fused.ColorPart, key: str) -> Parts:
     return lambda params: ((part, key),)
 
 
+_BRIGHTNESS_PARTS = _one_part(fused.BRIGHTNESS, "delta")
+_CONTRAST_PARTS = _one_part(fused.CONTRAST, "factor")
+_HUE_PARTS = _one_part(fused.HUE, "delta")
+_SATURATION_PARTS = _one_part(fused.SATURATION, "factor")
+_TO_GRAY_PARTS = _one_part(fused.TO_GRAY, "to_gray")
+
+
+def _distort_parts(params: Mapping[str, Any]) -> tuple[tuple[fused.ColorPart, str], ...]:
+    return tuple((part, key) for _, part, key in distort_parts(params))
+
+
 # Registered steps -------------------------------------------------------------------------------
 
 
 @register_step(
     kind="color",
     checks={"max_delta": non_negative},
-    device=_device(BRIGHTNESS, _one_part(fused.BRIGHTNESS, "delta")),
+    draw=BRIGHTNESS.as_draw(_BRIGHTNESS_PARTS),
+    device=_device(BRIGHTNESS, _BRIGHTNESS_PARTS),
 )
 def random_adjust_brightness(
-    features: core.Features, *, seed=None, max_delta: float = 0.2
+    features: core.Features, drawn: draws.Drawn, *, max_delta: float = 0.2
 ) -> core.Features:
     """Add a brightness delta U(-max_delta, max_delta) (on the [0, 1] scale); float32 out."""
-    return BRIGHTNESS(features, seed, max_delta=max_delta)
+    del max_delta
+    return BRIGHTNESS(features, drawn)
 
 
 _FACTOR_CHECKS = {"min_delta": non_negative, "max_delta": non_negative}
@@ -435,38 +464,44 @@ _FACTOR_CHECKS = {"min_delta": non_negative, "max_delta": non_negative}
     kind="color",
     checks=_FACTOR_CHECKS,
     validate=ordered(("min_delta", "max_delta")),
-    device=_device(CONTRAST, _one_part(fused.CONTRAST, "factor")),
+    draw=CONTRAST.as_draw(_CONTRAST_PARTS),
+    device=_device(CONTRAST, _CONTRAST_PARTS),
 )
 def random_adjust_contrast(
-    features: core.Features, *, seed=None, min_delta: float = 0.8, max_delta: float = 1.25
+    features: core.Features, drawn: draws.Drawn, *, min_delta: float = 0.8, max_delta: float = 1.25
 ) -> core.Features:
     """Scale contrast by a factor U(min_delta, max_delta); float32 out."""
-    return CONTRAST(features, seed, min_delta=min_delta, max_delta=max_delta)
+    del min_delta, max_delta
+    return CONTRAST(features, drawn)
 
 
 @register_step(
     kind="color",
     checks={"max_delta": in_range(0.0, 0.5)},
-    device=_device(HUE, _one_part(fused.HUE, "delta")),
+    draw=HUE.as_draw(_HUE_PARTS),
+    device=_device(HUE, _HUE_PARTS),
 )
 def random_adjust_hue(
-    features: core.Features, *, seed=None, max_delta: float = 0.02
+    features: core.Features, drawn: draws.Drawn, *, max_delta: float = 0.02
 ) -> core.Features:
     """Rotate the hue by U(-max_delta, max_delta) turns; float32 out."""
-    return HUE(features, seed, max_delta=max_delta)
+    del max_delta
+    return HUE(features, drawn)
 
 
 @register_step(
     kind="color",
     checks=_FACTOR_CHECKS,
     validate=ordered(("min_delta", "max_delta")),
-    device=_device(SATURATION, _one_part(fused.SATURATION, "factor")),
+    draw=SATURATION.as_draw(_SATURATION_PARTS),
+    device=_device(SATURATION, _SATURATION_PARTS),
 )
 def random_adjust_saturation(
-    features: core.Features, *, seed=None, min_delta: float = 0.8, max_delta: float = 1.25
+    features: core.Features, drawn: draws.Drawn, *, min_delta: float = 0.8, max_delta: float = 1.25
 ) -> core.Features:
     """Scale saturation by a factor U(min_delta, max_delta); float32 out."""
-    return SATURATION(features, seed, min_delta=min_delta, max_delta=max_delta)
+    del min_delta, max_delta
+    return SATURATION(features, drawn)
 
 
 @rule("0 or 1")
@@ -477,37 +512,40 @@ def _ordering_check(value: int) -> str | None:
 @register_step(
     kind="color",
     checks={"color_ordering": _ordering_check},
-    device=_device(
-        DISTORT_COLOR,
-        lambda params: tuple((part, key) for _, part, key in distort_parts(params)),
-    ),
+    draw=DISTORT_COLOR.as_draw(_distort_parts),
+    device=_device(DISTORT_COLOR, _distort_parts),
 )
 def random_distort_color(
-    features: core.Features, *, seed=None, color_ordering: int = 0
+    features: core.Features, drawn: draws.Drawn, *, color_ordering: int = 0
 ) -> core.Features:
     """Random brightness, saturation, hue and contrast in one of two fixed orders; float32 out."""
-    return DISTORT_COLOR(features, seed, color_ordering=color_ordering)
+    return DISTORT_COLOR(features, drawn, color_ordering=color_ordering)
 
 
 @register_step(
     kind="color",
     checks={"probability": in_range(0.0, 1.0)},
     demo_params={"probability": 1.0},
-    device=_device(TO_GRAY, _one_part(fused.TO_GRAY, "to_gray")),
+    draw=TO_GRAY.as_draw(_TO_GRAY_PARTS),
+    device=_device(TO_GRAY, _TO_GRAY_PARTS),
 )
 def random_rgb_to_gray(
-    features: core.Features, *, seed=None, probability: float = 0.1
+    features: core.Features, drawn: draws.Drawn, *, probability: float = 0.1
 ) -> core.Features:
     """With ``probability``, replace RGB by its luma in all 3 channels; float32 out."""
-    return TO_GRAY(features, seed, probability=probability)
+    del probability
+    return TO_GRAY(features, drawn)
 
 
-@register_step(kind="color", checks={"gamma": non_negative, "gain": non_negative})
+@register_step(
+    kind="color", checks={"gamma": non_negative, "gain": non_negative}, draw=GAMMA.as_draw()
+)
 def adjust_gamma(
-    features: core.Features, *, seed=None, gamma: float = 1.0, gain: float = 1.0
+    features: core.Features, drawn: draws.Drawn, *, gamma: float = 1.0, gain: float = 1.0
 ) -> core.Features:
     """``gain * (image / 255) ** gamma * 255``, clipped to [0, 255]; float32 out."""
-    return GAMMA(features, seed, gamma=gamma, gain=gain)
+    del gamma, gain
+    return GAMMA(features, drawn)
 
 
 @register_step(kind="image")

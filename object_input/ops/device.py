@@ -1,14 +1,14 @@
-"""The device split of a step: draw and annotate on the host, change pixels on a batch anywhere.
+"""The batched form of a step: its draw taken on the host, its pixels changed on a batch anywhere.
 
-A step that can leave the host declares a :class:`DeviceStep` at registration
-(``register_step(device=...)``):
+A step that can leave the per-example map declares its random draw once
+(:class:`object_input.ops.draws.Draw`) and a :class:`DeviceStep` at registration
+(``register_step(draw=..., device=DeviceStep(apply=...))``):
 
-- ``prepare(features, *, seed, **params) -> (features, parameters)`` runs on the host, at the
-  step's place in the per-example map. It draws every random value from the step's seed exactly
-  as the step itself does, does the step's whole work on the annotations (boxes moved, clipped
-  or dropped with every per-box field, keypoints, instance masks, ``num_dropped_boxes``) and
-  returns the example with its image untouched, and a float32 vector of what the pixels still
-  need (a flip flag, a matrix, a sigma, rectangles).
+- on the host, at the step's place in the per-example map, the draw is taken from the step's
+  seed and does the step's whole work on the annotations (boxes moved, clipped or dropped with
+  every per-box field, keypoints, instance masks, ``num_dropped_boxes``); the example keeps its
+  image untouched and carries the draw packed as a float32 vector of what the pixels still need
+  (a flip flag, a matrix, a sigma, rectangles): :meth:`~object_input.ops.draws.Draw.prepare`.
 - ``apply(images, parameters, **params) -> images`` changes the pixels of a static-shape batch
   ``[B, H, W, C]`` (float32 on the [0, 255] scale in and out) with ``[B, P]`` parameters. It
   uses only ops with GPU kernels that XLA compiles: it runs in the model, on the accelerator.
@@ -39,7 +39,8 @@ FIDELITIES = ("exact", "distribution")
 
 @dataclasses.dataclass(frozen=True)
 class DeviceStep:
-    """How a step runs in the device stage (see the module docstring).
+    """How a step's pixels change on a batch (see the module docstring); its draw is the
+    step's :class:`~object_input.ops.draws.Draw`.
 
     ``size`` is the length of the step's parameter vector, or a function of the step's config
     parameters giving it. ``fidelity`` says how the device's pixels compare with the host step's
@@ -51,7 +52,6 @@ class DeviceStep:
     then runs neighbouring colour steps together in one compiled colour pass.
     """
 
-    prepare: Callable[..., tuple[core.Features, tf.Tensor]]
     apply: Callable[..., tf.Tensor]
     size: int | Callable[[Mapping[str, Any]], int]
     fidelity: str
@@ -76,13 +76,8 @@ class DeviceStep:
         return None if self.blocker is None else self.blocker(params)
 
 
-def vector(*values: Any) -> tf.Tensor:
-    """Float32 ``[P]`` parameters from scalars (bools become 0 or 1)."""
-    return tf.stack([tf.cast(value, tf.float32) for value in values])
-
-
 def without_image(features: core.Features) -> tuple[core.Features, tf.Tensor]:
-    """``(features without the image, the image)``: what a prepare hands the annotation work."""
+    """``(features without the image, the image)``: what the annotation work of a draw takes."""
     rest = dict(features)
     return rest, rest.pop(fields.IMAGE)
 

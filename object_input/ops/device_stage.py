@@ -4,12 +4,13 @@ training device.
 :meth:`DeviceStage.split` finds the longest run of steps at the end of an augmentation whose
 registration declares a :class:`~object_input.ops.device.DeviceStep` (and whose parameters let
 it move). In the pipeline each example runs :meth:`DeviceStage.prepare` on the host: every
-step's draws from the example seed (step ``i`` from ``fold_in(seed, i)``, as
-:class:`~object_input.ops.Augmentation` draws) and its work on the annotations, giving one
-float32 parameter vector. The batch then goes to the device, where :meth:`DeviceStage.__call__`
-changes the pixels of the static-shape batch: in :class:`object_input.layers.DeviceAugmentation`
-inside the model, or :func:`apply_device_stage` in a custom training loop. Neighbouring colour
-steps run as one compiled colour pass (:mod:`object_input.ops.fused_color`).
+step's declared draw (:class:`~object_input.ops.draws.Draw`) from the example seed (step ``i``
+from ``fold_in(seed, i)``, as :class:`~object_input.ops.Augmentation` draws) and its work on
+the annotations, giving one float32 parameter vector. The batch then goes to the device, where
+:meth:`DeviceStage.__call__` changes the pixels of the static-shape batch: in
+:class:`object_input.layers.DeviceAugmentation` inside the model, or :func:`apply_device_stage`
+in a custom training loop. Neighbouring colour steps run as one compiled colour pass
+(:mod:`object_input.ops.fused_color`).
 """
 
 from __future__ import annotations
@@ -96,8 +97,8 @@ class DeviceStage:
         the example with its image untouched and its parameters in ``DEVICE_PARAMETERS``."""
         vectors = []
         for index, spec, params in self.steps:
-            features, vector = spec.device.prepare(
-                features, seed=self.augment.step_seed(seed, index), **params
+            features, vector = spec.draw.prepare(
+                features, self.augment.step_seed(seed, index), params
             )
             vectors.append(tf.reshape(vector, [spec.device.num_parameters(params)]))
         return {**features, fields.DEVICE_PARAMETERS: tf.concat(vectors, axis=0)}

@@ -2,7 +2,8 @@
 autocontrast, invert.
 
 Each step draws its own parameter per image from the example's seed and applies it with
-probability ``probability`` (otherwise the image passes through). Images come out float32 on the
+probability ``probability`` (otherwise the image passes through): the gate and the parameter
+are the step's registered draw, which its batched form takes too. Images come out float32 on the
 [0, 255] scale, whether the step fired or not, so every example of a pipeline has one dtype.
 The level ops and sharpness act on the colour channels (3, or 1 for grayscale) and pass
 further channels through; the blur smooths every channel.
@@ -10,73 +11,84 @@ further channels through; the blur smooths every channel.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 
 import tensorflow as tf
 
 from object_input import fields
-from object_input.ops import autoaugment_ops, core, device
+from object_input.ops import autoaugment_ops, core, device, draws
 from object_input.ops.color import merge_channels, split_channels
 from object_input.ops.registry import in_range, range_pair, register_step
 
 
 def _maybe(
     features: core.Features,
-    seed,
-    probability: float,
-    change: Callable[[tf.Tensor, tf.Tensor], tf.Tensor],
+    fires: tf.Tensor,
+    change: Callable[[tf.Tensor], tf.Tensor],
     keep_dtype: bool = False,
 ) -> core.Features:
-    """``change(image, seed)`` with ``probability``; the image is float32 either way.
+    """``change(image)`` where the drawn gate ``fires``; the image is float32 either way.
 
     ``change`` gets the image as float32, or in its own dtype when ``keep_dtype`` (it then
     returns float32 itself)."""
-    gate_seed, draw_seed = core.split_seed(seed, 2)
     image = features[fields.IMAGE]
     if not keep_dtype:
         image = core.to_float(image)
     out = dict(features)
     out[fields.IMAGE] = tf.cond(
-        core.bernoulli(gate_seed, probability),
-        lambda: tf.ensure_shape(change(image, draw_seed), image.shape),
+        fires,
+        lambda: tf.ensure_shape(change(image), image.shape),
         lambda: core.to_float(image),
     )
     return out
 
 
-def _device_gated(
-    draw: Callable[..., list[tf.Tensor]],
-    change: Callable[..., tf.Tensor],
-    size: int,
-    fidelity: str = "distribution",
-) -> device.DeviceStep:
-    """The device form of a step gated by ``probability`` as :func:`_maybe` gates it: the gate
-    and ``draw(features, draw_seed, **params)`` (``size`` values) from the step seed on the
-    host, ``change(images, drawn, **params)`` (``drawn`` ``[B, size]``) on the batch."""
+def _gated_draw(
+    value: Callable[..., draws.Drawn] | None = None,
+    encode: Callable[..., list[tf.Tensor]] | None = None,
+) -> draws.Draw:
+    """The draw of a step gated by ``probability``: ``fires`` from the gate's seed, then
+    ``value(draw_seed, **params)`` (None: nothing else). ``encode(drawn, size, **params)``
+    gives the batch's values after the gate (None: the drawn values)."""
 
-    def prepare(features, *, seed=None, probability, **params):
+    def sample(features, seed, *, probability, **params):
+        del features
         gate_seed, draw_seed = core.split_seed(seed, 2)
-        drawn = draw(features, draw_seed, **params)
-        return features, device.vector(core.bernoulli(gate_seed, probability), *drawn)
+        drawn = {"fires": core.bernoulli(gate_seed, probability)}
+        if value is not None:
+            drawn.update(value(draw_seed, **params))
+        return drawn
+
+    def encode_gated(drawn, size, **params):
+        return [drawn["fires"], *encode(drawn, size, **params)]
+
+    return draws.Draw(sample, encode=None if encode is None else encode_gated)
+
+
+def _uniform(param: str, key: str) -> Callable[..., draws.Drawn]:
+    """A ``value`` drawing ``key`` U(``params[param]``), the draw of sharpness and solarize."""
+
+    def value(draw_seed, **params):
+        low, high = params[param]
+        return {key: core.uniform(draw_seed, low, high)}
+
+    return value
+
+
+def _device_gated(
+    change: Callable[..., tf.Tensor], size: int, fidelity: str = "distribution"
+) -> device.DeviceStep:
+    """The batched form of a gated step: ``change(images, drawn, **params)`` (``drawn`` the
+    ``size`` values after the gate, ``[B, size]``) where the gate fired."""
 
     def apply(images, parameters, *, probability, **params):
         del probability
         changed = change(images, parameters[:, 1:], **params)
         return tf.where(device.fires(parameters), changed, images)
 
-    return device.DeviceStep(prepare, apply, size=1 + size, fidelity=fidelity)
-
-
-def _uniform(param: str) -> Callable[..., list[tf.Tensor]]:
-    """A ``draw`` of one value U(``params[param]``), the draw of sharpness and solarize."""
-
-    def draw(features, draw_seed, **params):
-        del features
-        low, high = params[param]
-        return [core.uniform(draw_seed, low, high)]
-
-    return draw
+    return device.DeviceStep(apply, size=1 + size, fidelity=fidelity)
 
 
 def _on_color_per_image(
@@ -91,12 +103,6 @@ def _on_color_per_image(
         return _on_color(images, step, lambda c: fn(c, value))
 
     return change
-
-
-def _no_draw(features, draw_seed, **params):
-    """The ``draw`` of a step with nothing to draw but its gate."""
-    del features, draw_seed, params
-    return []
 
 
 def _on_color_of_batch(step: str, fn: Callable[[tf.Tensor], tf.Tensor]) -> Callable[..., tf.Tensor]:
@@ -202,11 +208,17 @@ def _max_radius(sigma_range: tuple[float, float]) -> int:
     return max(1, math.ceil(3.0 * sigma_range[1]))
 
 
-def _draw_sigma(features, draw_seed, *, sigma_range):
+def _draw_sigma(draw_seed, *, sigma_range, **params):
+    del params
+    return {"sigma": core.uniform(draw_seed, sigma_range[0], sigma_range[1])}
+
+
+def _sigma_fractions(drawn, size, **params):
     """The blur's sigma as fractions of the image's height and of its width: on the resized
     batch it then spans the same part of the scene along each axis."""
-    sigma = core.uniform(draw_seed, sigma_range[0], sigma_range[1])
-    height, width = core.image_size(features[fields.IMAGE])
+    del params
+    height, width = size
+    sigma = drawn["sigma"]
     return [sigma / tf.cast(height, tf.float32), sigma / tf.cast(width, tf.float32)]
 
 
@@ -221,12 +233,13 @@ def _blur_batch(images, drawn, *, sigma_range):
     kind="image",
     checks={"sigma_range": range_pair(0.01, 50.0), "probability": in_range(0.0, 1.0)},
     demo_params={"probability": 1.0},
-    device=_device_gated(_draw_sigma, _blur_batch, 2),
+    draw=_gated_draw(_draw_sigma, _sigma_fractions),
+    device=_device_gated(_blur_batch, 2),
 )
 def random_gaussian_blur(
     features: core.Features,
+    drawn: draws.Drawn,
     *,
-    seed=None,
     sigma_range: tuple[float, float] = (0.1, 2.0),
     probability: float = 0.5,
 ) -> core.Features:
@@ -235,30 +248,23 @@ def random_gaussian_blur(
     The kernel spans ±⌈3 · sigma⌉ pixels for the drawn sigma (at most ±⌈3 · sigma_range[1]⌉);
     borders are renormalized (see :func:`gaussian_blur`). Float32 out.
     """
+    del probability
     radius = _max_radius(sigma_range)
-
-    def blur(image: tf.Tensor, draw_seed: tf.Tensor) -> tf.Tensor:
-        sigma = core.uniform(draw_seed, sigma_range[0], sigma_range[1])
-        return gaussian_blur(image, sigma, radius)
-
-    return _maybe(features, seed, probability, blur)
-
-
-_draw_factor = _uniform("factor_range")
+    blur = functools.partial(gaussian_blur, sigma=drawn["sigma"], max_radius=radius)
+    return _maybe(features, drawn["fires"], blur)
 
 
 @register_step(
     kind="color",
     checks={"factor_range": range_pair(0.0, 10.0), "probability": in_range(0.0, 1.0)},
     demo_params={"probability": 1.0},
-    device=_device_gated(
-        _draw_factor, _on_color_per_image("random_sharpness", device.sharpness), 1
-    ),
+    draw=_gated_draw(_uniform("factor_range", "factor")),
+    device=_device_gated(_on_color_per_image("random_sharpness", device.sharpness), 1),
 )
 def random_sharpness(
     features: core.Features,
+    drawn: draws.Drawn,
     *,
-    seed=None,
     factor_range: tuple[float, float] = (0.5, 1.5),
     probability: float = 0.5,
 ) -> core.Features:
@@ -267,31 +273,32 @@ def random_sharpness(
     0 gives the 3 × 3 smoothed image, 1 the image, above 1 a sharper one (the one-pixel border is
     kept), clipped to [0, 255]. Float32 out.
     """
+    del factor_range, probability
 
-    def sharpen(image: tf.Tensor, draw_seed: tf.Tensor) -> tf.Tensor:
-        (factor,) = _draw_factor(image, draw_seed, factor_range=factor_range)
-        return _on_color(image, "random_sharpness", lambda c: autoaugment_ops.sharpness(c, factor))
+    def sharpen(image: tf.Tensor) -> tf.Tensor:
+        return _on_color(
+            image, "random_sharpness", lambda c: autoaugment_ops.sharpness(c, drawn["factor"])
+        )
 
-    return _maybe(features, seed, probability, sharpen)
+    return _maybe(features, drawn["fires"], sharpen)
 
 
-def _draw_bits(features, draw_seed, *, bits_range):
-    del features
-    return [core.uniform_int(draw_seed, bits_range[0], bits_range[1] + 1)]
+def _draw_bits(draw_seed, *, bits_range, **params):
+    del params
+    return {"bits": core.uniform_int(draw_seed, bits_range[0], bits_range[1] + 1)}
 
 
 @register_step(
     kind="color",
     checks={"bits_range": range_pair(1, 8), "probability": in_range(0.0, 1.0)},
     demo_params={"probability": 1.0, "bits_range": (2, 3)},
-    device=_device_gated(
-        _draw_bits, _on_color_per_image("random_posterize", autoaugment_ops.posterize), 1
-    ),
+    draw=_gated_draw(_draw_bits),
+    device=_device_gated(_on_color_per_image("random_posterize", autoaugment_ops.posterize), 1),
 )
 def random_posterize(
     features: core.Features,
+    drawn: draws.Drawn,
     *,
-    seed=None,
     bits_range: tuple[int, int] = (4, 8),
     probability: float = 0.5,
 ) -> core.Features:
@@ -300,9 +307,10 @@ def random_posterize(
 
     Values are rounded to integer levels first. Float32 out.
     """
+    del bits_range, probability
+    bits = drawn["bits"]
 
-    def posterize(image: tf.Tensor, draw_seed: tf.Tensor) -> tf.Tensor:
-        (bits,) = _draw_bits(image, draw_seed, bits_range=bits_range)
+    def posterize(image: tf.Tensor) -> tf.Tensor:
         # The top bits of a byte: the level rounded down to a multiple of 2 ** (8 - bits).
         top_bits = tf.cast(256 - tf.bitwise.left_shift(1, 8 - bits), tf.uint8)
         return _on_levels(
@@ -312,32 +320,29 @@ def random_posterize(
             lambda c: autoaugment_ops.posterize(c, bits),
         )
 
-    return _maybe(features, seed, probability, posterize, keep_dtype=True)
-
-
-_draw_threshold = _uniform("threshold_range")
+    return _maybe(features, drawn["fires"], posterize, keep_dtype=True)
 
 
 @register_step(
     kind="color",
     checks={"threshold_range": range_pair(0.0, 256.0), "probability": in_range(0.0, 1.0)},
     demo_params={"probability": 1.0, "threshold_range": (50.0, 60.0)},
-    device=_device_gated(
-        _draw_threshold, _on_color_per_image("random_solarize", autoaugment_ops.solarize), 1
-    ),
+    draw=_gated_draw(_uniform("threshold_range", "threshold")),
+    device=_device_gated(_on_color_per_image("random_solarize", autoaugment_ops.solarize), 1),
 )
 def random_solarize(
     features: core.Features,
+    drawn: draws.Drawn,
     *,
-    seed=None,
     threshold_range: tuple[float, float] = (128.0, 256.0),
     probability: float = 0.5,
 ) -> core.Features:
     """With ``probability``, invert (255 − x) every colour value at or above a threshold drawn
     from U(threshold_range) (256 leaves the image as it is). Float32 out."""
+    del threshold_range, probability
+    threshold = drawn["threshold"]
 
-    def solarize(image: tf.Tensor, draw_seed: tf.Tensor) -> tf.Tensor:
-        (threshold,) = _draw_threshold(image, draw_seed, threshold_range=threshold_range)
+    def solarize(image: tf.Tensor) -> tf.Tensor:
         # A level is below the threshold when it is below its ceiling; 256 keeps every level.
         ceiling = tf.cast(tf.math.ceil(threshold), tf.int32)
 
@@ -355,49 +360,49 @@ def random_solarize(
             lambda c: autoaugment_ops.solarize(c, threshold),
         )
 
-    return _maybe(features, seed, probability, solarize, keep_dtype=True)
+    return _maybe(features, drawn["fires"], solarize, keep_dtype=True)
 
 
 @register_step(
     kind="color",
     checks={"probability": in_range(0.0, 1.0)},
     demo_params={"probability": 1.0},
-    device=_device_gated(_no_draw, _on_color_of_batch("random_equalize", device.equalize), 0),
+    draw=_gated_draw(),
+    device=_device_gated(_on_color_of_batch("random_equalize", device.equalize), 0),
 )
 def random_equalize(
-    features: core.Features, *, seed=None, probability: float = 0.5
+    features: core.Features, drawn: draws.Drawn, *, probability: float = 0.5
 ) -> core.Features:
     """With ``probability``, equalize the histogram of each colour channel (PIL's
     ``ImageOps.equalize`` on the rounded levels; a channel of one level is kept). Float32 out."""
+    del probability
 
-    def equalize(image: tf.Tensor, draw_seed: tf.Tensor) -> tf.Tensor:
-        del draw_seed
+    def equalize(image: tf.Tensor) -> tf.Tensor:
         return _on_levels(
             image, "random_equalize", autoaugment_ops.equalize, autoaugment_ops.equalize
         )
 
-    return _maybe(features, seed, probability, equalize, keep_dtype=True)
+    return _maybe(features, drawn["fires"], equalize, keep_dtype=True)
 
 
 @register_step(
     kind="color",
     checks={"probability": in_range(0.0, 1.0)},
     demo_params={"probability": 1.0},
-    device=_device_gated(
-        _no_draw, _on_color_of_batch("random_autocontrast", device.autocontrast), 0
-    ),
+    draw=_gated_draw(),
+    device=_device_gated(_on_color_of_batch("random_autocontrast", device.autocontrast), 0),
 )
 def random_autocontrast(
-    features: core.Features, *, seed=None, probability: float = 0.5
+    features: core.Features, drawn: draws.Drawn, *, probability: float = 0.5
 ) -> core.Features:
     """With ``probability``, stretch each colour channel linearly so that its darkest value
     becomes 0 and its brightest 255 (a flat channel is kept). Float32 out."""
+    del probability
 
-    def stretch(image: tf.Tensor, draw_seed: tf.Tensor) -> tf.Tensor:
-        del draw_seed
+    def stretch(image: tf.Tensor) -> tf.Tensor:
         return _on_color(image, "random_autocontrast", autoaugment_ops.autocontrast)
 
-    return _maybe(features, seed, probability, stretch)
+    return _maybe(features, drawn["fires"], stretch)
 
 
 def _invert(color: tf.Tensor) -> tf.Tensor:
@@ -408,15 +413,16 @@ def _invert(color: tf.Tensor) -> tf.Tensor:
     kind="color",
     checks={"probability": in_range(0.0, 1.0)},
     demo_params={"probability": 1.0},
-    device=_device_gated(
-        _no_draw, _on_color_of_batch("random_invert", _invert), 0, fidelity="exact"
-    ),
+    draw=_gated_draw(),
+    device=_device_gated(_on_color_of_batch("random_invert", _invert), 0, fidelity="exact"),
 )
-def random_invert(features: core.Features, *, seed=None, probability: float = 0.5) -> core.Features:
+def random_invert(
+    features: core.Features, drawn: draws.Drawn, *, probability: float = 0.5
+) -> core.Features:
     """With ``probability``, invert the colour channels (255 − x). Float32 out."""
+    del probability
 
-    def invert(image: tf.Tensor, draw_seed: tf.Tensor) -> tf.Tensor:
-        del draw_seed
+    def invert(image: tf.Tensor) -> tf.Tensor:
         return _on_levels(image, "random_invert", lambda c: 255 - c, _invert)
 
-    return _maybe(features, seed, probability, invert, keep_dtype=True)
+    return _maybe(features, drawn["fires"], invert, keep_dtype=True)

@@ -12,7 +12,7 @@ import functools
 import tensorflow as tf
 
 from object_input import fields
-from object_input.ops import core, device
+from object_input.ops import core, device, draws
 from object_input.ops.registry import (
     PER_BOX,
     in_range,
@@ -71,8 +71,11 @@ def hidden_boxes(boxes: tf.Tensor, height, width, corners, extents) -> tf.Tensor
     return tf.reduce_all(covering > 0.0, axis=[1, 2])
 
 
-def _draw_patches(image: tf.Tensor, seed, *, num_patches, size_range, probability):
-    """``(fires, corners, extents, noise_seed)``: random_cutout's draws for ``image``."""
+def _draw_patches(features, seed, *, num_patches, size_range, probability, **params):
+    """random_cutout's draw for the example's image: whether it ``fires``, the patches'
+    ``corners`` and ``extents`` in pixels (``[P, 2]`` (row, column) each), the ``noise_seed``."""
+    del params
+    image = features[fields.IMAGE]
     gate_seed, size_seed, place_seed, noise_seed = core.split_seed(seed, 4)
     height, width = core.image_size(image)
     size = tf.cast(tf.stack([height, width]), tf.float32)
@@ -82,64 +85,64 @@ def _draw_patches(image: tf.Tensor, seed, *, num_patches, size_range, probabilit
     places = core.uniform(place_seed, shape=[num_patches, 2])
     slack = tf.cast(tf.stack([height, width]) - extents + 1, tf.float32)
     corners = tf.minimum(tf.cast(tf.floor(places * slack), tf.int32), tf.cast(slack, tf.int32) - 1)
-    return core.bernoulli(gate_seed, probability), corners, extents, noise_seed
+    return {
+        "fires": core.bernoulli(gate_seed, probability),
+        "corners": corners,
+        "extents": extents,
+        "noise_seed": noise_seed,
+    }
 
 
 def _drop_hidden(
-    features: core.Features, size, fires, corners, extents, covered_boxes: str
+    features: core.Features, drawn: draws.Drawn, size, covered_boxes: str
 ) -> core.Features:
     """``features`` without the boxes the fired patches hide, counted (``covered_boxes="drop"``)."""
     if covered_boxes == "keep" or fields.BOXES not in features:
         return features
-    hidden = hidden_boxes(features[fields.BOXES], *size, corners, extents) & fires
+    corners, extents = drawn["corners"], drawn["extents"]
+    hidden = hidden_boxes(features[fields.BOXES], *size, corners, extents) & drawn["fires"]
     out = core.mask_boxes(features, ~hidden)
     dropped = features.get(fields.NUM_DROPPED_BOXES, tf.constant(0, tf.int32))
     out[fields.NUM_DROPPED_BOXES] = dropped + tf.reduce_sum(tf.cast(hidden, tf.int32))
     return out
 
 
-def _device_cutout() -> device.DeviceStep:
-    """random_cutout on the device: patches drawn and hidden boxes dropped on the host, the
-    patches (as fractions of the image) filled on the batch."""
+def _annotate(features, drawn, size, *, covered_boxes, **params):
+    del params
+    return _drop_hidden(features, drawn, size, covered_boxes), drawn
 
-    def prepare(features, *, seed=None, fill_value, covered_boxes, **draw_params):
-        rest, image = device.without_image(features)
-        fires, corners, extents, noise_seed = _draw_patches(image, seed, **draw_params)
-        size = core.image_size(image)
-        out = _drop_hidden(rest, size, fires, corners, extents, covered_boxes)
-        rectangles = [
-            value
-            for index in range(draw_params["num_patches"])
-            for value in device.normalized_rectangle(
-                *tf.unstack(corners[index]), *tf.unstack(corners[index] + extents[index]), *size
-            )
-        ]
-        drawn = device.vector(fires, *rectangles, *device.seed_parameters(noise_seed))
-        return device.with_image(out, image), drawn
 
-    def apply(images, parameters, *, num_patches, fill_value, **params):
-        del params
-        if not num_patches:
-            return images
-        patches = [
-            device.rectangle_mask(parameters[:, 1 + 4 * i : 5 + 4 * i], *images.shape[1:3])
-            for i in range(num_patches)
-        ]
-        inside = device.fires(parameters) & functools.reduce(tf.logical_or, patches)
-        if fill_value is None:
-            seed = device.batch_seed(parameters[:, -2:])
-            fill = tf.floor(core.uniform(seed, 0.0, 256.0, tf.shape(images)))
-        else:
-            # A scalar broadcast in the select: no image-sized fill.
-            fill = float(fill_value)
-        return tf.where(inside, fill, images)
+def _patch_fractions(drawn, size, *, num_patches, **params):
+    """The gate, each patch as fractions of the image, and the noise seed, for the batch."""
+    del params
+    corners, ends = drawn["corners"], drawn["corners"] + drawn["extents"]
+    rectangles = [
+        value
+        for index in range(num_patches)
+        for value in device.normalized_rectangle(
+            *tf.unstack(corners[index]), *tf.unstack(ends[index]), *size
+        )
+    ]
+    return [drawn["fires"], *rectangles, *device.seed_parameters(drawn["noise_seed"])]
 
-    return device.DeviceStep(
-        prepare,
-        apply,
-        size=lambda params: 3 + 4 * params["num_patches"],
-        fidelity="distribution",
-    )
+
+def _erase_batch(images, parameters, *, num_patches, fill_value, **params):
+    """The patches (fractions of the image) of each image of a batch filled where it fired."""
+    del params
+    if not num_patches:
+        return images
+    patches = [
+        device.rectangle_mask(parameters[:, 1 + 4 * i : 5 + 4 * i], *images.shape[1:3])
+        for i in range(num_patches)
+    ]
+    inside = device.fires(parameters) & functools.reduce(tf.logical_or, patches)
+    if fill_value is None:
+        seed = device.batch_seed(parameters[:, -2:])
+        fill = tf.floor(core.uniform(seed, 0.0, 256.0, tf.shape(images)))
+    else:
+        # A scalar broadcast in the select: no image-sized fill.
+        fill = float(fill_value)
+    return tf.where(inside, fill, images)
 
 
 @register_step(
@@ -153,12 +156,15 @@ def _device_cutout() -> device.DeviceStep:
         "covered_boxes": _covered_check,
     },
     demo_params={"probability": 1.0, "num_patches": 3, "size_range": (0.4, 0.6)},
-    device=_device_cutout(),
+    draw=draws.Draw(_draw_patches, _annotate, _patch_fractions),
+    device=device.DeviceStep(
+        _erase_batch, size=lambda params: 3 + 4 * params["num_patches"], fidelity="distribution"
+    ),
 )
 def random_cutout(
     features: core.Features,
+    drawn: draws.Drawn,
     *,
-    seed=None,
     num_patches: int = 1,
     size_range: tuple[float, float] = (0.1, 0.3),
     fill_value: float | None = 0.0,
@@ -174,15 +180,14 @@ def random_cutout(
     (``covered_boxes="drop"``), or kept (``"keep"``). Masks and keypoints are not changed: the
     object is hidden, not gone. The image keeps its dtype.
     """
+    del size_range, probability
     image = features[fields.IMAGE]
-    fires, corners, extents, noise_seed = _draw_patches(
-        image, seed, num_patches=num_patches, size_range=size_range, probability=probability
-    )
+    fires, corners, extents = drawn["fires"], drawn["corners"], drawn["extents"]
     ends = corners + extents
 
     def erase() -> tf.Tensor:
         if fill_value is None:
-            noise = core.uniform(noise_seed, 0.0, 256.0, shape=tf.shape(image))
+            noise = core.uniform(drawn["noise_seed"], 0.0, 256.0, shape=tf.shape(image))
             noise = core.like(tf.floor(noise), image.dtype)
         erased = image
         for index in range(num_patches):
@@ -197,5 +202,4 @@ def random_cutout(
 
     out = dict(features)
     out[fields.IMAGE] = tf.cond(fires, erase, lambda: image) if num_patches else image
-    size = core.image_size(image)
-    return _drop_hidden(out, size, fires, corners, extents, covered_boxes)
+    return _drop_hidden(out, drawn, core.image_size(image), covered_boxes)

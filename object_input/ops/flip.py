@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import tensorflow as tf
 
 from object_input import fields
-from object_input.ops import core, device, transform
+from object_input.ops import core, device, draws, transform
 from object_input.ops.registry import MOVED, in_range, register_step
 
 
@@ -80,21 +80,33 @@ def maybe_flip(
     return transform.apply(features, transform.Flip(axis, permutation, when))
 
 
-def _device_flip(axis: int, step: str) -> device.DeviceStep:
-    """A random flip along image ``axis`` on the device: the flag drawn and the annotations
-    flipped on the host, the pixels mirrored on the batch (resizing commutes with a mirror)."""
+def _sample_flip(features, seed, *, probability, **params):
+    """Whether the example flips, with ``probability``."""
+    del features, params
+    return {"flip": core.bernoulli(seed, probability)}
 
-    def prepare(features, *, seed=None, keypoint_flip_permutation=None, probability=0.5):
-        when = core.bernoulli(seed, probability)
-        rest, image = device.without_image(features)
-        flipped = maybe_flip(rest, axis, when, keypoint_flip_permutation, step)
-        return device.with_image(flipped, image), device.vector(when)
+
+def _flip_draw(axis: int, step: str) -> draws.Draw:
+    """A random flip along image ``axis``: the flag drawn, every field but the image flipped
+    with it (the image is flipped by the step or on the batch)."""
+
+    def annotate(features, drawn, size, *, keypoint_flip_permutation, **params):
+        del size, params
+        flipped = maybe_flip(features, axis, drawn["flip"], keypoint_flip_permutation, step)
+        return flipped, drawn
+
+    return draws.Draw(_sample_flip, annotate)
+
+
+def _device_flip(axis: int) -> device.DeviceStep:
+    """The pixels of a batch mirrored along image ``axis`` where the flag is set (resizing
+    commutes with a mirror)."""
 
     def apply(images, parameters, **params):
         del params
         return tf.where(device.fires(parameters), tf.reverse(images, [axis + 1]), images)
 
-    return device.DeviceStep(prepare, apply, size=1, fidelity="exact")
+    return device.DeviceStep(apply, size=1, fidelity="exact")
 
 
 @register_step(
@@ -104,19 +116,19 @@ def _device_flip(axis: int, step: str) -> device.DeviceStep:
     checks={"probability": in_range(0.0, 1.0)},
     deferral="view",
     demo_params={"probability": 1.0, "keypoint_flip_permutation": [1, 0]},
-    device=_device_flip(1, "flip_left_right"),
+    draw=_flip_draw(1, "flip_left_right"),
+    device=_device_flip(1),
 )
 def random_horizontal_flip(
     features: core.Features,
+    drawn: draws.Drawn,
     *,
-    seed=None,
     keypoint_flip_permutation: Sequence[int] | None = None,
     probability: float = 0.5,
 ) -> core.Features:
     """Flip left-right with ``probability``; keypoints are permuted (left ↔ right)."""
-    return maybe_flip(
-        features, 1, core.bernoulli(seed, probability), keypoint_flip_permutation, "flip_left_right"
-    )
+    del probability
+    return maybe_flip(features, 1, drawn["flip"], keypoint_flip_permutation, "flip_left_right")
 
 
 @register_step(
@@ -126,19 +138,19 @@ def random_horizontal_flip(
     checks={"probability": in_range(0.0, 1.0)},
     deferral="view",
     demo_params={"probability": 1.0, "keypoint_flip_permutation": [0, 1]},
-    device=_device_flip(0, "flip_up_down"),
+    draw=_flip_draw(0, "flip_up_down"),
+    device=_device_flip(0),
 )
 def random_vertical_flip(
     features: core.Features,
+    drawn: draws.Drawn,
     *,
-    seed=None,
     keypoint_flip_permutation: Sequence[int] | None = None,
     probability: float = 0.5,
 ) -> core.Features:
     """Flip top-bottom with ``probability``; keypoints are permuted."""
-    return maybe_flip(
-        features, 0, core.bernoulli(seed, probability), keypoint_flip_permutation, "flip_up_down"
-    )
+    del probability
+    return maybe_flip(features, 0, drawn["flip"], keypoint_flip_permutation, "flip_up_down")
 
 
 @register_step(

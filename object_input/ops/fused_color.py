@@ -15,8 +15,9 @@ up to float rounding, with every step clipping to [0, 255]. Only its place diffe
 resize, colour is computed on interpolated pixels (see docs/performance.md for how much that
 changes).
 
-Randomness: :meth:`FusedColor.draw` draws one image's parameters from its example seed exactly as
-:class:`object_input.ops.Augmentation` would for the same steps (step ``i`` from
+Randomness: :meth:`FusedColor.draw` takes each step's declared draw
+(:class:`~object_input.ops.draws.Draw`) from its example seed, as
+:class:`object_input.ops.Augmentation` does for the same steps (step ``i`` from
 ``fold_in(seed, i)``), so a pipeline draws per example and applies per batch, in the pipeline or
 on the training device (:class:`object_input.layers.FusedColorLayer`).
 
@@ -121,8 +122,8 @@ class FusedColor:
         values = []
         for index, name, params in self.steps:
             step_seed = None if seed is None else core.fold_seed(seed, index)
-            # A colour step's host half draws from the seed alone; it reads no field.
-            _, drawn = registry.get_step(name).device.prepare({}, seed=step_seed, **params)
+            # A colour step's draw depends on its seed alone; it reads no field.
+            _, drawn = registry.get_step(name).draw.prepare({}, step_seed, params)
             values.append(drawn)
         return tf.concat(values, axis=0)
 

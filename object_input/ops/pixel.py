@@ -13,7 +13,7 @@ from typing import Any
 import tensorflow as tf
 
 from object_input import fields
-from object_input.ops import core, device
+from object_input.ops import core, device, draws
 from object_input.ops.color import merge_channels, split_channels
 from object_input.ops.registry import (
     in_range,
@@ -212,47 +212,54 @@ def random_jpeg_quality(
     return _with_image(features, tf.cond(keep, lambda: image, reencode))
 
 
-def _draw_patch(image: tf.Tensor, seed, **params) -> tuple[tf.Tensor, ...]:
-    """``(keep, size, stddev, top, left, noise_seed)``: random_patch_gaussian's draws."""
-    height, width = core.image_size(image)
+def _draw_patch(features, seed, **params) -> draws.Drawn:
+    """random_patch_gaussian's draw for the example's image: whether it is left as it is
+    (``keep``), the patch's side ``size`` and ``top``-``left`` corner in pixels, the noise's
+    ``stddev`` and ``noise_seed``."""
+    height, width = core.image_size(features[fields.IMAGE])
     keep_seed, size_seed, stddev_seed, y_seed, x_seed, noise_seed = core.split_seed(seed, 6)
     size = core.uniform_int(size_seed, params["min_patch_size"], params["max_patch_size"] + 1)
     stddev = core.uniform(stddev_seed, params["min_gaussian_stddev"], params["max_gaussian_stddev"])
     top = core.uniform_int(y_seed, 0, height) - size // 2
     left = core.uniform_int(x_seed, 0, width) - size // 2
-    return core.bernoulli(keep_seed, params["random_coef"]), size, stddev, top, left, noise_seed
+    return {
+        "keep": core.bernoulli(keep_seed, params["random_coef"]),
+        "size": size,
+        "stddev": stddev,
+        "top": top,
+        "left": left,
+        "noise_seed": noise_seed,
+    }
 
 
-def _device_patch_gaussian() -> device.DeviceStep:
-    """random_patch_gaussian on the device: the patch (as fractions of the image) and its
-    standard deviation drawn on the host, the noise drawn and added on the batch."""
+def _patch_fraction(drawn, size, **params):
+    """Whether the noise is added, the patch as fractions of the image, its standard deviation
+    and the noise seed, for the batch (which draws the noise itself)."""
+    del params
+    top, left, side = drawn["top"], drawn["left"], drawn["size"]
+    rectangle = device.normalized_rectangle(top, left, top + side, left + side, *size)
+    return [
+        ~drawn["keep"],
+        *rectangle,
+        drawn["stddev"],
+        *device.seed_parameters(drawn["noise_seed"]),
+    ]
 
-    def prepare(features, *, seed=None, **params):
-        image = features[fields.IMAGE]
-        keep, size, stddev, top, left, noise_seed = _draw_patch(image, seed, **params)
-        rectangle = device.normalized_rectangle(
-            top, left, top + size, left + size, *core.image_size(image)
+
+def _patch_gaussian_batch(images, parameters, **params):
+    """Noise added inside each image's patch of a batch where it fired."""
+    del params
+
+    def noisy(color: tf.Tensor) -> tf.Tensor:
+        noise = tf.random.stateless_normal(tf.shape(color), device.batch_seed(parameters[:, 6:8]))
+        patch = device.rectangle_mask(parameters[:, 1:5], *color.shape[1:3])
+        added = tf.clip_by_value(
+            color + noise * device.per_example(255.0 * parameters[:, 5]), 0.0, 255.0
         )
-        drawn = device.vector(~keep, *rectangle, stddev, *device.seed_parameters(noise_seed))
-        return features, drawn
+        return tf.where(patch & device.fires(parameters), added, color)
 
-    def apply(images, parameters, **params):
-        del params
-
-        def noisy(color: tf.Tensor) -> tf.Tensor:
-            noise = tf.random.stateless_normal(
-                tf.shape(color), device.batch_seed(parameters[:, 6:8])
-            )
-            patch = device.rectangle_mask(parameters[:, 1:5], *color.shape[1:3])
-            added = tf.clip_by_value(
-                color + noise * device.per_example(255.0 * parameters[:, 5]), 0.0, 255.0
-            )
-            return tf.where(patch & device.fires(parameters), added, color)
-
-        color, rest = split_channels(images, "random_patch_gaussian")
-        return merge_channels(noisy(color), rest)
-
-    return device.DeviceStep(prepare, apply, size=8, fidelity="distribution")
+    color, rest = split_channels(images, "random_patch_gaussian")
+    return merge_channels(noisy(color), rest)
 
 
 @register_step(
@@ -267,12 +274,13 @@ def _device_patch_gaussian() -> device.DeviceStep:
     validate=ordered(
         ("min_patch_size", "max_patch_size"), ("min_gaussian_stddev", "max_gaussian_stddev")
     ),
-    device=_device_patch_gaussian(),
+    draw=draws.Draw(_draw_patch, encode=_patch_fraction),
+    device=device.DeviceStep(_patch_gaussian_batch, size=8, fidelity="distribution"),
 )
 def random_patch_gaussian(
     features: core.Features,
+    drawn: draws.Drawn,
     *,
-    seed=None,
     min_patch_size: int = 1,
     max_patch_size: int = 250,
     min_gaussian_stddev: float = 0.0,
@@ -286,17 +294,11 @@ def random_patch_gaussian(
     deviation U(min, max) is on the [0, 1] scale (×255 on ours). Clipped to [0, 255]. With
     probability ``random_coef`` the image is left unchanged. Float32 out.
     """
+    del min_patch_size, max_patch_size, min_gaussian_stddev, max_gaussian_stddev, random_coef
     color, rest = split_channels(features[fields.IMAGE], "random_patch_gaussian")
     height, width = core.image_size(color)
-    keep, size, stddev, top, left, noise_seed = _draw_patch(
-        color,
-        seed,
-        min_patch_size=min_patch_size,
-        max_patch_size=max_patch_size,
-        min_gaussian_stddev=min_gaussian_stddev,
-        max_gaussian_stddev=max_gaussian_stddev,
-        random_coef=random_coef,
-    )
+    keep, size, stddev = drawn["keep"], drawn["size"], drawn["stddev"]
+    top, left, noise_seed = drawn["top"], drawn["left"], drawn["noise_seed"]
 
     def patch() -> tf.Tensor:
         # Only the patch's rectangle gets noise, stitched back in: a broadcasting whole-image

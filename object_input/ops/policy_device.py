@@ -3,7 +3,7 @@
 On the host each example draws its sub-policy (or its RandAugment ops) and every entry's gate,
 sign and argument exactly as the host policy does, moves the annotations through each drawn
 warp, and writes :data:`ENTRY_SIZE` parameters per policy position (see
-:func:`object_input.ops.autoaugment.device_form`): what the position does to the image
+:func:`object_input.ops.autoaugment.policy_draw`): what the position does to the image
 (:data:`WARP`, :data:`FILL`, an op code from :func:`code`, or 0 for nothing), the op's argument,
 the warp's normalized matrix and the filled square as fractions of the image.
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from object_input.ops import autoaugment, core
+from object_input.ops import autoaugment, core, draws
 from object_input.ops.registry import MOVED, PER_BOX, in_range, positive, register_step
 
 RANDAUGMENT_OPS = (
@@ -39,13 +39,15 @@ def _plan(*, num_layers: int, magnitude: int, probability: float) -> autoaugment
 
 
 def _draw(
-    seed: Any, *, num_layers: int, magnitude: int, probability: float
-) -> tuple[dict[str, tf.Tensor], tf.Tensor]:
-    """The rows of the ops one example runs (drawn with replacement), and their seed."""
+    features: core.Features, seed: Any, *, num_layers: int, magnitude: int, probability: float
+) -> draws.Drawn:
+    """The rows of the ops one example runs (drawn with replacement), and their ``seed``."""
+    del features
     table = autoaugment.op_table(RANDAUGMENT_OPS, magnitude, probability)[2]
     select_seed, ops_seed = core.split_seed(seed, 2)
     picks = core.uniform_int(select_seed, 0, len(RANDAUGMENT_OPS), shape=[num_layers])
-    return {key: tf.gather(tf.constant(values), picks) for key, values in table.items()}, ops_seed
+    rows = {key: tf.gather(tf.constant(values), picks) for key, values in table.items()}
+    return {**rows, "seed": ops_seed}
 
 
 @register_step(
@@ -57,12 +59,13 @@ def _draw(
         "magnitude": in_range(0, autoaugment.MAX_LEVEL),
         "probability": in_range(0.0, 1.0),
     },
-    device=autoaugment.device_form("randaugment_detection", _plan, _draw),
+    draw=autoaugment.policy_draw(_plan, _draw),
+    device=autoaugment.device_form("randaugment_detection", _plan),
 )
 def randaugment_detection(
     features: core.Features,
+    drawn: draws.Drawn,
     *,
-    seed=None,
     num_layers: int = 2,
     magnitude: int = 10,
     probability: float = 1.0,
@@ -73,8 +76,5 @@ def randaugment_detection(
     Boxes a geometric op moves out of the image are dropped with every per-box field; the image
     dtype is kept.
     """
-    params = {"num_layers": num_layers, "magnitude": magnitude, "probability": probability}
-    kinds, members, _ = _plan(**params)
-    rows, ops_seed = _draw(seed, **params)
-    entries = autoaugment.Entries(kinds, members, num_layers, rows, ops_seed)
-    return autoaugment.run_entries(features, entries)
+    plan = _plan(num_layers=num_layers, magnitude=magnitude, probability=probability)
+    return autoaugment.run_entries(features, autoaugment.entries_of(plan, drawn))

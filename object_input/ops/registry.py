@@ -2,7 +2,9 @@
 
 A step is registered with :func:`register_step`. Its parameters, defaults and types come from the
 op's keyword-only signature; extra checks (ranges, choices) are declared in the decorator. Configs
-are validated when a pipeline is built, so a typo never surfaces mid-training.
+are validated when a pipeline is built, so a typo never surfaces mid-training. A step with a
+batched form declares its random draw once (``draw=``, :class:`object_input.ops.draws.Draw`):
+its per-example function and its batched forms all take that draw.
 """
 
 from __future__ import annotations
@@ -40,7 +42,9 @@ class StepSpec:
     without moving or dropping boxes. A test runs every registered step and holds it to all three.
 
     The other facts are those other stages read (see :func:`register_step`): ``deferral``,
-    ``output_size``, ``prepare``, ``od_api_fields``, ``demo_params`` and ``device``.
+    ``output_size``, ``prepare``, ``od_api_fields``, ``demo_params``, ``draw`` and ``device``.
+    With a ``draw``, ``fn`` is the public step, which draws, and ``apply(features, drawn,
+    **params)`` the function registered: the step's work on one example given the draw.
     """
 
     name: str
@@ -59,6 +63,8 @@ class StepSpec:
     prepare: Callable[..., dict] | None = None
     od_api_fields: Mapping[str, str | tuple[str, str]] = dataclasses.field(default_factory=dict)
     demo_params: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    draw: Any = None
+    apply: Callable[..., dict] | None = None
     device: Any = None
 
     def resolve(self, params: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -142,6 +148,7 @@ def register_step(
     prepare: Callable[..., dict] | None = None,
     od_api_fields: Mapping[str, str | tuple[str, str]] | None = None,
     demo_params: Mapping[str, Any] | None = None,
+    draw: Any = None,
     device: Any = None,
 ) -> Callable[[Callable[..., dict]], Callable[..., dict]]:
     """Decorator registering an op as a config step.
@@ -171,10 +178,15 @@ def register_step(
       they differ: a name, or ``(low, high)`` fields for a pair.
     - ``demo_params``: parameters that make the step act on a small example (the required ones,
       probabilities at 1), with which the step-spec tests run it.
-    - ``device``: a :class:`object_input.ops.device.DeviceStep`: how the step draws and
-      annotates on the host and changes the pixels of a batch on the training device, so that
-      it can run in the device stage (``make_dataset(trailing_steps="device")``); a colour
-      step's device form with ``fused`` parts also runs in the fused colour stage.
+    - ``draw``: a :class:`object_input.ops.draws.Draw`, the step's random draw declared once
+      (what it draws from the seed, and what that does to the annotations). The op is then
+      written ``fn(features, drawn, *, **params)``, its work on one example given the draw, and
+      the decorator returns the public step ``fn(features, *, seed=None, **params)``, which
+      draws and calls it. Required with ``device``.
+    - ``device``: a :class:`object_input.ops.device.DeviceStep`: how the step changes the
+      pixels of a batch with its ``draw`` packed as parameters, so that it can run in the
+      device stage (``make_dataset(trailing_steps="device")``), the draw taken on the host; a
+      colour step's device form with ``fused`` parts also runs in the fused colour stage.
     """
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
@@ -186,6 +198,13 @@ def register_step(
         raise ValueError("prepare applies to combining steps (examples > 1) only")
     if device is not None and device.fuses and kind != "color":
         raise ValueError(f"only colour steps can be fused, got kind {kind!r}")
+    if device is not None and draw is None:
+        raise ValueError(
+            "a step with a device form declares its random draw once (register_step(draw=...)): "
+            "the per-example step and the batched forms all take it"
+        )
+    if draw is not None and examples > 1:
+        raise ValueError("draw applies to steps of one example (examples == 1) only")
 
     def decorate(fn: Callable[..., dict]) -> Callable[..., dict]:
         step_name = name or fn.__name__
@@ -195,15 +214,7 @@ def register_step(
                 f"step {step_name!r} is already registered by {_origin(existing.fn)}; "
                 f"unregister it first to replace it with {_origin(fn)}"
             )
-        signature = inspect.signature(fn)
-        positional = [
-            p for p in signature.parameters.values() if p.kind != inspect.Parameter.KEYWORD_ONLY
-        ]
-        if len(positional) != 1 or "seed" not in signature.parameters:
-            raise TypeError(
-                f"op {step_name!r} must be fn(features, *, seed=None, **params) with "
-                "keyword-only params"
-            )
+        signature = _public_signature(step_name, fn, drawn=draw is not None)
         params = {
             p.name: p.default
             for p in signature.parameters.values()
@@ -223,7 +234,19 @@ def register_step(
                 f"op {step_name!r}: output_size names unknown parameter {output_size!r}"
             )
         op = fn
-        if validate is not None:
+        if draw is not None:
+
+            @functools.wraps(fn)
+            def op(features: dict, *, seed: Any = None, **kwargs: Any) -> dict:
+                # A missing or unknown parameter is Python's TypeError, before anything draws.
+                signature.bind(features, seed=seed, **kwargs)
+                # Configs are validated by resolve(); a direct call gets the same check here.
+                _check_together(step_name, validate, {**params, **kwargs})
+                drawn = draw.sample(features, seed, **{**params, **kwargs})
+                return fn(features, drawn, **kwargs)
+
+            op.__signature__ = signature  # type: ignore[attr-defined]
+        elif validate is not None:
 
             @functools.wraps(fn)
             def op(features: dict, *, seed: Any = None, **kwargs: Any) -> dict:
@@ -248,11 +271,37 @@ def register_step(
             prepare=prepare,
             od_api_fields=dict(od_api_fields or {}),
             demo_params=dict(demo_params or {}),
+            draw=draw,
+            apply=fn if draw is not None else None,
             device=device,
         )
         return op
 
     return decorate
+
+
+def _public_signature(step: str, fn: Callable[..., Any], drawn: bool) -> inspect.Signature:
+    """The signature users call the step with, ``(features, *, seed=None, **params)``, from
+    ``fn``'s: the same for an op that draws itself, ``fn(features, drawn, *, **params)`` for an
+    op registered with its draw. A TypeError when ``fn`` has neither form."""
+    signature = inspect.signature(fn)
+    positional = [
+        p for p in signature.parameters.values() if p.kind != inspect.Parameter.KEYWORD_ONLY
+    ]
+    if not drawn:
+        if len(positional) != 1 or "seed" not in signature.parameters:
+            raise TypeError(
+                f"op {step!r} must be fn(features, *, seed=None, **params) with keyword-only params"
+            )
+        return signature
+    if len(positional) != 2 or "seed" in signature.parameters:
+        raise TypeError(
+            f"op {step!r} has a draw: it must be fn(features, drawn, **params) with keyword-only "
+            "params and no seed (the step draws from its seed, then calls it)"
+        )
+    seed = inspect.Parameter("seed", inspect.Parameter.KEYWORD_ONLY, default=None)
+    keyword = [p for p in signature.parameters.values() if p not in positional]
+    return signature.replace(parameters=[positional[0], seed, *keyword])
 
 
 def _origin(fn: Callable[..., Any]) -> str:

@@ -216,7 +216,7 @@ def test_batched_apply_equals_per_image_step(name):
     params = spec.resolve({})
     images = _batch_inputs()
     seeds = [(11, s) for s in range(len(images))]
-    drawn = tf.stack([spec.device.prepare({}, seed=seed, **params)[1] for seed in seeds])
+    drawn = tf.stack([spec.draw.prepare({}, seed, params)[1] for seed in seeds])
     batched = spec.device.apply(tf.constant(images), drawn, **params).numpy()
     for index, seed in enumerate(seeds):
         single = spec.fn({fields.IMAGE: tf.constant(images[index])}, seed=seed, **params)
