@@ -24,6 +24,7 @@ import tensorflow as tf
 
 from object_input import fields
 from object_input.ops import core, device, transform
+from object_input.ops.backend import TENSORFLOW
 from object_input.ops.registry import (
     MOVED,
     PER_BOX,
@@ -189,9 +190,9 @@ def _device_warp(draw: Callable[..., tf.Tensor]) -> device.DeviceStep:
         )
         return device.with_image(moved, image), device.normalized_matrix(matrix, *size)
 
-    def apply(images, parameters, *, fill_value, interpolation, **params):
+    def apply(images, parameters, xp=TENSORFLOW, *, fill_value, interpolation, **params):
         del params
-        return device.warp(images, parameters, fill_value, interpolation)
+        return device.warp(images, parameters, fill_value, interpolation, xp)
 
     return device.DeviceStep(prepare, apply, size=6, fidelity="distribution", blocker=_resizes)
 

@@ -8,6 +8,7 @@ import tensorflow as tf
 
 from object_input import fields
 from object_input.ops import core, device, transform
+from object_input.ops.backend import TENSORFLOW
 from object_input.ops.registry import MOVED, in_range, register_step
 
 
@@ -90,9 +91,9 @@ def _device_flip(axis: int, step: str) -> device.DeviceStep:
         flipped = maybe_flip(rest, axis, when, keypoint_flip_permutation, step)
         return device.with_image(flipped, image), device.vector(when)
 
-    def apply(images, parameters, **params):
+    def apply(images, parameters, xp=TENSORFLOW, **params):
         del params
-        return tf.where(device.fires(parameters), tf.reverse(images, [axis + 1]), images)
+        return xp.where(device.fires(parameters), xp.reverse(images, [axis + 1]), images)
 
     return device.DeviceStep(prepare, apply, size=1, fidelity="exact")
 
