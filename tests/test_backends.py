@@ -181,5 +181,5 @@ def test_noise_is_the_same_for_an_image_whatever_its_batch():
     assert not np.array_equal(both[0], both[1])
     other_stream = device.uniform_noise(seeds, (4, 5, 3), 1, backend.TENSORFLOW).numpy()
     assert not np.array_equal(both, other_stream)
-    assert 0.0 <= both.min() and both.max() < 1.0
+    assert both.min() >= 0.0 and both.max() < 1.0
     assert abs(both.mean() - 0.5) < 0.06
