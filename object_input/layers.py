@@ -47,13 +47,13 @@ class DeviceAugmentation(keras.layers.Layer):
 
     @functools.cached_property
     def _apply(self) -> Any:
-        name = keras.backend.backend()
-        if name == "tensorflow":
+        xp = backend.current()
+        if xp is backend.TENSORFLOW:
             if not self.jit_compile:
                 return self.stage
             return tf.function(self.stage.__call__, jit_compile=True, autograph=False)
-        apply = functools.partial(self.stage, xp=backend.keras_ops())
-        if name == "jax" and self.jit_compile:
+        apply = functools.partial(self.stage, xp=xp)
+        if xp.name == "jax" and self.jit_compile:
             import jax
 
             return jax.jit(apply)

@@ -55,6 +55,14 @@ _JAX_SIDE = textwrap.dedent(
         images, parameters = data[f"images_{index}"], data[f"parameters_{index}"]
         outputs[f"out_{index}"] = np.asarray(layer((images, parameters), training=True))
     np.savez(f"{directory}/outputs.npz", **outputs)
+
+    # At inference the images pass through as float32; a batch dict gives up its parameters.
+    passed = np.asarray(layer((images.astype(np.uint8), parameters), training=False))
+    assert passed.dtype == np.float32, passed.dtype
+    assert np.array_equal(passed, images.astype(np.uint8)), "inference changed the images"
+    batch = layer({"image": images, "device_parameters": parameters, "n": parameters[:, :1]})
+    assert sorted(batch) == ["image", "n"], sorted(batch)
+    np.testing.assert_array_equal(np.asarray(batch["image"]), outputs[f"out_{index}"])
     """
 )
 
@@ -165,10 +173,27 @@ def test_a_model_with_the_layer_builds_and_fits_on_jax(tmp_path):
     assert predicted.shape == (BATCH, 1) and np.all(np.isfinite(predicted))
 
 
-def test_the_tensorflow_namespace_is_the_default_and_keras_ops_is_built_once():
-    assert backend.current() is backend.TENSORFLOW  # this process runs Keras on TensorFlow
-    assert backend.keras_ops() is backend.keras_ops()
-    assert backend.keras_ops().name == "tensorflow"
+def test_keras_ops_namespace_gives_the_tensorflow_pixels_in_process():
+    # This process runs Keras on TensorFlow: the layer takes TensorFlow's own ops, and the
+    # keras.ops namespace (what JAX and PyTorch run) is checked here against them, eagerly.
+    assert backend.current() is backend.TENSORFLOW
+    xp = backend.keras_ops()
+    assert xp is backend.keras_ops() and xp.name == "tensorflow"
+    for index, (name, params) in enumerate(CASES):
+        images, parameters = _batch([(name, params)], salt=index)
+        stage = DeviceStage.required([(name, params)], "test")
+        expected = stage(tf.constant(images), tf.constant(parameters)).numpy()
+        got = np.asarray(stage(tf.constant(images), tf.constant(parameters), xp=xp))
+        difference = np.abs(got - expected).max()
+        assert difference <= TOLERANCE, f"{name} {params}: max difference {difference}"
+
+
+def test_colour_steps_on_other_backends_need_rgb_batches():
+    stage = DeviceStage.required(["random_adjust_brightness"], "test")
+    gray = tf.zeros([2, 4, 4, 1])
+    with pytest.raises(ValueError, match="RGB batches only; this batch has 1 channels"):
+        stage(gray, tf.zeros([2, 1]), xp=backend.keras_ops())
+    assert stage(gray, tf.zeros([2, 1])).shape == (2, 4, 4, 1)
 
 
 def test_noise_is_the_same_for_an_image_whatever_its_batch():

@@ -286,6 +286,7 @@ def _per_image(value: tf.Tensor) -> tf.Tensor:
 
 def _spread(channel: tf.Tensor, xp: Any) -> tf.Tensor:
     """``[B, H, W, 1]`` broadcast to ``[B, H, W, 3]``: one channel's value at every channel."""
+    # TensorFlow traces the pass with unknown shapes (reduce_retracing): a dynamic shape there.
     if xp is TENSORFLOW:
         return tf.broadcast_to(channel, tf.concat([tf.shape(channel)[:-1], [3]], axis=0))
     return xp.broadcast_to(channel, (*xp.shape(channel)[:-1], 3))
