@@ -1,6 +1,6 @@
 """The device stage: what moving the heavy steps off the host saves it, and what they cost there.
 
-    python benchmarks/device.py [--images 128] [--rounds 3] [--images-set photos]
+    python benchmarks/device.py [--images 128] [--rounds 3] [--images-set photos] [--size 512]
 
 Photographs (scikit-image's, 640 × 480 JPEG) resized to 512 × 512, batches of 8, as
 ``benchmarks/ops.py`` runs them. Three parts, in one process:
@@ -11,7 +11,9 @@ Photographs (scikit-image's, 640 × 480 JPEG) resized to 512 × 512, batches of 
    against no steps; every pipeline built afresh each round, the rounds alternating the
    candidates.
 2. Device: :class:`object_input.layers.DeviceAugmentation`'s time per image on one batch
-   (compiled with XLA, on this process's default device), against the step's added host cost.
+   (compiled with XLA, on this process's default device), against the step's added host cost;
+   and the same layer on Keras's JAX backend on the CPU (``jax.jit``, in a subprocess: Keras
+   fixes its backend per process), on the same batch. Skipped where jax is not installed.
 3. With an accelerator: images/s of the pipeline with rotation, blur and colour moved, the
    layer applied to each batch on the accelerator, against the pipeline with no steps (the floor).
 
@@ -23,11 +25,16 @@ dearer per image than the host step; on an accelerator ≥ 0.9× the floor's ima
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import subprocess
+import sys
+import tempfile
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import numpy as np
 import tensorflow as tf
 from common import IMAGE_SETS, cpu_seconds, interleaved_streams, report_streams
 from speed import dataset_batches, standard_dataset
@@ -64,20 +71,26 @@ YOLO = "yolo recipe"
 FLOOR = "no steps"
 
 
-def dataset(pattern: str, augment: list, stage: str) -> tf.data.Dataset:
+def dataset(pattern: str, augment: list, stage: str, size: int = SIZE) -> tf.data.Dataset:
     """The benchmark pipeline: uint8 batches, as a pipeline feeding a device ships them."""
     return standard_dataset(
-        pattern, 8, steps=(), augment=augment, trailing_steps=stage, output_dtype="uint8"
+        pattern,
+        8,
+        steps=(),
+        augment=augment,
+        trailing_steps=stage,
+        output_dtype="uint8",
+        image_size=(size, size),
     )
 
 
-def host_side(pattern: str, rows: dict[str, list], images: int, rounds: int) -> dict:
+def host_side(pattern: str, rows: dict[str, list], images: int, rounds: int, size: int) -> dict:
     """Median timings of every row on the host and moved, and of no steps."""
-    candidates = {FLOOR: dataset_batches(lambda: dataset(pattern, [], "exact"))}
+    candidates = {FLOOR: dataset_batches(lambda: dataset(pattern, [], "exact", size))}
     for name, augment in rows.items():
         for stage in ("exact", "device"):
             candidates[f"{name} [{stage}]"] = dataset_batches(
-                lambda a=augment, s=stage: dataset(pattern, a, s)
+                lambda a=augment, s=stage: dataset(pattern, a, s, size)
             )
     for start in candidates.values():
         next(start())  # traces once, so that every timed build is warm
@@ -86,16 +99,12 @@ def host_side(pattern: str, rows: dict[str, list], images: int, rounds: int) -> 
     return results
 
 
-def layer_time(pattern: str, augment: list, repeats: int) -> tuple[float, float]:
-    """(wall, CPU) ms per image of the compiled device stage of ``augment`` on one batch."""
-    stage = DeviceStage.required(augment, "benchmark")
-    batch = next(iter(dataset(pattern, augment, "device")))
-    images, parameters = batch[fields.IMAGE], batch[fields.DEVICE_PARAMETERS]
-    compiled = tf.function(stage.__call__, jit_compile=True, autograph=False)
-    compiled(images, parameters).numpy()
+def time_per_image(apply, images, repeats: int) -> tuple[float, float]:
+    """(wall, CPU) ms per image of ``apply()`` (after one warm-up call) on a batch ``images``."""
+    apply()
     wall, cpu = time.perf_counter(), cpu_seconds()
     for _ in range(repeats):
-        compiled(images, parameters).numpy()
+        apply()
     count = repeats * int(images.shape[0])
     return (
         (time.perf_counter() - wall) * 1000 / count,
@@ -103,20 +112,79 @@ def layer_time(pattern: str, augment: list, repeats: int) -> tuple[float, float]
     )
 
 
-def device_side(pattern: str, rows: dict[str, list], host: dict, repeats: int) -> None:
+def layer_time(batch: dict, augment: list, repeats: int) -> tuple[float, float]:
+    """(wall, CPU) ms per image of the compiled device stage of ``augment`` on one batch."""
+    stage = DeviceStage.required(augment, "benchmark")
+    images, parameters = batch[fields.IMAGE], batch[fields.DEVICE_PARAMETERS]
+    compiled = tf.function(stage.__call__, jit_compile=True, autograph=False)
+    return time_per_image(lambda: compiled(images, parameters).numpy(), images, repeats)
+
+
+def jax_layer_times(batches: dict[str, dict], rows: dict[str, list], repeats: int) -> dict:
+    """(wall, CPU) ms per image of the layer on Keras's JAX backend on the CPU, by row name
+    (empty when jax is not installed): a subprocess times the same batches."""
+    try:
+        import jax  # noqa: F401
+    except ImportError:
+        return {}
+    with tempfile.TemporaryDirectory() as directory:
+        arrays = {}
+        for index, name in enumerate(rows):
+            arrays[f"images_{index}"] = batches[name][fields.IMAGE].numpy()
+            arrays[f"parameters_{index}"] = batches[name][fields.DEVICE_PARAMETERS].numpy()
+        np.savez(os.path.join(directory, "batches.npz"), **arrays)
+        with open(os.path.join(directory, "rows.json"), "w") as file:
+            json.dump({"rows": list(rows.items()), "repeats": repeats}, file)
+        env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"}
+        worker = [sys.executable, __file__, "--jax-worker", directory]
+        subprocess.run(worker, env=env, check=True)
+        with open(os.path.join(directory, "times.json")) as file:
+            return json.load(file)
+
+
+def jax_worker(directory: str) -> None:
+    """The subprocess of :func:`jax_layer_times`: each row's layer under ``jax.jit``."""
+    import keras
+
+    from object_input.layers import DeviceAugmentation
+
+    assert keras.backend.backend() == "jax", keras.backend.backend()
+    with open(os.path.join(directory, "rows.json")) as file:
+        spec = json.load(file)
+    arrays = np.load(os.path.join(directory, "batches.npz"))
+    times = {}
+    for index, (name, augment) in enumerate(spec["rows"]):
+        layer = DeviceAugmentation(augment)
+        images, parameters = arrays[f"images_{index}"], arrays[f"parameters_{index}"]
+        times[name] = time_per_image(
+            lambda f=layer, x=(images, parameters): np.asarray(f(x, training=True)),
+            images,
+            spec["repeats"],
+        )
+    with open(os.path.join(directory, "times.json"), "w") as file:
+        json.dump(times, file)
+
+
+def device_side(pattern: str, rows: dict[str, list], host: dict, repeats: int, size: int) -> None:
     floor = host[FLOOR].cpu_s_per_image * 1000
+    batches = {name: next(iter(dataset(pattern, a, "device", size))) for name, a in rows.items()}
+    on_jax = jax_layer_times(batches, rows, repeats)
     print(
         f"\n{'device stage':28s} {'layer ms/img':>13s} {'layer CPU ms/img':>17s} "
-        f"{'host step +CPU ms/img':>22s} {'layer CPU / host':>17s}"
+        f"{'host step +CPU ms/img':>22s} {'layer CPU / host':>17s} {'JAX layer CPU ms/img':>21s}"
     )
     for name, augment in rows.items():
-        wall, cpu = layer_time(pattern, augment, repeats)
+        wall, cpu = layer_time(batches[name], augment, repeats)
         added = host[f"{name} [exact]"].cpu_s_per_image * 1000 - floor
-        print(f"{name:28s} {wall:13.2f} {cpu:17.2f} {added:22.2f} {cpu / added:17.2f}")
-    print(f"(device: {tf.config.list_logical_devices()[-1].name}; layer times on one batch of 8)")
+        jax_cpu = f"{on_jax[name][1]:21.2f}" if name in on_jax else f"{'(no jax)':>21s}"
+        print(f"{name:28s} {wall:13.2f} {cpu:17.2f} {added:22.2f} {cpu / added:17.2f} {jax_cpu}")
+    print(
+        f"(device: {tf.config.list_logical_devices()[-1].name}; layer times on one batch of 8; "
+        "JAX: Keras's JAX backend on the CPU, jax.jit)"
+    )
 
 
-def accelerator_side(pattern: str, augment: list, images: int) -> None:
+def accelerator_side(pattern: str, augment: list, images: int, size: int) -> None:
     """Images/s of the pipeline plus the layer on the accelerator, against the floor."""
     if not tf.config.list_physical_devices("GPU"):
         print("\naccelerator: none here; part 3 runs where one is")
@@ -138,11 +206,11 @@ def accelerator_side(pattern: str, augment: list, images: int) -> None:
 
     with tf.device("/GPU:0"):
         floor = rate(
-            lambda: dataset(pattern, [], "exact"),
+            lambda: dataset(pattern, [], "exact", size),
             lambda b: tf.cast(b[fields.IMAGE], tf.float32).numpy(),
         )
         moved = rate(
-            lambda: dataset(pattern, augment, "device"),
+            lambda: dataset(pattern, augment, "device", size),
             lambda b: stage(b[fields.IMAGE], b[fields.DEVICE_PARAMETERS]).numpy(),
         )
     print(
@@ -158,13 +226,18 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--images-set", choices=sorted(IMAGE_SETS), default="photos")
     parser.add_argument("--data", default="/tmp/object_input_bench")
+    parser.add_argument("--size", type=int, default=SIZE, help="output image side (square)")
+    parser.add_argument("--jax-worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.jax_worker:
+        jax_worker(args.jax_worker)
+        return
     pattern = IMAGE_SETS[args.images_set](os.path.join(args.data, args.images_set))
-    rows = {**HEAVY, YOLO: recipes.yolo(SIZE)}
+    rows = {**HEAVY, YOLO: recipes.yolo(args.size)}
     print(f"host side: {args.images_set}, {args.images} images x {args.rounds} rounds")
-    host = host_side(pattern, rows, args.images, args.rounds)
-    device_side(pattern, HEAVY, host, args.repeats)
-    accelerator_side(pattern, HEAVY["rotation, blur, colour"], 4 * args.images)
+    host = host_side(pattern, rows, args.images, args.rounds, args.size)
+    device_side(pattern, HEAVY, host, args.repeats, args.size)
+    accelerator_side(pattern, HEAVY["rotation, blur, colour"], 4 * args.images, args.size)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 """Keras layers that run parts of the augmentation on the training device.
 
 Import this module explicitly (``from object_input.layers import DeviceAugmentation``): it imports
-Keras, which the rest of the package does not need. The layers call TensorFlow ops, so they need
-Keras's TensorFlow backend.
+Keras, which the rest of the package does not need. The layers run on every Keras 3 backend: the
+batched forms are written against an array namespace (:mod:`object_input.ops.backend`),
+TensorFlow's ops on the TensorFlow backend and ``keras.ops`` on JAX and PyTorch.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import keras
 import tensorflow as tf
 
 from object_input import fields
-from object_input.ops import Augmentation
+from object_input.ops import Augmentation, backend
 from object_input.ops.device_stage import DeviceStage
 
 
@@ -31,9 +32,11 @@ class DeviceAugmentation(keras.layers.Layer):
     comes back with the image done and the parameters consumed. The boxes and other annotations
     are final already: the pipeline moved them on the host.
 
-    Training (or ``training=None``) applies the stage, float32 out, compiled with XLA
-    (``jit_compile``); ``training=False`` only casts the images to float32, as Keras's random
+    Training (or ``training=None``) applies the stage, float32 out; with ``jit_compile``,
+    compiled on its own: with XLA on TensorFlow, with ``jax.jit`` on JAX (on PyTorch it runs as
+    the model runs). ``training=False`` only casts the images to float32, as Keras's random
     augmentation layers pass images through at inference. Batches need a static image shape.
+    On JAX and PyTorch the colour steps run on RGB batches only.
     """
 
     def __init__(self, augment: Sequence[Any], jit_compile: bool = True, **kwargs: Any):
@@ -44,9 +47,17 @@ class DeviceAugmentation(keras.layers.Layer):
 
     @functools.cached_property
     def _apply(self) -> Any:
-        if not self.jit_compile:
-            return self.stage
-        return tf.function(self.stage.__call__, jit_compile=True, autograph=False)
+        xp = backend.current()
+        if xp is backend.TENSORFLOW:
+            if not self.jit_compile:
+                return self.stage
+            return tf.function(self.stage.__call__, jit_compile=True, autograph=False)
+        apply = functools.partial(self.stage, xp=xp)
+        if xp.name == "jax" and self.jit_compile:
+            import jax
+
+            return jax.jit(apply)
+        return apply
 
     def call(self, inputs: Any, training: bool | None = None) -> Any:
         if isinstance(inputs, Mapping):
@@ -56,7 +67,7 @@ class DeviceAugmentation(keras.layers.Layer):
             return out
         images, parameters = inputs
         if training is False:
-            return tf.cast(images, tf.float32)
+            return keras.ops.cast(images, "float32")
         return self._apply(images, parameters)
 
     def compute_output_shape(self, input_shape: Any) -> Any:

@@ -24,6 +24,7 @@ import tensorflow as tf
 
 from object_input import fields
 from object_input.ops import core, device, draws, transform
+from object_input.ops.backend import TENSORFLOW
 from object_input.ops.registry import (
     MOVED,
     PER_BOX,
@@ -186,10 +187,10 @@ def _warp_draw(sample: Callable[..., draws.Drawn]) -> draws.Draw:
     return draws.Draw(sample, annotate, encode)
 
 
-def _warp_batch(images, parameters, *, fill_value, interpolation, **params):
+def _warp_batch(images, parameters, xp=TENSORFLOW, *, fill_value, interpolation, **params):
     """A batch warped by each image's normalized matrix."""
     del params
-    return device.warp(images, parameters, fill_value, interpolation)
+    return device.warp(images, parameters, fill_value, interpolation, xp)
 
 
 _DEVICE_WARP = device.DeviceStep(_warp_batch, size=6, fidelity="distribution", blocker=_resizes)

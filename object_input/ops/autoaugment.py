@@ -20,6 +20,7 @@ import tensorflow as tf
 from object_input import fields
 from object_input.ops import autoaugment_ops as ops
 from object_input.ops import core, device, draws, field_handlers, policy_device, transform
+from object_input.ops.backend import TENSORFLOW
 from object_input.ops.registry import MOVED, PER_BOX, ConfigError, register_step, rule
 
 SubPolicy = Sequence[tuple[str, float, int]]
@@ -766,9 +767,9 @@ def device_form(
 ) -> device.DeviceStep:
     """The batched form of policy step ``step`` (``plan`` as in :func:`policy_draw`)."""
 
-    def apply(images, parameters, **params):
+    def apply(images, parameters, xp=TENSORFLOW, **params):
         _, members, _ = plan(**params)
-        return policy_device.apply_entries(images, parameters, members, step)
+        return policy_device.apply_entries(images, parameters, members, step, xp)
 
     return device.DeviceStep(
         apply,

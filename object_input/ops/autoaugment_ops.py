@@ -10,9 +10,12 @@ identically.
 
 from __future__ import annotations
 
+from typing import Any
+
 import tensorflow as tf
 
 from object_input.ops import core
+from object_input.ops.backend import TENSORFLOW
 
 # The geometric primitives live with the transforms; AutoAugment's op table names them from here.
 from object_input.ops.transform import (  # noqa: F401
@@ -24,22 +27,20 @@ from object_input.ops.transform import (  # noqa: F401
 )
 
 
-def _clip(image: tf.Tensor) -> tf.Tensor:
-    return tf.clip_by_value(image, 0.0, 255.0)
+def _clip(image: tf.Tensor, xp: Any = TENSORFLOW) -> tf.Tensor:
+    return xp.clip_by_value(image, 0.0, 255.0)
 
 
-def select(condition: tf.Tensor, x: tf.Tensor, y: tf.Tensor) -> tf.Tensor:
-    """``tf.where(condition, x, y)`` for a ``condition`` of ``x``'s and ``y``'s shape.
-
-    TensorFlow's broadcasting select (``tf.where``) runs several times slower on an image than
-    the plain one over equal shapes.
-    """
-    return tf.raw_ops.Select(condition=condition, x=x, y=y)
+#: ``tf.where(condition, x, y)`` for a ``condition`` of ``x``'s and ``y``'s shape: TensorFlow's
+#: broadcasting select runs several times slower on an image than the plain one.
+select = TENSORFLOW.select
 
 
-def blend(degenerate: tf.Tensor | float, image: tf.Tensor, factor) -> tf.Tensor:
+def blend(
+    degenerate: tf.Tensor | float, image: tf.Tensor, factor, xp: Any = TENSORFLOW
+) -> tf.Tensor:
     """``degenerate + factor · (image − degenerate)``, clipped to [0, 255] (PIL ImageEnhance)."""
-    return _clip(degenerate + factor * (image - degenerate))
+    return _clip(degenerate + factor * (image - degenerate), xp)
 
 
 def _luma_weights(channels) -> tf.Tensor:
@@ -97,24 +98,24 @@ def sharpness(image: tf.Tensor, factor) -> tf.Tensor:
     return tf.concat([top, middle, bottom], axis=-3)
 
 
-def as_levels(image: tf.Tensor) -> tf.Tensor:
+def as_levels(image: tf.Tensor, xp: Any = TENSORFLOW) -> tf.Tensor:
     """Integer grey levels 0..255 of a uint8 image, or of a float image on the [0, 255] scale."""
     if image.dtype == tf.uint8:
         return tf.cast(image, tf.int32)
-    return tf.cast(tf.clip_by_value(tf.round(image), 0.0, 255.0), tf.int32)
+    return xp.cast(xp.clip_by_value(xp.round(image), 0.0, 255.0), "int32")
 
 
-def posterize(image: tf.Tensor, bits) -> tf.Tensor:
+def posterize(image: tf.Tensor, bits, xp: Any = TENSORFLOW) -> tf.Tensor:
     """Keep the ``bits`` most significant bits of each 8-bit value (1 ≤ bits ≤ 8)."""
-    step = tf.cast(tf.bitwise.left_shift(1, 8 - tf.cast(bits, tf.int32)), tf.float32)
+    step = xp.cast(xp.left_shift(1, 8 - xp.cast(bits, "int32")), "float32")
     # On whole levels in float32, exact (the step is a power of two): no round trip through
     # int32, and no float floormod (slow on the CPU).
-    return tf.floor(_clip(tf.round(image)) * (1.0 / step)) * step
+    return xp.floor(_clip(xp.round(image), xp) * (1.0 / step)) * step
 
 
-def solarize(image: tf.Tensor, threshold) -> tf.Tensor:
+def solarize(image: tf.Tensor, threshold, xp: Any = TENSORFLOW) -> tf.Tensor:
     """Invert (255 − x) every value at or above ``threshold``."""
-    return select(image < threshold, image, 255.0 - image)
+    return xp.select(image < threshold, image, 255.0 - image)
 
 
 def solarize_add(image: tf.Tensor, addition, threshold=128) -> tf.Tensor:
@@ -150,24 +151,24 @@ def autocontrast(image: tf.Tensor) -> tf.Tensor:
     )
 
 
-def equalize_lookup(histogram: tf.Tensor, num_pixels) -> tuple[tf.Tensor, tf.Tensor]:
+def equalize_lookup(
+    histogram: tf.Tensor, num_pixels, xp: Any = TENSORFLOW
+) -> tuple[tf.Tensor, tf.Tensor]:
     """``(lut, step)``: PIL's equalize lookup (float32 ``[..., 256]``) for int32 level
     histograms ``[..., 256]`` of ``num_pixels`` pixels each, and each histogram's step
     (``[...]``; 0 means the channel keeps its values)."""
     # The brightest level is the last one with pixels.
-    occupied = tf.cast(histogram > 0, tf.int32) * tf.range(256)
-    brightest = tf.gather(
-        histogram, tf.reduce_max(occupied, axis=-1), batch_dims=histogram.shape.rank - 1
-    )
+    occupied = xp.cast(histogram > 0, "int32") * xp.range(256)
+    brightest = xp.take_last(histogram, xp.reduce_max(occupied, axis=-1))
     step = (num_pixels - brightest) // 255
-    safe_step = tf.maximum(step, 1)[..., tf.newaxis]
-    cumulative = tf.cumsum(histogram, axis=-1)
+    safe_step = xp.maximum(step, 1)[..., None]
+    cumulative = xp.cumsum(histogram, axis=-1)
     # The lookup for level v counts the pixels strictly below v, hence the shift by one.
-    lut = tf.concat(
-        [tf.zeros_like(cumulative[..., :1]), (cumulative[..., :-1] + safe_step // 2) // safe_step],
+    lut = xp.concat(
+        [xp.zeros_like(cumulative[..., :1]), (cumulative[..., :-1] + safe_step // 2) // safe_step],
         axis=-1,
     )
-    return tf.cast(tf.minimum(lut, 255), tf.float32), step
+    return xp.cast(xp.minimum(lut, 255), "float32"), step
 
 
 def equalize(image: tf.Tensor) -> tf.Tensor:

@@ -31,6 +31,7 @@ import tensorflow as tf
 from object_input import fields
 from object_input.ops import core, draws
 from object_input.ops import fused_color as fused
+from object_input.ops.backend import TENSORFLOW
 from object_input.ops.device import DeviceStep
 from object_input.ops.registry import (
     ConfigError,
@@ -413,7 +414,15 @@ def _device(step: ColorStep, parts: Parts) -> DeviceStep:
     ``step``'s batched apply, or those parts in the fused colour pass with neighbouring colour
     steps."""
 
-    def apply(images: tf.Tensor, parameters: tf.Tensor, **params: Any) -> tf.Tensor:
+    def apply(
+        images: tf.Tensor, parameters: tf.Tensor, xp: Any = TENSORFLOW, **params: Any
+    ) -> tf.Tensor:
+        # On RGB batches the stage runs the colour steps as the fused pass, on any backend.
+        if xp is not TENSORFLOW:
+            raise ValueError(
+                f"colour steps run on the {xp.name} backend on RGB batches only; this batch has "
+                f"{images.shape[-1]} channels (TensorFlow's backend runs any)"
+            )
         drawn = {key: parameters[:, column] for column, (_, key) in enumerate(parts(params))}
         return step.run(images, drawn, params)
 

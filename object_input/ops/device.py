@@ -9,16 +9,20 @@ A step that can leave the per-example map declares its random draw once
   every per-box field, keypoints, instance masks, ``num_dropped_boxes``); the example keeps its
   image untouched and carries the draw packed as a float32 vector of what the pixels still need
   (a flip flag, a matrix, a sigma, rectangles): :meth:`~object_input.ops.draws.Draw.prepare`.
-- ``apply(images, parameters, **params) -> images`` changes the pixels of a static-shape batch
-  ``[B, H, W, C]`` (float32 on the [0, 255] scale in and out) with ``[B, P]`` parameters. It
-  uses only ops with GPU kernels that XLA compiles: it runs in the model, on the accelerator.
+- ``apply(images, parameters, xp=TENSORFLOW, **params) -> images`` changes the pixels of a
+  static-shape batch ``[B, H, W, C]`` (float32 on the [0, 255] scale in and out) with
+  ``[B, P]`` parameters. It is written once against the array namespace ``xp``
+  (:mod:`object_input.ops.backend`): TensorFlow's ops in ``tf.data`` and on Keras's TensorFlow
+  backend, ``keras.ops`` on JAX or PyTorch. On TensorFlow it uses only ops with GPU kernels that
+  XLA compiles; on JAX it is traceable by ``jax.jit``. Noise comes from seeds in the
+  parameters through integer hashing (:func:`uniform_noise`), the same on every backend.
 
 Annotations thus come out of the host exactly as the step makes them, whatever runs the
 pixels. Geometry in the parameters is normalized (a matrix between normalized coordinates, a
 rectangle in fractions of the image), so the device applies it to the resized batch: the same
 transform of the scene, resampled once after the resize instead of before it.
 
-The batched pixel primitives the steps share live here too.
+The batched pixel primitives the steps share live here too, written against ``xp`` as well.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import tensorflow as tf
 
 from object_input import fields
 from object_input.ops import autoaugment_ops, core
+from object_input.ops.backend import TENSORFLOW
 
 #: How a moved step's pixels compare with the host's (docs/ops.md lists each step's).
 FIDELITIES = ("exact", "distribution")
@@ -87,12 +92,12 @@ def with_image(features: core.Features, image: tf.Tensor) -> core.Features:
     return {**features, fields.IMAGE: image}
 
 
-def per_example(values: tf.Tensor) -> tf.Tensor:
+def per_example(values: Any) -> Any:
     """``[B]`` to ``[B, 1, 1, 1]``, to broadcast over a batch of images."""
-    return values[:, tf.newaxis, tf.newaxis, tf.newaxis]
+    return values[:, None, None, None]
 
 
-def fires(parameters: tf.Tensor, column: int = 0) -> tf.Tensor:
+def fires(parameters: Any, column: int = 0) -> Any:
     """Bool ``[B, 1, 1, 1]``: whether the step acts on each image (a 0/1 column)."""
     return per_example(parameters[:, column] > 0.5)
 
@@ -102,27 +107,52 @@ _SEED_RANGE = 2**24
 
 
 def seed_parameters(seed: tf.Tensor) -> list[tf.Tensor]:
-    """A stateless seed as two float32-exact parameters (see :func:`batch_seed`)."""
+    """A stateless seed as two float32-exact parameters (see :func:`uniform_noise`)."""
     return tf.unstack(tf.math.floormod(core.as_seed(seed), _SEED_RANGE))
 
 
-def batch_seed(parameters: tf.Tensor) -> tf.Tensor:
-    """The seed of a batch's noise: its first example's two seed parameters (``[B, 2]``).
-
-    Each image's noise is its own part of one draw for the batch: independent between images
-    and the same for the same batch, though not the noise of the host step."""
-    return tf.cast(parameters[0], tf.int32)
+def _shift_right(values: Any, bits: int, xp: Any) -> Any:
+    """Logical right shift of int32 ``values`` (TensorFlow shifts signed values arithmetically)."""
+    return xp.bitwise_and(xp.right_shift(values, bits), (1 << (32 - bits)) - 1)
 
 
-def rectangle_mask(rectangles: tf.Tensor, height: int, width: int) -> tf.Tensor:
+def _mix(values: Any, xp: Any) -> Any:
+    """An int32 integer hash (lowbias32, C. Wellons): products wrap in every backend."""
+    values = xp.bitwise_xor(values, _shift_right(values, 16, xp))
+    values = values * 0x7FEB352D
+    values = xp.bitwise_xor(values, _shift_right(values, 15, xp))
+    values = values * (0x846CA68B - 2**32)
+    return xp.bitwise_xor(values, _shift_right(values, 16, xp))
+
+
+def uniform_noise(seeds: Any, shape: tuple[int, int, int], stream: int, xp: Any) -> Any:
+    """Float32 ``[B, *shape]`` uniform on [0, 1): each image's noise from its own two seed
+    parameters (``[B, 2]``, see :func:`seed_parameters`), ``stream`` for independent draws.
+
+    Stateless integer hashing of each value's index, the same on every backend and device
+    (no backend's random generator is the same as another's)."""
+    index = xp.reshape(xp.range(int(np.prod(shape)), dtype="int32"), [1, *shape])
+    first, second = (per_example(xp.cast(seeds[:, i], "int32")) for i in range(2))
+    key = _mix(xp.bitwise_xor(_mix(xp.bitwise_xor(second, stream), xp), first), xp)
+    bits = _mix(xp.bitwise_xor(index * 2 + 1, _mix(key, xp)), xp)
+    return xp.cast(_shift_right(bits, 8, xp), "float32") * (1.0 / 2**24)
+
+
+def normal_noise(seeds: Any, shape: tuple[int, int, int], xp: Any) -> Any:
+    """Float32 ``[B, *shape]`` standard normal noise (Box-Muller on :func:`uniform_noise`)."""
+    radius = xp.sqrt(-2.0 * xp.log(1.0 - uniform_noise(seeds, shape, 0, xp)))
+    return radius * xp.cos((2.0 * np.pi) * uniform_noise(seeds, shape, 1, xp))
+
+
+def rectangle_mask(rectangles: Any, height: int, width: int, xp: Any = TENSORFLOW) -> Any:
     """Bool ``[B, H, W, 1]``: the pixels whose centres lie in each image's normalized
     ``[top, left, bottom, right)`` rectangle (``[B, 4]``)."""
-    rows = (tf.range(height, dtype=tf.float32) + 0.5) / height
-    cols = (tf.range(width, dtype=tf.float32) + 0.5) / width
-    top, left, bottom, right = (rectangles[:, i, tf.newaxis] for i in range(4))
-    in_rows = (rows[tf.newaxis] >= top) & (rows[tf.newaxis] < bottom)
-    in_cols = (cols[tf.newaxis] >= left) & (cols[tf.newaxis] < right)
-    return (in_rows[:, :, tf.newaxis] & in_cols[:, tf.newaxis, :])[..., tf.newaxis]
+    rows = (xp.range(height, dtype="float32") + 0.5) / height
+    cols = (xp.range(width, dtype="float32") + 0.5) / width
+    top, left, bottom, right = (rectangles[:, i, None] for i in range(4))
+    in_rows = (rows[None] >= top) & (rows[None] < bottom)
+    in_cols = (cols[None] >= left) & (cols[None] < right)
+    return (in_rows[:, :, None] & in_cols[:, None, :])[..., None]
 
 
 def normalized_rectangle(top, left, bottom, right, height, width) -> list[tf.Tensor]:
@@ -137,6 +167,27 @@ def normalized_rectangle(top, left, bottom, right, height, width) -> list[tf.Ten
     ]
 
 
+def split_color(images: Any, step: str) -> tuple[Any, Any]:
+    """``(colour, rest)`` of a float32 batch: 3 colour channels, or 1 if C < 3 (as
+    :func:`object_input.ops.color.split_channels` splits an image)."""
+    channels = images.shape[-1]
+    if channels is None:
+        raise ValueError(f"{step}: the batch's channel count must be known when traced")
+    split = 3 if channels >= 3 else 1
+    return images[..., :split], images[..., split:]
+
+
+def merge_color(color: Any, rest: Any, xp: Any) -> Any:
+    """Inverse of :func:`split_color`."""
+    return color if rest.shape[-1] == 0 else xp.concat([color, rest], axis=-1)
+
+
+def on_color(images: Any, step: str, fn: Callable[[Any], Any], xp: Any) -> Any:
+    """``fn`` on the colour channels of a float32 batch; further channels pass through."""
+    color, rest = split_color(images, step)
+    return merge_color(fn(color), rest, xp)
+
+
 # --- warps ----------------------------------------------------------------------------------
 
 
@@ -149,10 +200,10 @@ def normalized_matrix(matrix: tf.Tensor, height, width) -> tf.Tensor:
     return tf.reshape(tf.concat([linear, shift[:, tf.newaxis]], axis=1), [6])
 
 
-def _sampling_map(matrices: tf.Tensor, height: int, width: int) -> tf.Tensor:
+def _sampling_map(matrices: Any, height: int, width: int, xp: Any) -> Any:
     """``[B, 6]``: for each forward normalized affine ``matrices`` row, the inverse map from
     output to input pixel indices (pixel centres at integers) of a ``height`` × ``width`` batch."""
-    a, b, shift_x, c, d, shift_y = tf.unstack(matrices, axis=1)
+    a, b, shift_x, c, d, shift_y = xp.unstack(matrices, axis=1)
     # Forward in pixel coordinates: scale the normalized map by the image size.
     b = b * width / height
     c = c * height / width
@@ -164,12 +215,12 @@ def _sampling_map(matrices: tf.Tensor, height: int, width: int) -> tf.Tensor:
     # half-integers; indices are those minus one half.
     ox = -(ia * shift_x + ib * shift_y) + 0.5 * (ia + ib) - 0.5
     oy = -(ic * shift_x + id_ * shift_y) + 0.5 * (ic + id_) - 0.5
-    return tf.stack([ia, ib, ox, ic, id_, oy], axis=1)
+    return xp.stack([ia, ib, ox, ic, id_, oy], axis=1)
 
 
 def warp(
-    images: tf.Tensor, matrices: tf.Tensor, fill_value: float, interpolation: str
-) -> tf.Tensor:
+    images: Any, matrices: Any, fill_value: float, interpolation: str, xp: Any = TENSORFLOW
+) -> Any:
     """Each image of a float32 ``[B, H, W, C]`` batch moved by its forward normalized affine
     matrix (``[B, 6]``, see :func:`normalized_matrix`); ``fill_value`` where nothing maps.
 
@@ -177,121 +228,123 @@ def warp(
     bilinear; nearest rounds), written as gathers: XLA compiles those, not the kernel.
     """
     _, height, width, channels = images.shape
-    inverse = _sampling_map(matrices, height, width)
-    ys = tf.range(height, dtype=tf.float32)[tf.newaxis, :, tf.newaxis]
-    xs = tf.range(width, dtype=tf.float32)[tf.newaxis, tf.newaxis, :]
-    rows = [inverse[:, i, tf.newaxis, tf.newaxis] for i in range(6)]
+    inverse = _sampling_map(matrices, height, width, xp)
+    ys = xp.range(height, dtype="float32")[None, :, None]
+    xs = xp.range(width, dtype="float32")[None, None, :]
+    rows = [inverse[:, i, None, None] for i in range(6)]
     source_x = rows[0] * xs + rows[1] * ys + rows[2]
     source_y = rows[3] * xs + rows[4] * ys + rows[5]
-    flat = tf.reshape(images, [-1, channels])
-    base = tf.range(tf.shape(images)[0])[:, tf.newaxis, tf.newaxis] * (height * width)
+    flat = xp.reshape(images, [-1, channels])
+    base = xp.range(xp.shape(images)[0])[:, None, None] * (height * width)
 
-    def tap(y: tf.Tensor, x: tf.Tensor) -> tf.Tensor:
+    def tap(y: Any, x: Any) -> Any:
         inside = (y >= 0) & (y <= height - 1) & (x >= 0) & (x <= width - 1)
-        row = tf.clip_by_value(tf.cast(y, tf.int32), 0, height - 1)
-        col = tf.clip_by_value(tf.cast(x, tf.int32), 0, width - 1)
-        values = tf.gather(flat, base + row * width + col)
-        return tf.where(inside[..., tf.newaxis], values, fill_value)
+        row = xp.clip_by_value(xp.cast(y, "int32"), 0, height - 1)
+        col = xp.clip_by_value(xp.cast(x, "int32"), 0, width - 1)
+        values = xp.gather(flat, base + row * width + col)
+        return xp.where(inside[..., None], values, fill_value)
 
     if interpolation == "NEAREST":
         # Half away from zero, as the kernel rounds (tf.round rounds half to even).
-        return tap(_round_half_away(source_y), _round_half_away(source_x))
-    y0, x0 = tf.floor(source_y), tf.floor(source_x)
-    fy, fx = (source_y - y0)[..., tf.newaxis], (source_x - x0)[..., tf.newaxis]
+        return tap(_round_half_away(source_y, xp), _round_half_away(source_x, xp))
+    y0, x0 = xp.floor(source_y), xp.floor(source_x)
+    fy, fx = (source_y - y0)[..., None], (source_x - x0)[..., None]
     top = tap(y0, x0) * (1.0 - fx) + tap(y0, x0 + 1.0) * fx
     bottom = tap(y0 + 1.0, x0) * (1.0 - fx) + tap(y0 + 1.0, x0 + 1.0) * fx
     return top * (1.0 - fy) + bottom * fy
 
 
-def _round_half_away(values: tf.Tensor) -> tf.Tensor:
-    return tf.sign(values) * tf.floor(tf.abs(values) + 0.5)
+def _round_half_away(values: Any, xp: Any) -> Any:
+    return xp.sign(values) * xp.floor(xp.abs(values) + 0.5)
 
 
 # --- separable filters ----------------------------------------------------------------------
 
 
-def gaussian_weights(sigma: tf.Tensor, max_radius: int) -> tf.Tensor:
+def gaussian_weights(sigma: Any, max_radius: int, xp: Any = TENSORFLOW) -> Any:
     """``[B, 2R + 1]`` (R = ``max_radius``): each sigma's normalized Gaussian over the taps
     within ``min(⌈3σ⌉, R)`` (at least 1) of the centre, zero beyond."""
-    sigma = tf.maximum(sigma, 1e-6)[:, tf.newaxis]
-    radius = tf.clip_by_value(tf.math.ceil(3.0 * sigma), 1.0, float(max_radius))
-    offsets = tf.range(-max_radius, max_radius + 1, dtype=tf.float32)[tf.newaxis]
-    weights = tf.exp(-0.5 * tf.square(offsets / sigma))
-    weights = tf.where(tf.abs(offsets) <= radius, weights, 0.0)
-    return weights / tf.reduce_sum(weights, axis=1, keepdims=True)
+    sigma = xp.maximum(sigma, 1e-6)[:, None]
+    radius = xp.clip_by_value(xp.ceil(3.0 * sigma), 1.0, float(max_radius))
+    offsets = xp.range(-max_radius, max_radius + 1, dtype="float32")[None]
+    weights = xp.exp(-0.5 * xp.square(offsets / sigma))
+    weights = xp.where(xp.abs(offsets) <= radius, weights, 0.0)
+    return weights / xp.reduce_sum(weights, axis=1, keepdims=True)
 
 
-def _convolve(images: tf.Tensor, weights: tf.Tensor, axis: int) -> tf.Tensor:
+def _convolve(images: Any, weights: Any, axis: int, xp: Any) -> Any:
     """``images`` convolved along ``axis`` (1: rows, 2: columns) with per-image ``weights``
     (``[B, 2R + 1]``), renormalized over the taps inside the image."""
     size = images.shape[axis]
     radius = (weights.shape[1] - 1) // 2
     paddings = [[0, 0]] * 4
     paddings[axis] = [radius, radius]
-    padded = tf.pad(images, paddings)
-    ones = tf.pad(tf.ones([size]), [[radius, radius]])
+    padded = xp.pad(images, paddings)
+    ones = xp.pad(xp.ones([size]), [[radius, radius]])
     total, inside = 0.0, 0.0
     for tap in range(2 * radius + 1):
         weight = weights[:, tap]
         part = padded[:, tap : tap + size] if axis == 1 else padded[:, :, tap : tap + size]
         total += per_example(weight) * part
-        inside += weight[:, tf.newaxis] * ones[tap : tap + size][tf.newaxis]
+        inside += weight[:, None] * ones[tap : tap + size][None]
     shape = [-1, 1, 1, 1]
     shape[axis] = size
-    return total / tf.reshape(inside, shape)
+    return total / xp.reshape(inside, shape)
 
 
 def gaussian_blur(
-    images: tf.Tensor, sigma_y: tf.Tensor, sigma_x: tf.Tensor, max_radius: int
-) -> tf.Tensor:
+    images: Any, sigma_y: Any, sigma_x: Any, max_radius: int, xp: Any = TENSORFLOW
+) -> Any:
     """Separable Gaussian blur of a float32 batch, ``sigma_y`` down and ``sigma_x`` across
     (``[B]`` pixels), borders renormalized as :func:`object_input.ops.enhance.gaussian_blur`."""
-    across = _convolve(images, gaussian_weights(sigma_x, max_radius), axis=2)
-    return _convolve(across, gaussian_weights(sigma_y, max_radius), axis=1)
+    across = _convolve(images, gaussian_weights(sigma_x, max_radius, xp), 2, xp)
+    return _convolve(across, gaussian_weights(sigma_y, max_radius, xp), 1, xp)
 
 
-def sharpness(images: tf.Tensor, factor: tf.Tensor) -> tf.Tensor:
+def sharpness(images: Any, factor: Any, xp: Any = TENSORFLOW) -> Any:
     """:func:`object_input.ops.autoaugment_ops.sharpness` of a float32 batch, ``factor``
     ``[B, 1, 1, 1]``: the smoothed interior from a zero-padded batch and the border kept by a
     constant mask. XLA compiles that about 20 % faster than the host form's concatenations."""
     _, height, width, _ = images.shape
-    padded = tf.pad(images, [[0, 0], [1, 1], [1, 1], [0, 0]])
+    padded = xp.pad(images, [[0, 0], [1, 1], [1, 1], [0, 0]])
     rows = padded[:, :-2] + padded[:, 1:-1] + padded[:, 2:]
     total = rows[:, :, :-2] + rows[:, :, 1:-1] + rows[:, :, 2:] + 4.0 * images
-    smooth = tf.clip_by_value(total / 13.0, 0.0, 255.0)
-    blended = tf.clip_by_value(smooth + factor * (images - smooth), 0.0, 255.0)
+    smooth = xp.clip_by_value(total / 13.0, 0.0, 255.0)
+    blended = xp.clip_by_value(smooth + factor * (images - smooth), 0.0, 255.0)
     border = np.zeros((1, height, width, 1), bool)
     border[:, [0, -1]] = True
     border[:, :, [0, -1]] = True
-    return tf.where(tf.constant(border), tf.clip_by_value(images, 0.0, 255.0), blended)
+    return xp.where(xp.constant(border), xp.clip_by_value(images, 0.0, 255.0), blended)
 
 
 # --- level ops ------------------------------------------------------------------------------
 
 
-def equalize(images: tf.Tensor) -> tf.Tensor:
+def equalize(images: Any, xp: Any = TENSORFLOW) -> Any:
     """:func:`object_input.ops.autoaugment_ops.equalize` of each image of a float32 batch
     ``[B, H, W, C]``: every channel of every image gets its own histogram."""
     batch, height, width, channels = images.shape
-    levels = autoaugment_ops.as_levels(images)
+    levels = autoaugment_ops.as_levels(images, xp)
     # One index per value, level + 256 · (image, channel), for the histograms and the lookup.
-    lanes = tf.reshape(tf.range(batch * channels) * 256, [batch, 1, 1, channels])
+    lanes = xp.reshape(xp.range(batch * channels) * 256, [batch, 1, 1, channels])
     index = levels + lanes
     # Float counts (exact below 2**24 pixels) sum on every device; int32 segment sums do not.
-    counts = tf.math.unsorted_segment_sum(
-        tf.ones_like(images), index, num_segments=batch * channels * 256
+    counts = xp.unsorted_segment_sum(
+        xp.ones([batch * height * width * channels]),
+        xp.reshape(index, [-1]),
+        batch * channels * 256,
     )
-    histogram = tf.reshape(tf.cast(counts, tf.int32), [batch, channels, 256])
-    lut, step = autoaugment_ops.equalize_lookup(histogram, height * width)
-    equalized = tf.gather(tf.reshape(lut, [-1]), index)
-    return tf.where((step > 0)[:, tf.newaxis, tf.newaxis, :], equalized, images)
+    histogram = xp.reshape(xp.cast(counts, "int32"), [batch, channels, 256])
+    lut, step = autoaugment_ops.equalize_lookup(histogram, height * width, xp)
+    equalized = xp.gather(xp.reshape(lut, [-1]), index)
+    return xp.where((step > 0)[:, None, None, :], equalized, images)
 
 
-def autocontrast(images: tf.Tensor) -> tf.Tensor:
+def autocontrast(images: Any, xp: Any = TENSORFLOW) -> Any:
     """:func:`object_input.ops.autoaugment_ops.autocontrast` of each image of a float32 batch:
     each channel stretched so its minimum maps to 0 and its maximum to 255 (flat ones kept)."""
-    low = tf.reduce_min(images, axis=[1, 2], keepdims=True)
-    high = tf.reduce_max(images, axis=[1, 2], keepdims=True)
+    low = xp.reduce_min(images, axis=[1, 2], keepdims=True)
+    high = xp.reduce_max(images, axis=[1, 2], keepdims=True)
     spread = high > low
-    stretched = (images - low) * (255.0 / tf.where(spread, high - low, 1.0))
-    return tf.where(spread, tf.clip_by_value(stretched, 0.0, 255.0), images)
+    stretched = (images - low) * (255.0 / xp.where(spread, high - low, 1.0))
+    return xp.where(spread, xp.clip_by_value(stretched, 0.0, 255.0), images)

@@ -23,6 +23,7 @@ import tensorflow as tf
 
 from object_input import fields
 from object_input.ops import core
+from object_input.ops.backend import TENSORFLOW
 from object_input.ops.compose import Augmentation
 from object_input.ops.fused_color import FusedColor
 from object_input.ops.registry import StepSpec
@@ -103,17 +104,19 @@ class DeviceStage:
             vectors.append(tf.reshape(vector, [spec.device.num_parameters(params)]))
         return {**features, fields.DEVICE_PARAMETERS: tf.concat(vectors, axis=0)}
 
-    def __call__(self, images: tf.Tensor, parameters: tf.Tensor) -> tf.Tensor:
+    def __call__(self, images: Any, parameters: Any, xp: Any = TENSORFLOW) -> Any:
         """The pixels of a static-shape batch ``[B, H, W, C]`` (any real dtype) with its
-        ``[B, P]`` parameters; float32 on the [0, 255] scale out."""
-        if images.shape.rank != 4 or not images.shape[1:].is_fully_defined():
+        ``[B, P]`` parameters; float32 on the [0, 255] scale out. ``xp`` is the array namespace
+        of the batch (:mod:`object_input.ops.backend`): TensorFlow's by default."""
+        shape = tuple(images.shape)
+        if len(shape) != 4 or any(size is None for size in shape[1:]):
             raise ValueError(
                 f"the device stage ({', '.join(self.names)}) needs batches [B, H, W, C] with H, "
                 f"W and C known when traced, got shape {images.shape}; batch with "
                 "make_dataset(image_size=..., batching='static')"
             )
-        images = core.to_float(images)
-        parameters = tf.cast(parameters, tf.float32)
+        images = xp.to_float(images)
+        parameters = xp.cast(parameters, "float32")
         column = 0
         for fused, group in self._groups(images.shape[-1]):
             width = sum(spec.device.num_parameters(params) for _, spec, params in group)
@@ -121,13 +124,13 @@ class DeviceStage:
             column += width
             if fused:
                 color = FusedColor(tuple((i, spec.name, params) for i, spec, params in group))
-                images = color(images, drawn)
+                images = color(images, drawn, xp=xp)
                 continue
             ((_, spec, params),) = group
-            changed = spec.device.apply(images, drawn, **params)
+            changed = spec.device.apply(images, drawn, xp, **params)
             # Checked when traced: EnsureShape has no GPU kernel, it would pin the batch to the
             # host.
-            if not changed.shape.is_compatible_with(images.shape):
+            if tuple(changed.shape)[1:] != shape[1:]:
                 raise ValueError(
                     f"{spec.name!r}'s device form changed the batch's shape from {images.shape} "
                     f"to {changed.shape}"

@@ -14,11 +14,13 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
+from typing import Any
 
 import tensorflow as tf
 
 from object_input import fields
 from object_input.ops import autoaugment_ops, core, device, draws
+from object_input.ops.backend import TENSORFLOW
 from object_input.ops.color import merge_channels, split_channels
 from object_input.ops.registry import in_range, range_pair, register_step
 
@@ -80,37 +82,35 @@ def _uniform(param: str, key: str) -> Callable[..., draws.Drawn]:
 def _device_gated(
     change: Callable[..., tf.Tensor], size: int, fidelity: str = "distribution"
 ) -> device.DeviceStep:
-    """The batched form of a gated step: ``change(images, drawn, **params)`` (``drawn`` the
+    """The batched form of a gated step: ``change(images, drawn, xp, **params)`` (``drawn`` the
     ``size`` values after the gate, ``[B, size]``) where the gate fired."""
 
-    def apply(images, parameters, *, probability, **params):
+    def apply(images, parameters, xp=TENSORFLOW, *, probability, **params):
         del probability
-        changed = change(images, parameters[:, 1:], **params)
-        return tf.where(device.fires(parameters), changed, images)
+        changed = change(images, parameters[:, 1:], xp, **params)
+        return xp.where(device.fires(parameters), changed, images)
 
     return device.DeviceStep(apply, size=1 + size, fidelity=fidelity)
 
 
-def _on_color_per_image(
-    step: str, fn: Callable[[tf.Tensor, tf.Tensor], tf.Tensor]
-) -> Callable[..., tf.Tensor]:
-    """A ``change`` applying ``fn(colour, value)`` with each image's drawn value
+def _on_color_per_image(step: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """A ``change`` applying ``fn(colour, value, xp)`` with each image's drawn value
     (``[B, 1, 1, 1]``) to the colour channels of a batch."""
 
-    def change(images, drawn, **params):
+    def change(images, drawn, xp, **params):
         del params
         value = device.per_example(drawn[:, 0])
-        return _on_color(images, step, lambda c: fn(c, value))
+        return device.on_color(images, step, lambda c: fn(c, value, xp), xp)
 
     return change
 
 
-def _on_color_of_batch(step: str, fn: Callable[[tf.Tensor], tf.Tensor]) -> Callable[..., tf.Tensor]:
-    """A ``change`` applying ``fn`` to the colour channels of a batch."""
+def _on_color_of_batch(step: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """A ``change`` applying ``fn(colour, xp)`` to the colour channels of a batch."""
 
-    def change(images, drawn, **params):
+    def change(images, drawn, xp, **params):
         del drawn, params
-        return _on_color(images, step, fn)
+        return device.on_color(images, step, lambda c: fn(c, xp), xp)
 
     return change
 
@@ -222,10 +222,10 @@ def _sigma_fractions(drawn, size, **params):
     return [sigma / tf.cast(height, tf.float32), sigma / tf.cast(width, tf.float32)]
 
 
-def _blur_batch(images, drawn, *, sigma_range):
+def _blur_batch(images, drawn, xp, *, sigma_range):
     height, width = images.shape[1], images.shape[2]
     return device.gaussian_blur(
-        images, drawn[:, 0] * height, drawn[:, 1] * width, _max_radius(sigma_range)
+        images, drawn[:, 0] * height, drawn[:, 1] * width, _max_radius(sigma_range), xp
     )
 
 
@@ -405,7 +405,8 @@ def random_autocontrast(
     return _maybe(features, drawn["fires"], stretch)
 
 
-def _invert(color: tf.Tensor) -> tf.Tensor:
+def _invert(color: tf.Tensor, xp: Any = TENSORFLOW) -> tf.Tensor:
+    del xp
     return 255.0 - color
 
 

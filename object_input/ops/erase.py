@@ -8,11 +8,13 @@ batch says how many objects augmentation removed.
 from __future__ import annotations
 
 import functools
+import operator
 
 import tensorflow as tf
 
 from object_input import fields
 from object_input.ops import core, device, draws
+from object_input.ops.backend import TENSORFLOW
 from object_input.ops.registry import (
     PER_BOX,
     in_range,
@@ -126,23 +128,23 @@ def _patch_fractions(drawn, size, *, num_patches, **params):
     return [drawn["fires"], *rectangles, *device.seed_parameters(drawn["noise_seed"])]
 
 
-def _erase_batch(images, parameters, *, num_patches, fill_value, **params):
+def _erase_batch(images, parameters, xp=TENSORFLOW, *, num_patches, fill_value, **params):
     """The patches (fractions of the image) of each image of a batch filled where it fired."""
     del params
     if not num_patches:
         return images
     patches = [
-        device.rectangle_mask(parameters[:, 1 + 4 * i : 5 + 4 * i], *images.shape[1:3])
+        device.rectangle_mask(parameters[:, 1 + 4 * i : 5 + 4 * i], *images.shape[1:3], xp)
         for i in range(num_patches)
     ]
-    inside = device.fires(parameters) & functools.reduce(tf.logical_or, patches)
+    inside = device.fires(parameters) & functools.reduce(operator.or_, patches)
     if fill_value is None:
-        seed = device.batch_seed(parameters[:, -2:])
-        fill = tf.floor(core.uniform(seed, 0.0, 256.0, tf.shape(images)))
+        noise = device.uniform_noise(parameters[:, -2:], tuple(images.shape[1:]), 0, xp)
+        fill = xp.floor(256.0 * noise)
     else:
         # A scalar broadcast in the select: no image-sized fill.
         fill = float(fill_value)
-    return tf.where(inside, fill, images)
+    return xp.where(inside, fill, images)
 
 
 @register_step(

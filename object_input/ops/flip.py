@@ -8,6 +8,7 @@ import tensorflow as tf
 
 from object_input import fields
 from object_input.ops import core, device, draws, transform
+from object_input.ops.backend import TENSORFLOW
 from object_input.ops.registry import MOVED, in_range, register_step
 
 
@@ -102,9 +103,9 @@ def _device_flip(axis: int) -> device.DeviceStep:
     """The pixels of a batch mirrored along image ``axis`` where the flag is set (resizing
     commutes with a mirror)."""
 
-    def apply(images, parameters, **params):
+    def apply(images, parameters, xp=TENSORFLOW, **params):
         del params
-        return tf.where(device.fires(parameters), tf.reverse(images, [axis + 1]), images)
+        return xp.where(device.fires(parameters), xp.reverse(images, [axis + 1]), images)
 
     return device.DeviceStep(apply, size=1, fidelity="exact")
 

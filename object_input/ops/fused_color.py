@@ -45,6 +45,7 @@ import tensorflow as tf
 
 from object_input.moved import moved_names
 from object_input.ops import core, registry
+from object_input.ops.backend import TENSORFLOW
 from object_input.ops.compose import Augmentation
 
 
@@ -128,17 +129,25 @@ class FusedColor:
         return tf.concat(values, axis=0)
 
     def __call__(
-        self, images: tf.Tensor, parameters: tf.Tensor, dtype: tf.DType | str = tf.float32
+        self,
+        images: tf.Tensor,
+        parameters: tf.Tensor,
+        dtype: tf.DType | str = tf.float32,
+        xp: Any = TENSORFLOW,
     ) -> tf.Tensor:
         """Apply to RGB ``[B, H, W, 3]`` images (any real dtype) with ``[B, P]`` parameters.
 
         Returns ``dtype`` on the [0, 255] scale, cast as :func:`object_input.ops.core.like`
-        casts (integers rounded). Compiled once per step list, shape and dtype.
+        casts (integers rounded). Compiled once per step list, shape and dtype, on TensorFlow;
+        with another array namespace ``xp`` (:mod:`object_input.ops.backend`), float32 out and
+        compiled by whatever traces the call (``jax.jit``).
         """
-        if images.shape.rank != 4 or images.shape[-1] != 3:
+        if len(images.shape) != 4 or images.shape[-1] != 3:
             raise ValueError(
                 f"the fused colour stage takes RGB batches [B, H, W, 3], got shape {images.shape}"
             )
+        if xp is not TENSORFLOW:
+            return _traced(self.parts, xp.to_float(images), xp.cast(parameters, "float32"), xp)
         color = _compiled(self.parts)(images, tf.cast(parameters, tf.float32))
         dtype = tf.as_dtype(dtype)
         if dtype.is_integer:
@@ -193,6 +202,16 @@ def _compiled(parts: tuple[ColorPart, ...]) -> Callable[[tf.Tensor, tf.Tensor], 
     return fused
 
 
+def _traced(parts: Sequence[ColorPart], images: Any, parameters: Any, xp: Any) -> Any:
+    """Every part with namespace ``xp``, each contrast's means first, for the caller's compiler
+    (no stored colour: that split is XLA on TensorFlow's CPU cost model)."""
+    means: tuple[Any, ...] = ()
+    for index, part in enumerate(parts):
+        if part.reduces:
+            means = (*means, _channel_means(parts[:index], images, parameters, means, xp))
+    return _color(parts, images, parameters, means, xp)
+
+
 @functools.cache
 def _compiled_like(dtype: tf.DType) -> Callable[[tf.Tensor], tf.Tensor]:
     """:func:`object_input.ops.core.like` to ``dtype``, compiled."""
@@ -209,9 +228,10 @@ def _run(
     images: tf.Tensor,
     parameters: tf.Tensor,
     means: Sequence[tf.Tensor],
+    xp: Any,
 ) -> _State:
     """The colour after ``parts``; reducing part ``j`` uses ``means[j]`` (``[B, 3]``)."""
-    state: _State = _Pixels(tf.cast(images, tf.float32))
+    state: _State = _Pixels(xp.cast(images, "float32"), xp)
     reductions = iter(means)
     for column, part in enumerate(parts):
         parameter = parameters[:, column]
@@ -227,9 +247,10 @@ def _color(
     images: tf.Tensor,
     parameters: tf.Tensor,
     means: Sequence[tf.Tensor],
+    xp: Any = TENSORFLOW,
 ) -> tf.Tensor:
     """Every part, ``[B, H, W, 3]`` float32 out."""
-    return _run(parts, images, parameters, means).pixels()
+    return _run(parts, images, parameters, means, xp).pixels()
 
 
 # Pairwise halvings of the pixel sums before the reduction; 3 measured fastest (1/8 left).
@@ -241,35 +262,35 @@ def _channel_means(
     images: tf.Tensor,
     parameters: tf.Tensor,
     means: Sequence[tf.Tensor],
+    xp: Any = TENSORFLOW,
 ) -> tf.Tensor:
     """``[B, 3]``: each image's channel means of the colour after ``parts``."""
-    pixels = _run(parts, images, parameters, means).pixels()
+    pixels = _run(parts, images, parameters, means, xp).pixels()
     # Shapes may be unknown when traced (reduce_retracing); XLA sees them as constants.
-    shape = tf.shape(pixels)
+    shape = xp.shape(pixels)
     count = shape[1] * shape[2]
     # Zero pixels (after the colour) add nothing to the sums: pad to a multiple of 2**levels.
     spare = -count % 2**_PAIRWISE_LEVELS
-    values = tf.pad(tf.reshape(pixels, [shape[0], 3 * count]), [[0, 0], [0, 3 * spare]])
+    values = xp.pad(xp.reshape(pixels, [shape[0], 3 * count]), [[0, 0], [0, 3 * spare]])
     for _ in range(_PAIRWISE_LEVELS):
         # Halves of a whole number of pixels, so channels stay aligned.
-        half = tf.shape(values)[1] // 2
+        half = xp.shape(values)[1] // 2
         values = values[:, :half] + values[:, half:]
-    sums = tf.reduce_sum(tf.reshape(values, [shape[0], -1, 3]), axis=1)
-    return sums / tf.cast(count, tf.float32)
-
-
-def _clip(value: tf.Tensor) -> tf.Tensor:
-    return tf.clip_by_value(value, 0.0, 255.0)
+    sums = xp.reduce_sum(xp.reshape(values, [shape[0], -1, 3]), axis=1)
+    return sums / xp.cast(count, "float32")
 
 
 def _per_image(value: tf.Tensor) -> tf.Tensor:
     """``[B]`` to ``[B, 1, 1, 1]``, to broadcast over a batch of pixels."""
-    return value[:, tf.newaxis, tf.newaxis, tf.newaxis]
+    return value[:, None, None, None]
 
 
-def _spread(channel: tf.Tensor) -> tf.Tensor:
+def _spread(channel: tf.Tensor, xp: Any) -> tf.Tensor:
     """``[B, H, W, 1]`` broadcast to ``[B, H, W, 3]``: one channel's value at every channel."""
-    return tf.broadcast_to(channel, tf.concat([tf.shape(channel)[:-1], [3]], axis=0))
+    # TensorFlow traces the pass with unknown shapes (reduce_retracing): a dynamic shape there.
+    if xp is TENSORFLOW:
+        return tf.broadcast_to(channel, tf.concat([tf.shape(channel)[:-1], [3]], axis=0))
+    return xp.broadcast_to(channel, (*xp.shape(channel)[:-1], 3))
 
 
 class _Pixels:
@@ -281,14 +302,14 @@ class _Pixels:
     saturation (:meth:`hsv`).
     """
 
-    def __init__(self, pixels: tf.Tensor, maps: tuple = ()):
-        self.input, self.maps = pixels, maps
+    def __init__(self, pixels: tf.Tensor, xp: Any, maps: tuple = ()):
+        self.input, self.xp, self.maps = pixels, xp, maps
 
     def _mapped(self, values: tf.Tensor, channel: slice) -> tf.Tensor:
         for scale, offset in self.maps:
             if scale is not None:
                 values = values * _per_image(scale)
-            values = _clip(values + offset[:, tf.newaxis, tf.newaxis, channel])
+            values = self.xp.clip_by_value(values + offset[:, None, None, channel], 0.0, 255.0)
         return values
 
     def pixels(self) -> tf.Tensor:
@@ -299,44 +320,52 @@ class _Pixels:
         # axis, the three values of a pixel compute from the same operands, and LLVM computes
         # value, chroma and hue once per pixel instead of once per output channel.
         red, green, blue = (
-            self._mapped(_spread(self.input[..., c : c + 1]), slice(c, c + 1)) for c in range(3)
+            self._mapped(_spread(self.input[..., c : c + 1], self.xp), slice(c, c + 1))
+            for c in range(3)
         )
-        return _Hsv.from_rgb(red, green, blue)
+        return _Hsv.from_rgb(red, green, blue, self.xp)
 
     def affine(self, scale: tf.Tensor | None, offset: tf.Tensor) -> _State:
         """``clip(x * scale + offset)``: ``scale`` ``[B]`` (None: 1), ``offset`` ``[B, 3]``."""
-        return _Pixels(self.input, (*self.maps, (scale, offset)))
+        return _Pixels(self.input, self.xp, (*self.maps, (scale, offset)))
 
 
 class _Hsv:
     """Hue in sextants (any real; taken mod 6), value and chroma, each ``[B, H, W, 3]`` with one
     value per pixel spread over the channel axis."""
 
-    def __init__(self, hue: tf.Tensor, value: tf.Tensor, chroma: tf.Tensor):
-        self.hue, self.value, self.chroma = hue, value, chroma
+    def __init__(self, hue: tf.Tensor, value: tf.Tensor, chroma: tf.Tensor, xp: Any):
+        self.hue, self.value, self.chroma, self.xp = hue, value, chroma, xp
 
     @classmethod
-    def from_rgb(cls, red: tf.Tensor, green: tf.Tensor, blue: tf.Tensor) -> _Hsv:
-        value = tf.maximum(tf.maximum(red, green), blue)
-        chroma = value - tf.minimum(tf.minimum(red, green), blue)
+    def from_rgb(cls, red: tf.Tensor, green: tf.Tensor, blue: tf.Tensor, xp: Any) -> _Hsv:
+        value = xp.maximum(xp.maximum(red, green), blue)
+        chroma = value - xp.minimum(xp.minimum(red, green), blue)
         # AdjustHue's choice among tied maxima: red, then green, then blue.
         is_red, is_green = value == red, value == green
-        numerator = tf.where(is_red, green - blue, tf.where(is_green, blue - red, red - green))
-        offset = tf.where(is_red, 0.0, tf.where(is_green, 2.0, 4.0))
-        hue = numerator / tf.where(chroma > 0, chroma, 1.0) + offset
-        return cls(hue, value, chroma)
+        numerator = xp.where(is_red, green - blue, xp.where(is_green, blue - red, red - green))
+        offset = xp.where(is_red, 0.0, xp.where(is_green, 2.0, 4.0))
+        hue = numerator / xp.where(chroma > 0, chroma, 1.0) + offset
+        return cls(hue, value, chroma, xp)
 
     def hsv(self) -> _Hsv:
         return self
 
+    def with_hue(self, hue: tf.Tensor) -> _Hsv:
+        return _Hsv(hue, self.value, self.chroma, self.xp)
+
+    def with_chroma(self, chroma: tf.Tensor) -> _Hsv:
+        return _Hsv(self.hue, self.value, chroma, self.xp)
+
     def pixels(self) -> tf.Tensor:
         # Channel n of (R, G, B) = (5, 3, 1): V - C * clip(min(k, 4 - k), 0, 1), k = (h + n) mod 6.
-        k = self.hue + tf.constant([5.0, 3.0, 1.0])
-        k = k - 6.0 * tf.floor(k * (1.0 / 6.0))
-        return self.value - self.chroma * tf.clip_by_value(tf.minimum(k, 4.0 - k), 0.0, 1.0)
+        xp = self.xp
+        k = self.hue + xp.constant([5.0, 3.0, 1.0], "float32")
+        k = k - 6.0 * xp.floor(k * (1.0 / 6.0))
+        return self.value - self.chroma * xp.clip_by_value(xp.minimum(k, 4.0 - k), 0.0, 1.0)
 
     def affine(self, scale: tf.Tensor | None, offset: tf.Tensor) -> _State:
-        return _Pixels(self.pixels()).affine(scale, offset)
+        return _Pixels(self.pixels(), self.xp).affine(scale, offset)
 
 
 _State = _Pixels | _Hsv
@@ -346,30 +375,31 @@ _State = _Pixels | _Hsv
 
 
 def _brightness(state: _State, delta: tf.Tensor) -> _State:
-    return state.affine(None, tf.tile(255.0 * delta[:, tf.newaxis], [1, 3]))
+    return state.affine(None, state.xp.tile(255.0 * delta[:, None], [1, 3]))
 
 
 def _contrast(state: _State, factor: tf.Tensor, means: tf.Tensor) -> _State:
     # (x - mean) * factor + mean, as one multiply-add per value.
-    return state.affine(factor, means * (1.0 - factor[:, tf.newaxis]))
+    return state.affine(factor, means * (1.0 - factor[:, None]))
 
 
 def _hue(state: _State, delta: tf.Tensor) -> _State:
     # The rotated colour keeps V and C inside [0, 255]: the step's clip is a no-op here.
     hsv = state.hsv()
-    return _Hsv(hsv.hue + 6.0 * _per_image(delta), hsv.value, hsv.chroma)
+    return hsv.with_hue(hsv.hue + 6.0 * _per_image(delta))
 
 
 def _saturation(state: _State, factor: tf.Tensor) -> _State:
     hsv = state.hsv()
-    factor = _per_image(tf.maximum(factor, 0.0))
-    return _Hsv(hsv.hue, hsv.value, tf.minimum(hsv.chroma * factor, hsv.value))
+    factor = _per_image(state.xp.maximum(factor, 0.0))
+    return hsv.with_chroma(state.xp.minimum(hsv.chroma * factor, hsv.value))
 
 
 def _to_gray(state: _State, to_gray: tf.Tensor) -> _State:
     pixels = state.pixels()
     luma = sum(pixels[..., c : c + 1] * weight for c, weight in enumerate(core.LUMA_WEIGHTS))
-    return _Pixels(tf.where(_per_image(to_gray) > 0.5, _spread(luma), pixels))
+    xp = state.xp
+    return _Pixels(xp.where(_per_image(to_gray) > 0.5, _spread(luma, xp), pixels), xp)
 
 
 #: Add a brightness delta (on the [0, 1] scale), clip.

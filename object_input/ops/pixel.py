@@ -14,6 +14,7 @@ import tensorflow as tf
 
 from object_input import fields
 from object_input.ops import core, device, draws
+from object_input.ops.backend import TENSORFLOW
 from object_input.ops.color import merge_channels, split_channels
 from object_input.ops.registry import (
     in_range,
@@ -246,20 +247,19 @@ def _patch_fraction(drawn, size, **params):
     ]
 
 
-def _patch_gaussian_batch(images, parameters, **params):
+def _patch_gaussian_batch(images, parameters, xp=TENSORFLOW, **params):
     """Noise added inside each image's patch of a batch where it fired."""
     del params
 
-    def noisy(color: tf.Tensor) -> tf.Tensor:
-        noise = tf.random.stateless_normal(tf.shape(color), device.batch_seed(parameters[:, 6:8]))
-        patch = device.rectangle_mask(parameters[:, 1:5], *color.shape[1:3])
-        added = tf.clip_by_value(
+    def noisy(color: Any) -> Any:
+        noise = device.normal_noise(parameters[:, 6:8], tuple(color.shape[1:]), xp)
+        patch = device.rectangle_mask(parameters[:, 1:5], *color.shape[1:3], xp)
+        added = xp.clip_by_value(
             color + noise * device.per_example(255.0 * parameters[:, 5]), 0.0, 255.0
         )
-        return tf.where(patch & device.fires(parameters), added, color)
+        return xp.where(patch & device.fires(parameters), added, color)
 
-    color, rest = split_channels(images, "random_patch_gaussian")
-    return merge_channels(noisy(color), rest)
+    return device.on_color(images, "random_patch_gaussian", noisy, xp)
 
 
 @register_step(

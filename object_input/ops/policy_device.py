@@ -8,18 +8,19 @@ warp, and writes :data:`ENTRY_SIZE` parameters per policy position (see
 the warp's normalized matrix and the filled square as fractions of the image.
 
 On the batch, :func:`apply_entries` runs, for each image and position, the one op the image drew
-(a warp, a fill, a pixel op or nothing). Everything compiles with XLA and has GPU kernels.
+(a warp, a fill, a pixel op or nothing), written against the array namespace ``xp``
+(:mod:`object_input.ops.backend`). On TensorFlow everything compiles with XLA and has GPU
+kernels; on JAX it is traceable by ``jax.jit``.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
-import tensorflow as tf
-
-from object_input.ops import autoaugment_ops, device
-from object_input.ops.color import merge_channels, split_channels
+from object_input.ops import autoaugment_ops, core, device
+from object_input.ops.backend import TENSORFLOW
 
 #: Parameters per policy position: code, argument, matrix (6), square (4).
 ENTRY_SIZE = 12
@@ -33,29 +34,35 @@ IDENTITY_MATRIX = (1.0, 0.0, 0.0, 0.0, 1.0, 0.0)
 FILL_VALUE = 128.0
 _FILL_OPS = ("Cutout", "BBox_Cutout")
 
-
-def _luma(color: tf.Tensor) -> tf.Tensor:
-    return autoaugment_ops.grayscale(color)
+Op = Callable[[Any, Any, Any], Any]
 
 
-def _contrast(color: tf.Tensor, factor: tf.Tensor) -> tf.Tensor:
-    mean = tf.reduce_mean(_luma(color), axis=[1, 2, 3], keepdims=True)
-    return autoaugment_ops.blend(mean, color, factor)
+def _luma(color: Any, xp: Any) -> Any:
+    """``[B, H, W, 1]`` luma of an RGB batch; the plain channel mean for other channel counts
+    (as :func:`autoaugment_ops.grayscale`)."""
+    channels = color.shape[-1]
+    weights = core.LUMA_WEIGHTS if channels == 3 else (1.0 / channels,) * channels
+    return xp.tensordot(color, xp.constant(weights, "float32"), axes=[[3], [0]])[..., None]
+
+
+def _contrast(color: Any, factor: Any, xp: Any) -> Any:
+    mean = xp.reduce_mean(_luma(color, xp), axis=[1, 2, 3], keepdims=True)
+    return autoaugment_ops.blend(mean, color, factor, xp)
 
 
 # Each pixel op on the colour channels of a batch, with per-image arguments ``[B, 1, 1, 1]``,
 # as autoaugment_ops applies it to one image.
-PIXEL_OPS: dict[str, Callable[[tf.Tensor, tf.Tensor], tf.Tensor]] = {
-    "AutoContrast": lambda color, arg: device.autocontrast(color),
-    "Equalize": lambda color, arg: device.equalize(color),
+PIXEL_OPS: dict[str, Op] = {
+    "AutoContrast": lambda color, arg, xp: device.autocontrast(color, xp),
+    "Equalize": lambda color, arg, xp: device.equalize(color, xp),
     "Posterize": autoaugment_ops.posterize,
-    "Solarize": lambda color, arg: tf.where(color < arg, color, 255.0 - color),
-    "SolarizeAdd": lambda color, arg: tf.where(
-        color < 128.0, tf.clip_by_value(color + arg, 0.0, 255.0), color
+    "Solarize": lambda color, arg, xp: xp.where(color < arg, color, 255.0 - color),
+    "SolarizeAdd": lambda color, arg, xp: xp.where(
+        color < 128.0, xp.clip_by_value(color + arg, 0.0, 255.0), color
     ),
-    "Color": lambda color, arg: autoaugment_ops.blend(_luma(color), color, arg),
+    "Color": lambda color, arg, xp: autoaugment_ops.blend(_luma(color, xp), color, arg, xp),
     "Contrast": _contrast,
-    "Brightness": lambda color, arg: autoaugment_ops.blend(0.0, color, arg),
+    "Brightness": lambda color, arg, xp: autoaugment_ops.blend(0.0, color, arg, xp),
     "Sharpness": device.sharpness,
 }
 _PIXEL_NAMES = tuple(PIXEL_OPS)
@@ -69,8 +76,12 @@ def code(name: str) -> int:
 
 
 def apply_entries(
-    images: tf.Tensor, parameters: tf.Tensor, members: Mapping[str, Sequence[str]], step: str
-) -> tf.Tensor:
+    images: Any,
+    parameters: Any,
+    members: Mapping[str, Sequence[str]],
+    step: str,
+    xp: Any = TENSORFLOW,
+) -> Any:
     """The positions of a float32 batch ``[B, H, W, C]`` in order, with ``[B, L·ENTRY_SIZE]``
     parameters. ``members`` are the policy's ops by kind (only those can occur); ``step`` names
     the step in errors.
@@ -78,11 +89,11 @@ def apply_entries(
     Each image runs the op it drew and no other: a loop over the batch with one branch per op
     (XLA compiles both). Every op of the batch on every image, kept where drawn, measured about
     four times the cost on a CPU, where a warp alone is most of an image's budget."""
-    split_channels(images, step)  # an unknown channel count is an error naming the step, now
+    device.split_color(images, step)  # an unknown channel count is an error naming the step, now
     pixel_names = [name for name in members.get("pixel", ()) if name not in _FILL_OPS]
     fills = "box_cutout" in members or any(name in _FILL_OPS for name in members.get("pixel", ()))
     # Branch 0 does nothing; then the warp, the fill and the pixel ops the policy has.
-    changes: list[tuple[int, Callable[..., tf.Tensor]]] = []
+    changes: list[tuple[int, Callable[..., Any]]] = []
     if "warp" in members:
         changes.append((WARP, _warp))
     if fills:
@@ -91,44 +102,40 @@ def apply_entries(
     branch_of = [0] * (3 + len(_PIXEL_NAMES))
     for branch, (value, _) in enumerate(changes, start=1):
         branch_of[value] = branch
-    branch_of = tf.constant(branch_of)
+    branch_of = xp.constant(branch_of, "int32")
 
-    def one(inputs: tuple[tf.Tensor, tf.Tensor]) -> tf.Tensor:
+    def one(inputs: tuple[Any, Any]) -> Any:
         image, values = inputs
-        image = image[tf.newaxis]
+        image = image[None]
         for start in range(0, values.shape[0], ENTRY_SIZE):
-            entry = values[tf.newaxis, start : start + ENTRY_SIZE]
-            branch = tf.gather(branch_of, tf.cast(entry[0, 0], tf.int32))
-            image = tf.switch_case(
+            entry = values[None, start : start + ENTRY_SIZE]
+            branch = xp.gather(branch_of, xp.cast(entry[0, 0], "int32"))
+            image = xp.switch_case(
                 branch,
                 [lambda image=image: image]
-                + [functools.partial(change, image, entry) for _, change in changes],
+                + [functools.partial(change, image, entry, xp) for _, change in changes],
             )
         return image[0]
 
-    return tf.map_fn(
-        one, (images, parameters), fn_output_signature=tf.TensorSpec(images.shape[1:], tf.float32)
-    )
+    return xp.map_images(one, (images, parameters), images.shape[1:])
 
 
-def _warp(image: tf.Tensor, entry: tf.Tensor) -> tf.Tensor:
-    return device.warp(image, entry[:, 2:8], FILL_VALUE, "NEAREST")
+def _warp(image: Any, entry: Any, xp: Any) -> Any:
+    return device.warp(image, entry[:, 2:8], FILL_VALUE, "NEAREST", xp)
 
 
-def _fill(image: tf.Tensor, entry: tf.Tensor) -> tf.Tensor:
-    color, rest = split_channels(image, "fill")
+def _fill(image: Any, entry: Any, xp: Any) -> Any:
+    color, rest = device.split_color(image, "fill")
     _, height, width, _ = image.shape
-    square = device.rectangle_mask(entry[:, 8:12], height, width)
-    return merge_channels(tf.where(square, FILL_VALUE, color), rest)
+    square = device.rectangle_mask(entry[:, 8:12], height, width, xp)
+    return device.merge_color(xp.where(square, FILL_VALUE, color), rest, xp)
 
 
-def _on_color(
-    op: Callable[[tf.Tensor, tf.Tensor], tf.Tensor], step: str
-) -> Callable[[tf.Tensor, tf.Tensor], tf.Tensor]:
+def _on_color(op: Op, step: str) -> Callable[[Any, Any, Any], Any]:
     """A branch applying pixel ``op`` with the entry's argument to the colour channels."""
 
-    def change(image: tf.Tensor, entry: tf.Tensor) -> tf.Tensor:
-        color, rest = split_channels(image, step)
-        return merge_channels(op(color, device.per_example(entry[:, 1])), rest)
+    def change(image: Any, entry: Any, xp: Any) -> Any:
+        arg = device.per_example(entry[:, 1])
+        return device.on_color(image, step, lambda color: op(color, arg, xp), xp)
 
     return change
