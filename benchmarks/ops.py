@@ -9,13 +9,17 @@ pipeline without steps: all candidates in one process, every round building each
 alternating, medians reported. A step runs with its registration's ``demo_params`` (probability 1
 where it has one; pixel sizes for the photographs from ``PHOTO_SIZES``). Rows for the combining
 steps' pipelines (Mosaic, MixUp) and, with ``--recipe``, for a recipe of ``object_input.recipes``
-follow.
+follow (a recipe that takes an ``image_size`` gets the pipeline's).
 
 Peers, where they have the op:
 
 - Albumentations (OpenCV): the op then ``Resize(512, 512)``, minus ``NoOp`` then the same resize,
   on the same decoded photographs and their boxes, one OpenCV thread, in a subprocess so that
   OpenCV's threads do not run beside TensorFlow's;
+- Albumentations for ``--recipe yolo``: ``Mosaic`` (its three partners passed per call, as
+  Albumentations takes them, from the next decoded photographs), ``HorizontalFlip``, ``Affine``
+  and ``HueSaturationValue`` with the recipe's parameters (``ALBUMENTATIONS_RECIPES``), then the
+  same resize;
 - Keras 3 preprocessing layers, as the ``keras_layer`` step in the same pipeline.
 
 Figures: the CPU ms per image each adds (process CPU time), the ratio of object_input's to
@@ -121,6 +125,54 @@ ALBUMENTATIONS: dict[str, Callable[[Any], Any]] = {
     "normalize_image": lambda A: A.Normalize(mean=0.0, std=1.0, max_pixel_value=255.0),
     "per_image_standardization": lambda A: A.Normalize(normalization="image"),
 }
+
+
+def albumentations_yolo(A: Any, augment: list) -> list:
+    """``recipes.yolo``'s steps as Albumentations ops, from the recipe's own parameters.
+
+    Mosaic of 2 × 2 cells of the canvas size, each photograph fitted inside its cell
+    (``contain``) and the canvas-sized view's centre anywhere (``center_range`` (0, 1)), as the
+    step places its four; the affine keeps the aspect ratio (one scale, as YOLO draws it).
+    ``HueSaturationValue`` shifts where YOLO and the recipe's saturation step multiply: the
+    shifts are the gains' change at mid saturation and value, the hue's in OpenCV's 0-180 units.
+    """
+    import cv2
+
+    params = dict(augment)
+    mosaic, affine = params["mosaic"], params["random_affine"]
+    saturation = params["random_adjust_saturation"]
+    translation = affine["max_translation"]
+    return [
+        A.Mosaic(
+            target_size=mosaic["output_size"],
+            cell_shape=mosaic["output_size"],
+            center_range=mosaic["center_range"],
+            fit_mode="contain",
+            fill=mosaic["fill_value"],
+            p=1.0,
+        ),
+        A.HorizontalFlip(p=params["random_horizontal_flip"]["probability"]),
+        A.Affine(
+            scale=affine["scale_range"],
+            keep_ratio=True,
+            translate_percent=(-translation, translation),
+            rotate=(-affine["max_rotation"], affine["max_rotation"]),
+            shear=(-affine["max_shear"], affine["max_shear"]),
+            border_mode=cv2.BORDER_CONSTANT,
+            fill=affine["fill_value"],
+            p=1.0,
+        ),
+        A.HueSaturationValue(
+            hue_shift_limit=params["random_adjust_hue"]["max_delta"] * 180,
+            sat_shift_limit=(saturation["max_delta"] - 1.0) * 127.5,
+            val_shift_limit=params["random_adjust_brightness"]["max_delta"] * 255,
+            p=1.0,
+        ),
+    ]
+
+
+# Albumentations' ops for a recipe, built from the albumentations module and the recipe's steps.
+ALBUMENTATIONS_RECIPES: dict[str, Callable[[Any, list], list]] = {"yolo": albumentations_yolo}
 # Keras 3 preprocessing layers for a step, built from keras.layers and a bounding box format.
 KERAS: dict[str, Callable[[Any, str], Any]] = {
     "random_horizontal_flip": lambda L, f: L.RandomFlip("horizontal", bounding_box_format=f),
@@ -173,13 +225,23 @@ def augments(steps: Sequence[str], recipe: str | None) -> dict[str, list]:
         if any(step in steps for step, _ in augment if step in COMBINING)
     )
     if recipe:
-        from object_input import recipes
-
-        if not callable(getattr(recipes, recipe, None)) or recipe.startswith("_"):
-            known = [n for n in dir(recipes) if not n.startswith("_") and n.islower()]
-            raise SystemExit(f"no recipe {recipe!r} in object_input.recipes (has: {known})")
-        rows[f"recipe {recipe}"] = list(getattr(recipes, recipe)())
+        rows[f"recipe {recipe}"] = recipe_steps(recipe)
     return rows
+
+
+def recipe_steps(recipe: str) -> list:
+    """The steps of ``object_input.recipes``' ``recipe``, at the pipeline's size where it
+    takes an ``image_size``."""
+    import inspect
+
+    from object_input import recipes
+
+    build = getattr(recipes, recipe, None)
+    if not callable(build) or recipe.startswith("_"):
+        known = [n for n in dir(recipes) if not n.startswith("_") and n.islower()]
+        raise SystemExit(f"no recipe {recipe!r} in object_input.recipes (has: {known})")
+    sized = "image_size" in inspect.signature(build).parameters
+    return list(build(image_size=SIZE[0]) if sized else build())
 
 
 def keras_augments(steps: Sequence[str]) -> dict[str, list]:
@@ -233,20 +295,24 @@ def decoded_photographs(pattern: str, count: int) -> tuple[np.ndarray, list[np.n
 
 
 def albumentations_timings(
-    pattern: str, steps: Sequence[str], images: int, rounds: int
+    pattern: str, steps: Sequence[str], recipe: str | None, images: int, rounds: int
 ) -> dict[str, float] | str:
-    """CPU ms per image of each Albumentations op + resize and of NoOp + resize (the key
-    ``BASELINE``), from a subprocess; or why there are none."""
+    """CPU ms per image of each Albumentations op + resize, of the recipe's ops + resize (the
+    key ``recipe NAME``) and of NoOp + resize (the key ``BASELINE``), from a subprocess; or why
+    there are none."""
     wanted = [step for step in steps if step in ALBUMENTATIONS]
-    if not wanted:
-        return "no step here has an Albumentations op"
+    peer_recipe = recipe if recipe in ALBUMENTATIONS_RECIPES else None
+    if not wanted and not peer_recipe:
+        return "no step or recipe here has Albumentations ops"
     photos, boxes = decoded_photographs(pattern, min(images, 64))
     with tempfile.TemporaryDirectory() as folder:
         data = os.path.join(folder, "photos.npz")
         counts = [len(b) for b in boxes]
         np.savez(data, images=photos, boxes=np.concatenate(boxes), counts=np.array(counts))
         command = [sys.executable, __file__, "--albumentations-worker", data]
-        command += ["--steps", ",".join(wanted), "--images", str(images), "--rounds", str(rounds)]
+        command += ["--images", str(images), "--rounds", str(rounds)]
+        command += ["--steps", ",".join(wanted)] if wanted else []
+        command += ["--recipe", peer_recipe] if peer_recipe else []
         env = {**os.environ, "OMP_NUM_THREADS": "1"}
         done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
     if done.returncode != 0:
@@ -254,8 +320,11 @@ def albumentations_timings(
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def albumentations_worker(data: str, steps: Sequence[str], images: int, rounds: int) -> None:
-    """Print, as JSON, the median CPU ms per image of each op + resize and of NoOp + resize."""
+def albumentations_worker(
+    data: str, steps: Sequence[str], recipe: str | None, images: int, rounds: int
+) -> None:
+    """Print, as JSON, the median CPU ms per image of each op + resize, of the recipe's ops +
+    resize and of NoOp + resize."""
     import albumentations as A
     import cv2
 
@@ -265,18 +334,28 @@ def albumentations_worker(data: str, steps: Sequence[str], images: int, rounds: 
     boxes = np.split(loaded["boxes"], np.cumsum(loaded["counts"])[:-1])
     bbox_params = A.BboxParams(format="albumentations", label_fields=["labels"], clip=True)
 
-    def pipeline(op: Any) -> Any:
-        return A.Compose([op, A.Resize(*SIZE)], bbox_params=bbox_params, seed=1)
+    def pipeline(*ops: Any) -> Any:
+        return A.Compose([*ops, A.Resize(*SIZE)], bbox_params=bbox_params, seed=1)
 
-    pipelines = {BASELINE: pipeline(A.NoOp(p=1.0))}
-    pipelines.update({step: pipeline(ALBUMENTATIONS[step](A)) for step in steps})
+    def example(k: int) -> dict[str, Any]:
+        return {"image": photos[k], "bboxes": boxes[k], "labels": [1] * len(boxes[k])}
+
+    def with_partners(k: int) -> dict[str, Any]:
+        """Photograph ``k`` and, as Mosaic's partners, the next three."""
+        partners = [example((k + offset) % len(photos)) for offset in (1, 2, 3)]
+        return {**example(k), "mosaic_metadata": partners}
+
+    pipelines = {BASELINE: (pipeline(A.NoOp(p=1.0)), example)}
+    pipelines.update({step: (pipeline(ALBUMENTATIONS[step](A)), example) for step in steps})
+    if recipe:
+        ops = ALBUMENTATIONS_RECIPES[recipe](A, recipe_steps(recipe))
+        pipelines[f"recipe {recipe}"] = (pipeline(*ops), with_partners)
     runs: dict[str, list[float]] = {name: [] for name in pipelines}
     for _ in range(rounds):
-        for name, transform in pipelines.items():
+        for name, (transform, inputs) in pipelines.items():
             began = time.process_time()
             for index in range(images):
-                k = index % len(photos)
-                transform(image=photos[k], bboxes=boxes[k], labels=[1] * len(boxes[k]))
+                transform(**inputs(index % len(photos)))
             runs[name].append((time.process_time() - began) / images * 1000)
     print(json.dumps({name: statistics.median(ms) for name, ms in runs.items()}))
 
@@ -336,7 +415,9 @@ def main() -> None:
     if args.quick:
         args.images, args.rounds = 64, 1
     if args.albumentations_worker:
-        albumentations_worker(args.albumentations_worker, args.steps, args.images, args.rounds)
+        albumentations_worker(
+            args.albumentations_worker, args.steps or [], args.recipe, args.images, args.rounds
+        )
         return
 
     from common import write_photo_records
@@ -355,7 +436,7 @@ def main() -> None:
     timings, errors = object_input_timings(
         pattern, {**rows, **keras_augments(steps)}, args.images, args.rounds
     )
-    albumentations = albumentations_timings(pattern, steps, args.images, args.rounds)
+    albumentations = albumentations_timings(pattern, steps, args.recipe, args.images, args.rounds)
     report(list(rows), timings, errors, albumentations)
     print(f"\n({args.images} images × {args.rounds} rounds, {time.perf_counter() - began:.0f} s)")
 

@@ -1,8 +1,10 @@
 """benchmarks/ops.py keeps up with the registry: each step it times runs with its parameters."""
 
 import importlib.util
+import json
 import pathlib
 
+import numpy as np
 import pytest
 
 from object_input import recipes
@@ -55,3 +57,48 @@ def test_a_step_runs_with_its_demo_params_and_photo_sizes_replace_only_demo_size
     assert ops.step_params("random_gaussian_blur") == {"probability": 1.0}
     for name, sizes in ops.PHOTO_SIZES.items():
         assert set(sizes) <= set(get_step(name).demo_params), name
+
+
+def test_a_recipe_with_an_image_size_gets_the_pipeline_size():
+    assert ops.augments([], "yolo") == {"recipe yolo": recipes.yolo(ops.SIZE[0])}
+
+
+def test_the_yolo_peer_takes_the_recipe_parameters_and_mosaics_four_photographs():
+    albumentations = pytest.importorskip("albumentations")
+    mosaic, flip, affine, hsv = ops.albumentations_yolo(albumentations, recipes.yolo(64))
+    assert (mosaic.target_size, mosaic.cell_shape, mosaic.fill) == ((64, 64), (64, 64), 114.0)
+    assert mosaic.center_range == (0.0, 1.0)
+    assert flip.p == 0.5
+    assert affine.fill == 114.0
+    assert hsv.hue_shift_limit == pytest.approx((-2.7, 2.7))
+    assert hsv.sat_shift_limit == pytest.approx((-89.25, 89.25))
+    assert hsv.val_shift_limit == pytest.approx((-51.0, 51.0))
+    transform = albumentations.Compose(
+        [mosaic],
+        bbox_params=albumentations.BboxParams(format="albumentations", label_fields=["labels"]),
+        seed=3,
+    )
+
+    def photo(label: int) -> dict:
+        # A whole-image box in a 32 x 48 photograph: each partner's box reaches the canvas.
+        image = np.full((32, 48, 3), label * 50, np.uint8)
+        return {"image": image, "bboxes": np.array([[0.0, 0.0, 1.0, 1.0]]), "labels": [label]}
+
+    out = transform(**photo(1), mosaic_metadata=[photo(2), photo(3), photo(4)])
+    # Seed 3 puts the centre where all four cells show; each photograph is letterboxed in grey.
+    assert out["image"].shape == (64, 64, 3)
+    assert set(np.unique(out["image"])) == {50, 100, 150, 200, 114}
+    assert sorted(out["labels"]) == [1, 2, 3, 4]
+
+
+def test_the_albumentations_worker_times_noop_steps_and_the_recipe(tmp_path, capsys):
+    pytest.importorskip("albumentations")
+    rng = np.random.default_rng(0)
+    data = tmp_path / "photos.npz"
+    boxes = np.array([[0.1, 0.2, 0.5, 0.6], [0.0, 0.0, 1.0, 1.0], [0.3, 0.3, 0.4, 0.9]])
+    images = rng.integers(0, 256, (2, 48, 64, 3), dtype=np.uint8)
+    np.savez(data, images=images, boxes=boxes, counts=np.array([1, 2]))
+    ops.albumentations_worker(str(data), ["random_horizontal_flip"], "yolo", 3, 1)
+    timings = json.loads(capsys.readouterr().out)
+    assert set(timings) == {ops.BASELINE, "random_horizontal_flip", "recipe yolo"}
+    assert all(ms > 0 for ms in timings.values())
