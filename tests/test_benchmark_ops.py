@@ -25,8 +25,10 @@ def test_every_step_timed_alone_resolves_with_probability_one_where_it_has_one()
         assert resolved.get("probability", 1.0) == 1.0, name
 
 
-def test_the_peers_stand_for_registered_steps():
+def test_the_peers_stand_for_registered_steps_and_recipes():
     assert set(ops.ALBUMENTATIONS) | set(ops.KERAS) <= set(registered_steps())
+    for recipe in ops.ALBUMENTATIONS_RECIPES:
+        assert ops.recipe_steps(recipe) == ops.augments([], recipe)[f"recipe {recipe}"]
 
 
 def test_rows_are_each_step_alone_and_the_pipelines_of_the_combining_steps_asked_for():
