@@ -231,7 +231,9 @@ def warp(
     inverse = _sampling_map(matrices, height, width, xp)
     ys = xp.range(height, dtype="float32")[None, :, None]
     xs = xp.range(width, dtype="float32")[None, None, :]
-    rows = [inverse[:, i, None, None] for i in range(6)]
+    # A reshape, not inverse[:, i, None, None]: TensorFlow's graph optimizer (without XLA)
+    # misreads that slice's new axes as [B] and the products below fail.
+    rows = [xp.reshape(inverse[:, i], [-1, 1, 1]) for i in range(6)]
     source_x = rows[0] * xs + rows[1] * ys + rows[2]
     source_y = rows[3] * xs + rows[4] * ys + rows[5]
     flat = xp.reshape(images, [-1, channels])

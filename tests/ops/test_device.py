@@ -332,6 +332,19 @@ def test_device_form_has_gpu_kernels_and_compiles_with_xla(name):
     assert np.all(np.isfinite(out.numpy()))
 
 
+@pytest.mark.parametrize("name", DEVICE_STEPS)
+def test_device_form_gives_the_same_pixels_in_a_graph_without_xla(name):
+    # DeviceAugmentation(jit_compile=False) and custom loops run the stage in a plain graph,
+    # where TensorFlow's graph optimizer rewrites what XLA does not see.
+    params = dict(get_step(name).demo_params)
+    stage = DeviceStage.required([(name, params)], "test")
+    prepared = [stage.prepare(example(i), tf.constant([i, 4])) for i in range(3)]
+    images = tf.stack([p[fields.IMAGE] for p in prepared])
+    parameters = tf.stack([p[fields.DEVICE_PARAMETERS] for p in prepared])
+    graph = tf.function(stage.__call__, autograph=False)
+    np.testing.assert_allclose(graph(images, parameters), stage(images, parameters), atol=1e-3)
+
+
 # --- what cannot move, and the batch function ------------------------------------------------
 
 
