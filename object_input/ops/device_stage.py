@@ -15,7 +15,8 @@ steps run as one compiled colour pass (:mod:`object_input.ops.fused_color`).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+import functools
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import tensorflow as tf
@@ -23,7 +24,7 @@ import tensorflow as tf
 from object_input import fields
 from object_input.ops import core
 from object_input.ops.compose import Augmentation
-from object_input.ops.fused_color import FusedColor
+from object_input.ops.fused_color import FusedColor, compiled_like
 from object_input.ops.registry import StepSpec
 
 
@@ -102,9 +103,19 @@ class DeviceStage:
             vectors.append(tf.reshape(vector, [spec.device.num_parameters(params)]))
         return {**features, fields.DEVICE_PARAMETERS: tf.concat(vectors, axis=0)}
 
-    def __call__(self, images: tf.Tensor, parameters: tf.Tensor) -> tf.Tensor:
+    def __call__(
+        self,
+        images: tf.Tensor,
+        parameters: tf.Tensor,
+        dtype: tf.DType | str = tf.float32,
+        compiled: bool = False,
+    ) -> tf.Tensor:
         """The pixels of a static-shape batch ``[B, H, W, C]`` (any real dtype) with its
-        ``[B, P]`` parameters; float32 on the [0, 255] scale out."""
+        ``[B, P]`` parameters; ``dtype`` on the [0, 255] scale out (cast as
+        :func:`object_input.ops.core.like` casts).
+
+        ``compiled``: each step's pixel work runs as an XLA-compiled function of its own, as the
+        pipeline runs the stage on the host (a model compiles the whole stage instead)."""
         if images.shape.rank != 4 or not images.shape[1:].is_fully_defined():
             raise ValueError(
                 f"the device stage ({', '.join(self.names)}) needs batches [B, H, W, C] with H, "
@@ -113,17 +124,24 @@ class DeviceStage:
             )
         images = core.to_float(images)
         parameters = tf.cast(parameters, tf.float32)
+        dtype = tf.as_dtype(dtype)
+        groups = self.groups(images.shape[-1])
         column = 0
-        for fused, group in self._groups(images.shape[-1]):
+        for number, (fused, group) in enumerate(groups):
             width = sum(spec.device.num_parameters(params) for _, spec, params in group)
             drawn = parameters[:, column : column + width]
             column += width
             if fused:
                 color = FusedColor(tuple((i, spec.name, params) for i, spec, params in group))
-                images = color(images, drawn)
+                # The colour pass casts the last group's pixels in one compiled pass of its own.
+                last = number == len(groups) - 1
+                images = color(images, drawn, dtype if last else tf.float32)
                 continue
             ((_, spec, params),) = group
-            changed = spec.device.apply(images, drawn, **params)
+            if compiled:
+                changed = _compiled(spec.device, params)(images, drawn)
+            else:
+                changed = spec.device.apply(images, drawn, **params)
             # Checked when traced: EnsureShape has no GPU kernel, it would pin the batch to the
             # host.
             if not changed.shape.is_compatible_with(images.shape):
@@ -132,9 +150,11 @@ class DeviceStage:
                     f"to {changed.shape}"
                 )
             images = changed
-        return images
+        if images.dtype == dtype:
+            return images
+        return compiled_like(dtype)(images) if dtype.is_integer else core.like(images, dtype)
 
-    def _groups(
+    def groups(
         self, channels: int
     ) -> list[tuple[bool, list[tuple[int, StepSpec, dict[str, Any]]]]]:
         """``(fused, steps)`` in order: neighbouring colour steps of an RGB batch together, to
@@ -151,6 +171,22 @@ class DeviceStage:
     def as_config(self) -> list[dict[str, dict[str, Any]]]:
         """The whole augmentation's steps, as the stage was built from."""
         return self.augment.as_config()
+
+
+# XLA-compiled pixel work by (device form, repr of its config): shared by every pipeline built
+# with it, as the colour pass's functions are, so that a rebuilt pipeline does not recompile.
+_COMPILED: dict[tuple[Any, str], Callable[[tf.Tensor, tf.Tensor], tf.Tensor]] = {}
+
+
+def _compiled(step: Any, params: Mapping[str, Any]) -> Callable[[tf.Tensor, tf.Tensor], tf.Tensor]:
+    """``step.apply`` with config ``params``, compiled with XLA: ``(images, parameters)``."""
+    key = (step, repr(sorted(params.items())))
+    if key not in _COMPILED:
+        # autograph=False: the forms are written for graphs.
+        _COMPILED[key] = tf.function(
+            functools.partial(step.apply, **params), jit_compile=True, autograph=False
+        )
+    return _COMPILED[key]
 
 
 def apply_device_stage(batch: Mapping[str, tf.Tensor], augment: Any) -> dict[str, tf.Tensor]:
