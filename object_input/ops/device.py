@@ -277,7 +277,9 @@ def sharpness(images: tf.Tensor, factor: tf.Tensor) -> tf.Tensor:
 def equalize(images: tf.Tensor) -> tf.Tensor:
     """:func:`object_input.ops.autoaugment_ops.equalize` of each image of a float32 batch
     ``[B, H, W, C]``: every channel of every image gets its own histogram."""
-    batch, height, width, channels = images.shape
+    _, height, width, channels = images.shape
+    # The batch size is unknown when traced in a pipeline that keeps its last, smaller batch.
+    batch = tf.shape(images)[0]
     levels = autoaugment_ops.as_levels(images)
     # One index per value, level + 256 · (image, channel), for the histograms and the lookup.
     lanes = tf.reshape(tf.range(batch * channels) * 256, [batch, 1, 1, channels])
