@@ -33,9 +33,8 @@ def test_batched_equals_exact_when_the_color_already_sees_the_output_size(synthe
     assert batched[fields.IMAGE].dtype == tf.float32
     np.testing.assert_allclose(batched[fields.IMAGE], exact[fields.IMAGE], atol=1e-3)
     np.testing.assert_array_equal(batched[fields.BOXES], exact[fields.BOXES])
-    assert (
-        np.abs(batched[fields.IMAGE] - first_batch(synthetic_dir, steps[:3])[fields.IMAGE]).max() > 1
-    )
+    uncolored = first_batch(synthetic_dir, steps[:3])[fields.IMAGE]
+    assert np.abs(batched[fields.IMAGE] - uncolored).max() > 1
 
 
 def test_batched_differs_from_exact_by_interpolation_only(synthetic_dir):
