@@ -221,3 +221,35 @@ def test_batched_output_dtype_and_static_batches(synthetic_dir):
         else:
             assert got[fields.IMAGE].shape == (6, *SIZE, 3)
             np.testing.assert_array_equal(got[fields.IMAGE], batched[fields.IMAGE])
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"group_by_aspect_ratio": True},
+        {"on_error": "skip"},
+        {"keras": True},
+        {"augment": [("mosaic", {"output_size": SIZE}), *HEAVY]},
+    ],
+)
+def test_batched_runs_with_the_pipeline_options_and_keeps_the_annotations(synthetic_dir, options):
+    options = dict(options)
+    steps = options.pop("augment", HEAVY)
+    batched = first_batch(synthetic_dir, steps, **options)
+    exact = first_batch(synthetic_dir, steps, trailing_steps="exact", **options)
+    if options.get("keras"):
+        # The parameters were consumed on the batch: the model gets the images alone.
+        images, targets = batched
+        assert images.dtype == tf.float32 and images.shape == (6, *SIZE, 3)
+        np.testing.assert_array_equal(targets["boxes"], exact[1]["boxes"])
+        return
+    _assert_same_annotations(batched, exact)
+    assert not np.array_equal(batched[fields.IMAGE], exact[fields.IMAGE])
+
+
+def test_unbatched_pipelines_run_the_steps_per_example(synthetic_dir):
+    batched = first_batch(synthetic_dir, HEAVY, batch_size=None)
+    exact = first_batch(synthetic_dir, HEAVY, batch_size=None, trailing_steps="exact")
+    assert fields.DEVICE_PARAMETERS not in batched
+    for key in exact:
+        np.testing.assert_array_equal(batched[key], exact[key], err_msg=key)
