@@ -133,8 +133,9 @@ class DeviceStage:
         dtype = tf.as_dtype(dtype)
         if xp is not TENSORFLOW and dtype != tf.float32:
             raise ValueError(
-                f"the device stage ({', '.join(self.names)}) gives float32 with the "
-                f"{xp.name!r} array namespace, not {dtype.name}"
+                f"the device stage ({', '.join(self.names)}) gives float32 through keras.ops "
+                f"(backend {xp.name!r}); it casts to {dtype.name} only with TensorFlow's own "
+                "namespace"
             )
         images = xp.to_float(images)
         parameters = xp.cast(parameters, "float32")
