@@ -1,14 +1,14 @@
-"""The fused colour stage against the exact colour steps: pixel difference and CPU cost.
+"""The colour steps on the batch against the exact colour steps: pixel difference and CPU cost.
 
     python benchmarks/color_stage.py [--images 400] [--rounds 3] [--sizes 512,320]
 
 For each image set (noisy and photographs) and each output size, ``make_dataset`` with the
 standard six steps runs with ``trailing_steps="exact"`` (colour on the crop, per example, native
-kernels, before the resize) and ``trailing_steps="fused"`` (colour after the resize, on the batch,
-one XLA-compiled function). The same seed gives both the same flips, crops and colour parameters,
-so their batches differ only by where the colour runs: the difference is measured on the first
-``--compare-images`` images, in levels of 255. Then both are timed side by side (alternating
-rounds), with flip + crop only as the reference without colour.
+kernels, before the resize) and ``trailing_steps="batched"`` (colour after the resize, on the
+batch, one XLA-compiled colour pass). The same seed gives both the same flips, crops and colour
+parameters, so their batches differ only by where the colour runs: the difference is measured on
+the first ``--compare-images`` images, in levels of 255. Then both are timed side by side
+(alternating rounds), with flip + crop only as the reference without colour.
 """
 
 from __future__ import annotations
@@ -41,15 +41,15 @@ def dataset(pattern: str, size: int, steps=STANDARD_STEPS, **options):
 
 
 def difference(pattern: str, size: int, images: int) -> np.ndarray:
-    """Absolute differences, fused minus exact colour stage, over ``images`` images."""
+    """Absolute differences, batched minus exact colour, over ``images`` images."""
     pairs = zip(
         dataset(pattern, size, trailing_steps="exact"),
-        dataset(pattern, size, trailing_steps="fused"),
+        dataset(pattern, size, trailing_steps="batched"),
         strict=False,
     )
     diffs = []
-    for _, (exact, fused) in zip(range(images // 8), pairs, strict=False):
-        diffs.append(np.abs(fused[fields.IMAGE].numpy() - exact[fields.IMAGE].numpy()).ravel())
+    for _, (exact, batched) in zip(range(images // 8), pairs, strict=False):
+        diffs.append(np.abs(batched[fields.IMAGE].numpy() - exact[fields.IMAGE].numpy()).ravel())
     return np.concatenate(diffs)
 
 
@@ -68,7 +68,7 @@ def main() -> None:
         for size in (int(s) for s in args.sizes.split(",")):
             diff = difference(pattern, size, args.compare_images)
             print(
-                f"\n{image_set}, {size}×{size}: |fused - exact| over {diff.size} values: "
+                f"\n{image_set}, {size}×{size}: |batched - exact| over {diff.size} values: "
                 f"mean {diff.mean():.2f}, median {np.median(diff):.2f}, "
                 f"99th percentile {np.percentile(diff, 99):.1f}, max {diff.max():.1f} (of 255)"
             )
@@ -80,7 +80,7 @@ def main() -> None:
                     f"standard, trailing_steps={stage!r}": dataset_batches(
                         lambda p=pattern, s=size, c=stage: dataset(p, s, trailing_steps=c)
                     )
-                    for stage in ("exact", "fused")
+                    for stage in ("exact", "batched")
                 },
             }
             results = interleaved_streams(candidates, args.rounds, args.images)

@@ -14,7 +14,7 @@ JPEG q90 with 1–20 random boxes (needs the ``bench`` extra). Batches of 8 at 5
   resize, padded batch, prefetch; the same shuffle buffer as ``make_dataset``; no augmentation.
 - make_dataset, no steps: the same work through ``object_input.make_dataset``.
 - standard: ``make_dataset`` with flip, crop, brightness, contrast, hue, saturation (every step
-  with its defaults; the colour steps in the default fused stage after the resize), and the same
+  with its defaults; the colour steps on the batch after the resize, by default), and the same
   with ``trailing_steps="exact"``.
 - verified data: no steps and standard again on the same files verified first (``object-input
   inspect --verify``, run here): read and decoded without the per-record checks and their catch.

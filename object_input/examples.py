@@ -6,9 +6,8 @@ The module was renamed because its name collided with the repository's ``example
 import warnings
 
 from object_input.per_example import ExampleSteps, plan
-from object_input.per_example import fused_color as fused_colour
 
-__all__ = ["ExampleSteps", "fused_colour", "plan"]
+__all__ = ["ExampleSteps", "plan"]
 
 warnings.warn(
     "object_input.examples is now object_input.per_example",

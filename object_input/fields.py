@@ -30,10 +30,9 @@ IMAGE_CLASSES = "image_classes"  # int32 [M]: image-level labels, not per box
 # clipped away, boxes that crops and box filters removed, and max_boxes truncation
 NUM_DROPPED_BOXES = "num_dropped_boxes"
 RECORD_ID = "record_id"  # string scalar "file:index", names the record in errors
-# float32 [P]: one image's parameters of the fused colour stage, applied on the batch
-COLOR_PARAMETERS = "color_parameters"
-# float32 [P]: one image's parameters of the device stage (trailing_steps="device"), which
-# object_input.layers.DeviceAugmentation applies on the training device
+# float32 [P]: one image's parameters of its trailing steps' pixel work on the batch: applied in
+# the pipeline (trailing_steps="batched"), or by object_input.layers.DeviceAugmentation on the
+# training device (trailing_steps="device")
 DEVICE_PARAMETERS = "device_parameters"
 # int32 scalar: 0 for a good record, else the reason code of its first failed check (see
 # object_input.errors); the pipeline raises it or drops and counts the record before batching

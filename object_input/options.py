@@ -27,7 +27,7 @@ AUTOTUNE = tf.data.AUTOTUNE
 SERVICE_MODES = ("distributed_epoch", "parallel_epochs")
 MASK_FORMATS = ("png", "numerical")
 OUTPUT_DTYPES = (None, "uint8", "float32", "bfloat16")
-TRAILING_STEPS = ("fused", "exact", "device")
+TRAILING_STEPS = ("batched", "exact", "device")
 EMPTY_IMAGE_POLICIES = ("keep", "drop")
 T = TypeVar("T")
 
@@ -516,16 +516,15 @@ DATASET_OPTIONS: tuple[Option, ...] = (
     Option(
         "trailing_steps",
         "str",
-        "fused",
+        "batched",
         "where the steps at the end of ``augment`` run when images are resized to "
-        '``image_size`` and batched: "fused" (trailing brightness/contrast/hue/saturation/'
-        "distort-colour/gray steps after the resize, on the batch, compiled with XLA; same "
-        'draws, colour computed on resized pixels), "exact" (every step in order, per example, '
-        'before the resize), or "device": the trailing steps with a device form (flips, '
-        "rotation, affine, blur, sharpness, posterize, solarize, cutout, patch gaussian, "
-        "colour) draw and move the annotations here, and their pixel work waits for the "
-        "training device: each example carries ``device_parameters`` for "
-        "``object_input.layers.DeviceAugmentation`` (or ``object_input.apply_device_stage``). "
+        '``image_size`` and batched: "batched" (the trailing steps with a batched form, which '
+        "docs/ops.md lists: flips, rotation, affine, blur, sharpness, colour, RandAugment, ...: "
+        "drawn and moving the annotations per example, their pixels changed after the resize, "
+        'on the batch, compiled with XLA), "exact" (every step in order, per example, before the '
+        'resize), or "device": those steps\' pixel work waits for the training device: each '
+        "example carries ``device_parameters`` for ``object_input.layers.DeviceAugmentation`` "
+        "(or ``object_input.apply_device_stage``). "
         "See docs/performance.md.",
         Rule(choices=TRAILING_STEPS),
     ),

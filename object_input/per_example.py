@@ -5,8 +5,9 @@ policy's catch. It knows the source only through ``decode`` / ``realize`` and th
 through :class:`~object_input.ops.Augmentation`; where the steps run is decided once, when the
 pipeline is built: leading flips and crops before decoding (only the crop window is then
 decoded), steps from the first combining step on after partners are drawn
-(:mod:`object_input.partners`), trailing steps on the batch (``trailing_steps``): colour fused
-on the host, or every device-capable step drawn here and applied on the training device.
+(:mod:`object_input.partners`), and the trailing steps with a batched form
+(:class:`~object_input.ops.device_stage.DeviceStage`) drawn here, their pixels changed on the
+batch after the resize (``trailing_steps``): compiled in the pipeline, or on the training device.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import tensorflow as tf
 from object_input import batching, fields, iterations, partners
 from object_input.ops import Augmentation, core
 from object_input.ops.device_stage import DeviceStage
-from object_input.ops.fused_color import FusedColor
 from object_input.ops.registry import get_step, registered_steps
 from object_input.ops.resize import resize_features
 from object_input.policy import ErrorPolicy
@@ -35,10 +35,11 @@ class ExampleSteps:
       seeded: whether the pipeline has a seed (else the steps draw afresh).
       shard_index: the worker's shard, folded into every example seed.
       deferred: how many leading steps run before decoding (0: decode first).
-      colour_start: where the trailing colour steps that go to the batch begin
-        (``len(augment)`` when none do); ``colour`` their fused stage.
-      device: the trailing steps whose pixels go to the training device (they start at
-        ``device.start``; their draws and annotations happen here), or None.
+      trailing: the trailing steps whose pixels are changed on the batch (they start at
+        ``trailing.start``; their draws and annotations happen here), or None.
+      on_device: whether ``trailing`` runs on the training device (``trailing_steps="device"``)
+        rather than on the batch in the pipeline, where it must fall back to the steps
+        themselves when the image's channels are unknown when traced.
       image_size, pad_image_size: resize to, or pad up to, ``(height, width)``.
       output_dtype, max_boxes, box_overflow: as ``make_dataset`` takes them.
     """
@@ -49,9 +50,8 @@ class ExampleSteps:
     seeded: bool
     shard_index: int
     deferred: int
-    color_start: int
-    color: FusedColor | None
-    device: DeviceStage | None
+    trailing: DeviceStage | None
+    on_device: bool
     image_size: tuple[int, int] | None
     pad_image_size: tuple[int, int] | None
     output_dtype: str | None
@@ -83,34 +83,27 @@ class ExampleSteps:
         return {**features, partners.SEED: example_seed}
 
     def finish(self, seed: tf.Tensor | None, features: dict, start: int) -> dict:
-        """Steps ``start:`` (but the trailing steps that go to the batch), resize or pad, the
-        colour or device parameters, the output dtype and the box limit.
+        """Steps ``start:`` (but the trailing steps that go to the batch), resize or pad, their
+        draws and annotation work, the output dtype and the box limit.
 
         When the last of these steps declares an ``output_size`` parameter (left unset), the
-        resize is folded into it: the step gets ``image_size`` and no resize follows. The device
+        resize is folded into it: the step gets ``image_size`` and no resize follows. The batch
         stage's draws and annotation work run before the resize, at the steps' place."""
-        stop = len(self.augment)
-        if self.color is not None and self._is_rgb(features):
-            stop = self.color_start
-        if self.device is not None:
-            stop = self.device.start
+        trailing = self.trailing if self._batches(features) else None
+        stop = len(self.augment) if trailing is None else trailing.start
         folded = self._folds_resize(start, stop)
         if stop - folded > start:
             features = self.augment(features, seed, start=start, stop=stop - folded)
         if folded:
             features = self._sized_step(features, seed, stop - 1)
-        if self.device is not None:
-            features = self.device.prepare(features, seed)
+        if trailing is not None:
+            features = trailing.prepare(features, seed)
         if self.image_size is not None and not folded:
             features = resize_features(features, *self.image_size)
         elif self.pad_image_size is not None:
             features = batching.check_fits(features, *self.pad_image_size)
-        # The fused batch colour stage casts after the colour.
-        cast_here = True
-        if self.color is not None and stop < len(self.augment):
-            features = {**features, fields.COLOR_PARAMETERS: self.color.draw(seed)}
-            cast_here = False
-        if self.output_dtype is not None and cast_here:
+        # The pipeline's batch stage casts after the pixels change.
+        if self.output_dtype is not None and (trailing is None or self.on_device):
             features = dict(features)
             features[fields.IMAGE] = core.like(
                 features[fields.IMAGE], tf.as_dtype(self.output_dtype)
@@ -135,11 +128,13 @@ class ExampleSteps:
         sized = {**params, spec.output_size: tuple(self.image_size)}
         return spec.fn(features, seed=self.augment.step_seed(seed, index), **sized)
 
-    @staticmethod
-    def _is_rgb(features: dict) -> bool:
-        """Whether the image has 3 channels, as the fused colour stage needs (known when
-        traced)."""
-        return features[fields.IMAGE].shape[-1] == 3
+    def _batches(self, features: dict) -> bool:
+        """Whether the trailing steps' pixels go to the batch: on the device always; in the
+        pipeline when the image's channel count is known when traced, so that the batch has a
+        static shape (else the steps run here)."""
+        if self.trailing is None or self.on_device:
+            return self.trailing is not None
+        return features[fields.IMAGE].shape[-1] is not None
 
 
 def plan(
@@ -159,12 +154,12 @@ def plan(
 ) -> ExampleSteps:
     """The :class:`ExampleSteps` of a pipeline: which steps run before decoding and which go
     to the batch."""
-    color_start, color, device = len(augment), None, None
-    # Trailing steps leave the per-example map for the batch, after the resize.
-    if trailing_steps == "fused" and image_size is not None and batched:
-        color_start, color = FusedColor.split(augment)
+    trailing = None
+    # Trailing steps leave the per-example map for the batch, after the resize to one size.
+    if trailing_steps == "batched" and image_size is not None and batched:
+        _, trailing = DeviceStage.split(augment)
     elif trailing_steps == "device":
-        device = DeviceStage.required(augment, "make_dataset(trailing_steps='device')")
+        trailing = DeviceStage.required(augment, "make_dataset(trailing_steps='device')")
     deferred = deferrable_prefix(augment.names()) if source.can_defer else 0
     return ExampleSteps(
         source=source,
@@ -173,9 +168,8 @@ def plan(
         seeded=seed is not None,
         shard_index=shard_index,
         deferred=deferred,
-        color_start=color_start,
-        color=color,
-        device=device,
+        trailing=trailing,
+        on_device=trailing_steps == "device",
         image_size=image_size,
         pad_image_size=pad_image_size,
         output_dtype=output_dtype,
@@ -200,9 +194,12 @@ def deferrable_prefix(step_names: Sequence[str]) -> int:
     return max((i + 1 for i, d in enumerate(deferrals) if d == "crop"), default=0)
 
 
-def fused_color(batch: dict, color: FusedColor, output_dtype: str | None) -> dict:
-    """The batch with its fused colour stage applied (and its parameters consumed)."""
+def batch_stage(batch: dict, stage: DeviceStage, output_dtype: str | None) -> dict:
+    """The batch with ``stage``'s pixel work done (its parameters consumed), compiled, cast to
+    ``output_dtype`` (None: float32)."""
     out = dict(batch)
-    parameters = out.pop(fields.COLOR_PARAMETERS)
-    out[fields.IMAGE] = color(out[fields.IMAGE], parameters, output_dtype or tf.float32)
+    parameters = out.pop(fields.DEVICE_PARAMETERS)
+    out[fields.IMAGE] = stage(
+        out[fields.IMAGE], parameters, dtype=output_dtype or tf.float32, compiled=True
+    )
     return out

@@ -95,7 +95,7 @@ def make_dataset(
     keras: bool | str = False,
     bounding_box_format: str | None = None,
     output_dtype: str | None = None,
-    trailing_steps: str = "fused",
+    trailing_steps: str = "batched",
     color_stage: str | None = None,
     num_parallel_calls: int = AUTOTUNE,
     prefetch: int = AUTOTUNE,
@@ -156,15 +156,13 @@ def make_dataset(
         "xywh", "center_xywh", "center_yxhw" (pixels) or their "rel_" forms.
       output_dtype: None keeps uint8 until an op makes floats; "uint8", "float32", "bfloat16".
       trailing_steps: where the steps at the end of ``augment`` run when images are resized to
-        ``image_size`` and batched: "fused" (trailing
-        brightness/contrast/hue/saturation/distort-colour/gray steps after the resize, on the batch,
-        compiled with XLA; same draws, colour computed on resized pixels), "exact" (every step in
-        order, per example, before the resize), or "device": the trailing steps with a device form
-        (flips, rotation, affine, blur, sharpness, posterize, solarize, cutout, patch gaussian,
-        colour) draw and move the annotations here, and their pixel work waits for the training
-        device: each example carries ``device_parameters`` for
-        ``object_input.layers.DeviceAugmentation`` (or ``object_input.apply_device_stage``). See
-        docs/performance.md.
+        ``image_size`` and batched: "batched" (the trailing steps with a batched form, which
+        docs/ops.md lists: flips, rotation, affine, blur, sharpness, colour, RandAugment, ...: drawn
+        and moving the annotations per example, their pixels changed after the resize, on the batch,
+        compiled with XLA), "exact" (every step in order, per example, before the resize), or
+        "device": those steps' pixel work waits for the training device: each example carries
+        ``device_parameters`` for ``object_input.layers.DeviceAugmentation`` (or
+        ``object_input.apply_device_stage``). See docs/performance.md.
       color_stage: deprecated name of ``trailing_steps`` (same values).
       num_parallel_calls: parallelism of the per-example map.
       prefetch: batches prefetched.
@@ -291,9 +289,10 @@ DatasetOptions = dataclasses.make_dataclass(
 @tf.autograph.experimental.do_not_convert
 def _build_dataset(opts: DatasetOptions) -> tf.data.Dataset:
     """The stages: read → example seeds → decode and augment under the error policy's catch →
-    partners for combining steps → batch → colour stage → Keras layout → options, service →
-    prefetch; with the epoch audit, the audit and then the Keras layout follow the service.
-    The dataset carries the data's ``class_names`` (:func:`keras_layout.class_names`)."""
+    partners for combining steps → batch → trailing steps' pixels on the batch → Keras layout →
+    options, service → prefetch; with the epoch audit, the audit and then the Keras layout follow
+    the service. The dataset carries the data's ``class_names``
+    (:func:`keras_layout.class_names`)."""
     # Counting and iteration numbers need variables in this process: not on service workers.
     local = opts.service is None
     policy = ErrorPolicy.build(
@@ -353,7 +352,7 @@ def _build_dataset(opts: DatasetOptions) -> tf.data.Dataset:
         group_by_aspect_ratio=opts.group_by_aspect_ratio,
     )
     dataset = policy.count_passed(dataset, batched=opts.batch_size is not None)
-    dataset = _color_stage(dataset, steps, opts.num_parallel_calls, opts.deterministic)
+    dataset = _batch_stage(dataset, steps, opts.num_parallel_calls, opts.deterministic)
     delivery_audit = _audit(opts)
     classes = keras_layout.data_classes(opts.source, dataset.element_spec, opts.keras)
     layout = functools.partial(
@@ -461,18 +460,20 @@ def _batch(
     )
 
 
-def _color_stage(
+def _batch_stage(
     dataset: tf.data.Dataset,
     steps: per_example.ExampleSteps,
     num_parallel_calls: int,
     deterministic: bool,
 ) -> tf.data.Dataset:
-    """The trailing colour steps on whole batches, compiled (``trailing_steps="fused"``)."""
-    if steps.color is None or fields.COLOR_PARAMETERS not in dataset.element_spec:
+    """The trailing steps' pixels on whole batches, compiled (``trailing_steps="batched"``)."""
+    if steps.trailing is None or steps.on_device:
         return dataset
+    if fields.DEVICE_PARAMETERS not in dataset.element_spec:
+        return dataset  # the image's channels were unknown: the steps ran per example
     return dataset.map(
         functools.partial(
-            per_example.fused_color, color=steps.color, output_dtype=steps.output_dtype
+            per_example.batch_stage, stage=steps.trailing, output_dtype=steps.output_dtype
         ),
         num_parallel_calls=num_parallel_calls,
         deterministic=deterministic,

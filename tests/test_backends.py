@@ -196,6 +196,20 @@ def test_colour_steps_on_other_backends_need_rgb_batches():
     assert stage(gray, tf.zeros([2, 1])).shape == (2, 4, 4, 1)
 
 
+def test_other_namespaces_get_float32_and_compile_nothing_in_the_stage():
+    # The per-step XLA functions are TensorFlow's: with another namespace the caller compiles.
+    augment = [("random_horizontal_flip", {"probability": 1.0})]
+    stage = DeviceStage.required(augment, "test")
+    images = tf.reshape(tf.range(2 * 2 * 3 * 3, dtype=tf.float32), [2, 2, 3, 3])
+    xp = backend.keras_ops()
+    flipped = np.asarray(stage(images, tf.ones([2, 1]), compiled=True, xp=xp))
+    np.testing.assert_array_equal(flipped, images.numpy()[:, :, ::-1])
+    wanted = r"float32 through keras.ops \(backend 'tensorflow'\); it casts to uint8 only"
+    with pytest.raises(ValueError, match=wanted):
+        stage(images, tf.ones([2, 1]), dtype="uint8", xp=xp)
+    assert stage(images, tf.ones([2, 1]), dtype="uint8", compiled=True).dtype == tf.uint8
+
+
 def test_noise_is_the_same_for_an_image_whatever_its_batch():
     from object_input.ops import device
 

@@ -1,4 +1,4 @@
-"""make_dataset's trailing_steps for colour ("fused", "exact", "device") and JPEG DCT scaling."""
+"""make_dataset's trailing_steps for colour ("batched", "exact", "device") and JPEG DCT scaling."""
 
 import numpy as np
 import pytest
@@ -23,31 +23,30 @@ def first_batch(directory, steps, **options):
     return next(iter(oi.make_dataset(directory, augment=steps, **options)))
 
 
-def test_fused_equals_exact_when_the_color_already_sees_the_output_size(synthetic_dir):
+def test_batched_equals_exact_when_the_color_already_sees_the_output_size(synthetic_dir):
     # resize_image to the output size before the colour: the final resize is then an identity,
-    # so the exact order and the fused stage colour the same pixels.
+    # so the exact order and the batched colour the same pixels.
     steps = [*GEOMETRY, ("resize_image", {"new_height": SIZE[0], "new_width": SIZE[1]}), *COLOR]
     exact = first_batch(synthetic_dir, steps, trailing_steps="exact")
-    fused = first_batch(synthetic_dir, steps)
-    assert fields.COLOR_PARAMETERS not in fused
-    assert fused[fields.IMAGE].dtype == tf.float32
-    np.testing.assert_allclose(fused[fields.IMAGE], exact[fields.IMAGE], atol=1e-3)
-    np.testing.assert_array_equal(fused[fields.BOXES], exact[fields.BOXES])
-    assert (
-        np.abs(fused[fields.IMAGE] - first_batch(synthetic_dir, steps[:3])[fields.IMAGE]).max() > 1
-    )
+    batched = first_batch(synthetic_dir, steps)
+    assert fields.DEVICE_PARAMETERS not in batched
+    assert batched[fields.IMAGE].dtype == tf.float32
+    np.testing.assert_allclose(batched[fields.IMAGE], exact[fields.IMAGE], atol=1e-3)
+    np.testing.assert_array_equal(batched[fields.BOXES], exact[fields.BOXES])
+    uncolored = first_batch(synthetic_dir, steps[:3])[fields.IMAGE]
+    assert np.abs(batched[fields.IMAGE] - uncolored).max() > 1
 
 
-def test_fused_differs_from_exact_by_interpolation_only(synthetic_dir):
+def test_batched_differs_from_exact_by_interpolation_only(synthetic_dir):
     exact = first_batch(synthetic_dir, [*GEOMETRY, *COLOR], trailing_steps="exact")
-    fused = first_batch(synthetic_dir, [*GEOMETRY, *COLOR])
-    np.testing.assert_array_equal(fused[fields.BOXES], exact[fields.BOXES])
-    difference = np.abs(fused[fields.IMAGE].numpy() - exact[fields.IMAGE].numpy())
+    batched = first_batch(synthetic_dir, [*GEOMETRY, *COLOR])
+    np.testing.assert_array_equal(batched[fields.BOXES], exact[fields.BOXES])
+    difference = np.abs(batched[fields.IMAGE].numpy() - exact[fields.IMAGE].numpy())
     assert 0 < np.median(difference) < 1.0
 
 
 @pytest.mark.parametrize("dtype", ["uint8", "bfloat16"])
-def test_fused_stage_output_dtype_is_its_float_color_cast(synthetic_dir, dtype):
+def test_batched_output_dtype_is_its_float_color_cast(synthetic_dir, dtype):
     steps = [*GEOMETRY, *COLOR]
     color = first_batch(synthetic_dir, steps)[fields.IMAGE]
     got = first_batch(synthetic_dir, steps, output_dtype=dtype)[fields.IMAGE]
@@ -63,7 +62,7 @@ def test_fused_stage_output_dtype_is_its_float_color_cast(synthetic_dir, dtype):
 def test_device_stage_defers_the_color_to_the_layer(synthetic_dir):
     steps = [*GEOMETRY, *COLOR]
     device = first_batch(synthetic_dir, steps, trailing_steps="device", output_dtype="uint8")
-    fused = first_batch(synthetic_dir, steps)
+    batched = first_batch(synthetic_dir, steps)
     geometry_only = first_batch(synthetic_dir, GEOMETRY, output_dtype="uint8")
     # Removing trailing steps leaves the earlier draws alone: the images are those uncoloured.
     np.testing.assert_array_equal(device[fields.IMAGE], geometry_only[fields.IMAGE])
@@ -73,8 +72,8 @@ def test_device_stage_defers_the_color_to_the_layer(synthetic_dir):
     assert np.all(np.abs(parameters[:, 0]) <= 0.2) and np.all(np.abs(parameters[:, 2]) <= 0.02)
     layer = DeviceAugmentation(steps)
     colored = layer((device[fields.IMAGE], device[fields.DEVICE_PARAMETERS]))
-    # The fused batch was coloured from float pixels; the device batch was rounded to uint8 first.
-    np.testing.assert_allclose(colored, fused[fields.IMAGE], atol=2.0)
+    # The batched pipeline coloured from float pixels; the device batch was rounded to uint8 first.
+    np.testing.assert_allclose(colored, batched[fields.IMAGE], atol=2.0)
 
 
 def test_device_stage_for_keras_gives_images_and_parameters(synthetic_dir):
@@ -86,12 +85,12 @@ def test_device_stage_for_keras_gives_images_and_parameters(synthetic_dir):
     assert set(targets) == {"boxes", "classes"}
 
 
-def test_without_trailing_color_nothing_moves(synthetic_dir):
+def test_when_the_last_step_has_no_batched_form_nothing_moves(synthetic_dir):
     steps = [*COLOR, *GEOMETRY]
-    fused = first_batch(synthetic_dir, steps)
+    batched = first_batch(synthetic_dir, steps)
     exact = first_batch(synthetic_dir, steps, trailing_steps="exact")
-    assert fields.COLOR_PARAMETERS not in fused
-    np.testing.assert_array_equal(fused[fields.IMAGE], exact[fields.IMAGE])
+    assert fields.DEVICE_PARAMETERS not in batched
+    np.testing.assert_array_equal(batched[fields.IMAGE], exact[fields.IMAGE])
 
 
 @pytest.mark.parametrize(
@@ -99,7 +98,7 @@ def test_without_trailing_color_nothing_moves(synthetic_dir):
     [
         (
             {"trailing_steps": "gpu"},
-            r"trailing_steps must be one of \('fused', 'exact', 'device'\)",
+            r"trailing_steps must be one of \('batched', 'exact', 'device'\)",
         ),
         (
             {"trailing_steps": "device", "image_size": None},

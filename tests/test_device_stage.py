@@ -135,3 +135,121 @@ def test_a_pipeline_whose_last_step_cannot_move_says_which_and_why(synthetic_dir
         first_batch(synthetic_dir, [*HEAVY, *CROP], trailing_steps="device")
     with pytest.raises(ValueError, match=r"DeviceAugmentation: .*'random_crop_image'"):
         DeviceAugmentation(CROP)
+
+
+# --- every step with a batched form: per example ("exact") against the batch ("batched") ------
+
+BATCHED_STEPS = [name for name in oi.ops.registered_steps() if oi.ops.get_step(name).device]
+# Pixel tolerance (on [0, 255]) where the batch sees the pixels the step saw: float rounding.
+SAME_PIXELS = 0.01
+# After the resize a "distribution" step changes other pixels: the mean difference from the
+# step per example stays under this share of the mean change the step makes.
+DISTRIBUTION_SHARE = 0.5
+# Steps whose noise is drawn on the batch, for the batch: not the noise of the host step.
+BATCH_NOISE = {"random_patch_gaussian"}
+# Warps the exact order folds into the final resize (one matrix): boxes rounded differently.
+FOLDED_BOXES = 1e-6
+TO_SIZE = [("resize_image", {"new_height": SIZE[0], "new_width": SIZE[1]})]
+
+
+def _step(name):
+    spec = oi.ops.get_step(name)
+    params = dict(spec.demo_params)
+    if name == "autoaugment_image":
+        params["policy_name"] = "v3"  # v0 has box-wise ops, which stay on the host
+    return spec, [(name, params)]
+
+
+def _assert_same_annotations(batched, exact, box_tolerance=0.0):
+    assert fields.DEVICE_PARAMETERS not in batched and set(batched) == set(exact)
+    for key in set(exact) - {fields.IMAGE}:
+        if key == fields.BOXES and box_tolerance:
+            np.testing.assert_allclose(batched[key], exact[key], atol=box_tolerance)
+        else:
+            np.testing.assert_array_equal(batched[key], exact[key], err_msg=key)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", BATCHED_STEPS)
+def test_batched_step_is_the_step_when_it_sees_the_output_size(synthetic_dir, name):
+    # Resized to the output size first, the final resize is an identity: the batch stage gets
+    # the very pixels the step got, so its draws and pixels must be the step's.
+    _, step = _step(name)
+    exact = first_batch(synthetic_dir, [*TO_SIZE, *step], trailing_steps="exact")
+    batched = first_batch(synthetic_dir, [*TO_SIZE, *step])
+    _assert_same_annotations(batched, exact)
+    before = first_batch(synthetic_dir, TO_SIZE)[fields.IMAGE].numpy()
+    assert np.abs(exact[fields.IMAGE].numpy() - before).mean() > 0.5, "the step did nothing"
+    if name in BATCH_NOISE:
+        return
+    np.testing.assert_allclose(batched[fields.IMAGE], exact[fields.IMAGE], atol=SAME_PIXELS)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", BATCHED_STEPS)
+def test_batched_step_after_the_resize_keeps_annotations_and_the_pixel_distribution(
+    synthetic_dir, name
+):
+    spec, step = _step(name)
+    exact = first_batch(synthetic_dir, [*CROP, *step], trailing_steps="exact")
+    batched = first_batch(synthetic_dir, [*CROP, *step])
+    folded = spec.output_size is not None
+    _assert_same_annotations(batched, exact, FOLDED_BOXES if folded else 0.0)
+    if name in BATCH_NOISE:
+        return
+    difference = np.abs(batched[fields.IMAGE].numpy() - exact[fields.IMAGE].numpy())
+    if spec.device.fidelity == "exact":
+        assert difference.max() <= SAME_PIXELS
+        return
+    change = np.abs(exact[fields.IMAGE].numpy() - first_batch(synthetic_dir, CROP)[fields.IMAGE])
+    assert difference.mean() < DISTRIBUTION_SHARE * change.mean()
+
+
+def test_batched_output_dtype_and_static_batches(synthetic_dir):
+    steps = [*CROP, *HEAVY]
+    batched = first_batch(synthetic_dir, steps)
+    for options in ({"output_dtype": "uint8"}, {"batching": "static"}):
+        got = first_batch(synthetic_dir, steps, **options)
+        _assert_same_annotations(
+            got, first_batch(synthetic_dir, steps, trailing_steps="exact", **options)
+        )
+        if "output_dtype" in options:
+            assert got[fields.IMAGE].dtype == tf.uint8
+            np.testing.assert_array_equal(
+                got[fields.IMAGE], tf.cast(tf.round(batched[fields.IMAGE]), tf.uint8)
+            )
+        else:
+            assert got[fields.IMAGE].shape == (6, *SIZE, 3)
+            np.testing.assert_array_equal(got[fields.IMAGE], batched[fields.IMAGE])
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"group_by_aspect_ratio": True},
+        {"on_error": "skip"},
+        {"keras": True},
+        {"augment": [("mosaic", {"output_size": SIZE}), *HEAVY]},
+    ],
+)
+def test_batched_runs_with_the_pipeline_options_and_keeps_the_annotations(synthetic_dir, options):
+    options = dict(options)
+    steps = options.pop("augment", HEAVY)
+    batched = first_batch(synthetic_dir, steps, **options)
+    exact = first_batch(synthetic_dir, steps, trailing_steps="exact", **options)
+    if options.get("keras"):
+        # The parameters were consumed on the batch: the model gets the images alone.
+        images, targets = batched
+        assert images.dtype == tf.float32 and images.shape == (6, *SIZE, 3)
+        np.testing.assert_array_equal(targets["boxes"], exact[1]["boxes"])
+        return
+    _assert_same_annotations(batched, exact)
+    assert not np.array_equal(batched[fields.IMAGE], exact[fields.IMAGE])
+
+
+def test_unbatched_pipelines_run_the_steps_per_example(synthetic_dir):
+    batched = first_batch(synthetic_dir, HEAVY, batch_size=None)
+    exact = first_batch(synthetic_dir, HEAVY, batch_size=None, trailing_steps="exact")
+    assert fields.DEVICE_PARAMETERS not in batched
+    for key in exact:
+        np.testing.assert_array_equal(batched[key], exact[key], err_msg=key)

@@ -30,7 +30,7 @@ def test_the_signature_is_the_declarations():
 def test_dataset_options_and_defaults_follow_the_declarations():
     names = [option.name for option in DATASET_OPTIONS if option.name != "config"]
     assert [field.name for field in dataclasses.fields(DatasetOptions)] == names
-    assert DEFAULTS["shuffle_buffer_size"] == 2048 and DEFAULTS["trailing_steps"] == "fused"
+    assert DEFAULTS["shuffle_buffer_size"] == 2048 and DEFAULTS["trailing_steps"] == "batched"
     assert set(DEFAULTS) == set(names) - {"source", "format"}
 
 

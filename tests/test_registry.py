@@ -17,8 +17,8 @@ from object_input.ops import (
 )
 from object_input.ops.crop import crop_to_window
 from object_input.ops.device import DeviceStep
+from object_input.ops.device_stage import DeviceStage
 from object_input.ops.draws import Draw
-from object_input.ops.fused_color import FusedColor
 from object_input.ops.registry import MOVED, in_range
 from object_input.per_example import deferrable_prefix
 from object_input.writers import build_example, write_tfrecords
@@ -152,12 +152,15 @@ def test_registration_facts_reach_the_stages_that_read_them(tmp_path, user_facts
     assert get_step("user_top_half").demo_params == {"tag": 3}
     names = ["random_horizontal_flip", "user_top_half", "random_vertical_flip", "user_tint"]
     assert deferrable_prefix(names) == 2
-    start, stage = FusedColor.split([*names[:3], "user_tint", "random_adjust_hue"])
-    assert start == 3 and stage.names == ("user_tint", "random_adjust_hue")
+    start, stage = DeviceStage.split([*names[:3], "user_tint", "random_adjust_hue"])
+    assert start == 2 and stage.names == ("random_vertical_flip", "user_tint", "random_adjust_hue")
+    assert [len(group) for fused, group in stage.groups(3) if fused] == [2]
     # One registration makes it a part of the compiled colour pass: +10 levels, then no hue.
-    stage = FusedColor.split([("user_tint", {}), ("random_adjust_hue", {"max_delta": 0.0})])[1]
+    stage = DeviceStage.split([("user_tint", {}), ("random_adjust_hue", {"max_delta": 0.0})])[1]
+    assert [fused for fused, _ in stage.groups(3)] == [True]
     images = tf.fill([2, 3, 3, 3], 100.0)
-    out = stage(images, tf.stack([stage.draw(tf.constant([0, i])) for i in range(2)]))
+    drawn = [stage.prepare({fields.IMAGE: images[0]}, tf.constant([0, i])) for i in range(2)]
+    out = stage(images, tf.stack([d[fields.DEVICE_PARAMETERS] for d in drawn]))
     np.testing.assert_allclose(out.numpy(), 110.0, atol=1e-3)
     path = tmp_path / "pipeline.config"
     path.write_text(

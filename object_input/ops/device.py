@@ -325,7 +325,9 @@ def sharpness(images: Any, factor: Any, xp: Any = TENSORFLOW) -> Any:
 def equalize(images: Any, xp: Any = TENSORFLOW) -> Any:
     """:func:`object_input.ops.autoaugment_ops.equalize` of each image of a float32 batch
     ``[B, H, W, C]``: every channel of every image gets its own histogram."""
-    batch, height, width, channels = images.shape
+    _, height, width, channels = images.shape
+    # The batch size is unknown when traced in a pipeline that keeps its last, smaller batch.
+    batch = xp.shape(images)[0]
     levels = autoaugment_ops.as_levels(images, xp)
     # One index per value, level + 256 · (image, channel), for the histograms and the lookup.
     lanes = xp.reshape(xp.range(batch * channels) * 256, [batch, 1, 1, channels])

@@ -16,7 +16,8 @@ in a custom training loop. Neighbouring colour steps run as one compiled colour 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+import functools
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import tensorflow as tf
@@ -25,7 +26,7 @@ from object_input import fields
 from object_input.ops import core
 from object_input.ops.backend import TENSORFLOW
 from object_input.ops.compose import Augmentation
-from object_input.ops.fused_color import FusedColor
+from object_input.ops.fused_color import FusedColor, compiled_like
 from object_input.ops.registry import StepSpec
 
 
@@ -104,10 +105,24 @@ class DeviceStage:
             vectors.append(tf.reshape(vector, [spec.device.num_parameters(params)]))
         return {**features, fields.DEVICE_PARAMETERS: tf.concat(vectors, axis=0)}
 
-    def __call__(self, images: Any, parameters: Any, xp: Any = TENSORFLOW) -> Any:
+    def __call__(
+        self,
+        images: Any,
+        parameters: Any,
+        dtype: tf.DType | str = tf.float32,
+        compiled: bool = False,
+        xp: Any = TENSORFLOW,
+    ) -> Any:
         """The pixels of a static-shape batch ``[B, H, W, C]`` (any real dtype) with its
-        ``[B, P]`` parameters; float32 on the [0, 255] scale out. ``xp`` is the array namespace
-        of the batch (:mod:`object_input.ops.backend`): TensorFlow's by default."""
+        ``[B, P]`` parameters; ``dtype`` on the [0, 255] scale out (cast as
+        :func:`object_input.ops.core.like` casts).
+
+        ``compiled``: each step's pixel work runs as an XLA-compiled function of its own, as the
+        pipeline runs the stage on the host (a model compiles the whole stage instead).
+
+        ``xp`` is the array namespace of the batch (:mod:`object_input.ops.backend`):
+        TensorFlow's by default. With another, the output is float32 and nothing is compiled
+        here: whatever traces the call compiles it (``jax.jit``)."""
         shape = tuple(images.shape)
         if len(shape) != 4 or any(size is None for size in shape[1:]):
             raise ValueError(
@@ -115,19 +130,32 @@ class DeviceStage:
                 f"W and C known when traced, got shape {images.shape}; batch with "
                 "make_dataset(image_size=..., batching='static')"
             )
+        dtype = tf.as_dtype(dtype)
+        if xp is not TENSORFLOW and dtype != tf.float32:
+            raise ValueError(
+                f"the device stage ({', '.join(self.names)}) gives float32 through keras.ops "
+                f"(backend {xp.name!r}); it casts to {dtype.name} only with TensorFlow's own "
+                "namespace"
+            )
         images = xp.to_float(images)
         parameters = xp.cast(parameters, "float32")
+        groups = self.groups(images.shape[-1])
         column = 0
-        for fused, group in self._groups(images.shape[-1]):
+        for number, (fused, group) in enumerate(groups):
             width = sum(spec.device.num_parameters(params) for _, spec, params in group)
             drawn = parameters[:, column : column + width]
             column += width
             if fused:
                 color = FusedColor(tuple((i, spec.name, params) for i, spec, params in group))
-                images = color(images, drawn, xp=xp)
+                # The colour pass casts the last group's pixels in one compiled pass of its own.
+                last = number == len(groups) - 1
+                images = color(images, drawn, dtype if last else tf.float32, xp=xp)
                 continue
             ((_, spec, params),) = group
-            changed = spec.device.apply(images, drawn, xp, **params)
+            if compiled and xp is TENSORFLOW:
+                changed = _compiled(spec.device, params)(images, drawn)
+            else:
+                changed = spec.device.apply(images, drawn, xp, **params)
             # Checked when traced: EnsureShape has no GPU kernel, it would pin the batch to the
             # host.
             if tuple(changed.shape)[1:] != shape[1:]:
@@ -136,9 +164,11 @@ class DeviceStage:
                     f"to {changed.shape}"
                 )
             images = changed
-        return images
+        if xp is not TENSORFLOW or images.dtype == dtype:
+            return images
+        return compiled_like(dtype)(images) if dtype.is_integer else core.like(images, dtype)
 
-    def _groups(
+    def groups(
         self, channels: int
     ) -> list[tuple[bool, list[tuple[int, StepSpec, dict[str, Any]]]]]:
         """``(fused, steps)`` in order: neighbouring colour steps of an RGB batch together, to
@@ -155,6 +185,22 @@ class DeviceStage:
     def as_config(self) -> list[dict[str, dict[str, Any]]]:
         """The whole augmentation's steps, as the stage was built from."""
         return self.augment.as_config()
+
+
+# XLA-compiled pixel work by (device form, repr of its config): shared by every pipeline built
+# with it, as the colour pass's functions are, so that a rebuilt pipeline does not recompile.
+_COMPILED: dict[tuple[Any, str], Callable[[tf.Tensor, tf.Tensor], tf.Tensor]] = {}
+
+
+def _compiled(step: Any, params: Mapping[str, Any]) -> Callable[[tf.Tensor, tf.Tensor], tf.Tensor]:
+    """``step.apply`` with config ``params``, compiled with XLA: ``(images, parameters)``."""
+    key = (step, repr(sorted(params.items())))
+    if key not in _COMPILED:
+        # autograph=False: the forms are written for graphs.
+        _COMPILED[key] = tf.function(
+            functools.partial(step.apply, **params), jit_compile=True, autograph=False
+        )
+    return _COMPILED[key]
 
 
 def apply_device_stage(batch: Mapping[str, tf.Tensor], augment: Any) -> dict[str, tf.Tensor]:

@@ -5,13 +5,12 @@ A step with a batched form registers a :class:`Draw` (``register_step(draw=...)`
 written as ``fn(features, drawn, *, **params)``: its whole work on one example given the draw.
 The registry makes the public step ``fn(features, *, seed=None, **params)`` from it, which
 draws with :meth:`Draw.sample` and hands the draw over, so the per-example step cannot draw
-otherwise. The batched forms take the same draw:
-
-- the device stage's host half (:meth:`Draw.prepare`): the draw, its work on the annotations
-  (:attr:`Draw.annotate`) with the image left alone, and the draw packed into the float32
-  parameters of the step's batched ``apply`` (:meth:`Draw.parameters`, the one place a draw
-  becomes parameters);
-- the fused colour stage, which draws each colour step's parameters per example from its seed.
+otherwise. The batched forms take the same draw: the batched stage's per-example half
+(:meth:`object_input.ops.device_stage.DeviceStage.prepare`, in the pipeline with
+``trailing_steps="batched"`` or with ``"device"``) calls :meth:`Draw.prepare`: the draw, its
+work on the annotations (:attr:`Draw.annotate`) with the image left alone, and the draw packed
+into the float32 parameters of the step's batched ``apply`` (:meth:`Draw.parameters`, the one
+place a draw becomes parameters), which the colour pass reads too.
 
 As Keras 3's image preprocessing layers draw once (``get_random_transformation``) and transform
 images, boxes and masks from that draw.

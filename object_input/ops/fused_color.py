@@ -6,20 +6,19 @@ DeviceStep`) lists, for its config, the :class:`ColourPart` each of its paramete
 (``random_distort_color`` runs as the four parts it chains in its colour ordering). Nothing here
 names a step.
 
-A run of those steps at the end of an augmentation can leave the per-example map and run on the
-static-shape batch after the resize, as ``tf.function(jit_compile=True)``: XLA fuses the steps
-into one pass over the pixels (after one read for each contrast step's means). The stage is
+Neighbouring steps of a :class:`~object_input.ops.device_stage.DeviceStage` run as one such pass
+on the static-shape batch after the resize, as ``tf.function(jit_compile=True)``: XLA fuses the
+steps into one pass over the pixels (after one read for each contrast step's means). The stage is
 exact for the steps it runs: the same values as the steps of :mod:`object_input.ops.color`
 (TensorFlow's ``AdjustContrastv2``, ``AdjustHue`` and ``AdjustSaturation`` kernels on one image)
 up to float rounding, with every step clipping to [0, 255]. Only its place differs: after the
 resize, colour is computed on interpolated pixels (see docs/performance.md for how much that
 changes).
 
-Randomness: :meth:`FusedColor.draw` takes each step's declared draw
-(:class:`~object_input.ops.draws.Draw`) from its example seed, as
-:class:`object_input.ops.Augmentation` does for the same steps (step ``i`` from
-``fold_in(seed, i)``), so a pipeline draws per example and applies per batch, in the pipeline or
-on the training device (:class:`object_input.layers.FusedColorLayer`).
+Randomness: each step's declared draw (:class:`~object_input.ops.draws.Draw`) gives each image's
+parameters from its example seed exactly as :class:`object_input.ops.Augmentation` draws
+(:meth:`DeviceStage.prepare <object_input.ops.device_stage.DeviceStage.prepare>`), so a pipeline
+draws per example and applies per batch, in the pipeline or on the training device.
 
 Hue and saturation work on (hue sextant, value, chroma) in closed form, without branches: with
 V = max, C = max - min and the hue h in sextants, RGB channel n is ``V - C * clip(min(k, 4 - k),
@@ -46,7 +45,6 @@ import tensorflow as tf
 from object_input.moved import moved_names
 from object_input.ops import core, registry
 from object_input.ops.backend import TENSORFLOW
-from object_input.ops.compose import Augmentation
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,34 +60,11 @@ class ColorPart:
     mixes: bool = False
 
 
-def _fused(spec: registry.StepSpec) -> bool:
-    return spec.device is not None and spec.device.fused is not None
-
-
 @dataclasses.dataclass(frozen=True)
 class FusedColor:
     """A run of fusable colour steps: ``(position in the augmentation, name, params)`` each."""
 
     steps: tuple[tuple[int, str, Mapping[str, Any]], ...]
-
-    @classmethod
-    def split(cls, augment: Augmentation | Sequence[Any]) -> tuple[int, FusedColor | None]:
-        """``(start, stage)``: the trailing run of fusable steps of ``augment`` from ``start``.
-
-        ``stage`` is None (and ``start`` the number of steps) when the augmentation does not end
-        with a fusable colour step.
-        """
-        if not isinstance(augment, Augmentation):
-            augment = Augmentation(augment)
-        start = len(augment)
-        while start > 0 and _fused(augment.steps[start - 1][0]):
-            start -= 1
-        steps = tuple(
-            (index, spec.name, dict(params))
-            for index, (spec, params) in enumerate(augment.steps)
-            if index >= start
-        )
-        return start, (cls(steps) if steps else None)
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -114,19 +89,6 @@ class FusedColor:
     def num_parameters(self) -> int:
         """Length of the per-image parameter vector."""
         return len(self.parts)
-
-    def draw(self, seed: Any) -> tf.Tensor:
-        """Float32 ``[P]``: one image's parameters, from its example seed (as Augmentation draws).
-
-        ``seed`` None gives non-reproducible draws, like the steps themselves.
-        """
-        values = []
-        for index, name, params in self.steps:
-            step_seed = None if seed is None else core.fold_seed(seed, index)
-            # A colour step's draw depends on its seed alone; it reads no field.
-            _, drawn = registry.get_step(name).draw.prepare({}, step_seed, params)
-            values.append(drawn)
-        return tf.concat(values, axis=0)
 
     def __call__(
         self,
@@ -154,7 +116,7 @@ class FusedColor:
             # Rounding and saturating take three of TensorFlow's passes over the batch and one
             # compiled pass here, equal bit for bit. The cast stays out of the colour function:
             # fused into it, the colour pass measured 20 times slower.
-            return _compiled_like(dtype)(color)
+            return compiled_like(dtype)(color)
         return core.like(color, dtype)
 
 
@@ -213,7 +175,7 @@ def _traced(parts: Sequence[ColorPart], images: Any, parameters: Any, xp: Any) -
 
 
 @functools.cache
-def _compiled_like(dtype: tf.DType) -> Callable[[tf.Tensor], tf.Tensor]:
+def compiled_like(dtype: tf.DType) -> Callable[[tf.Tensor], tf.Tensor]:
     """:func:`object_input.ops.core.like` to ``dtype``, compiled."""
     return tf.function(
         functools.partial(core.like, reference_dtype=dtype),

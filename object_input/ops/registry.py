@@ -184,9 +184,10 @@ def register_step(
       the decorator returns the public step ``fn(features, *, seed=None, **params)``, which
       draws and calls it. Required with ``device``.
     - ``device``: a :class:`object_input.ops.device.DeviceStep`: how the step changes the
-      pixels of a batch with its ``draw`` packed as parameters, so that it can run in the
-      device stage (``make_dataset(trailing_steps="device")``), the draw taken on the host; a
-      colour step's device form with ``fused`` parts also runs in the fused colour stage.
+      pixels of a batch with its ``draw`` packed as parameters, so that it can run on the batch
+      (``make_dataset(trailing_steps="batched")``, the default, or ``"device"``), the draw
+      taken per example; a colour step's device form with ``fused`` parts runs in the batch's
+      compiled colour pass.
     """
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")

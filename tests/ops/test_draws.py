@@ -1,5 +1,6 @@
 """One draw per step: every step with a batched form declares its random draw once, and the
-per-example step, the device stage's host half and the fused colour stage all take it."""
+per-example step and the batched stage's per-example half (in the pipeline or moved to the
+device), its colour pass included, all take it."""
 
 import numpy as np
 import pytest
@@ -10,7 +11,6 @@ from object_input.ops import Augmentation, get_step, register_step, registered_s
 from object_input.ops.device import DeviceStep
 from object_input.ops.device_stage import DeviceStage
 from object_input.ops.draws import Draw
-from object_input.ops.fused_color import FusedColor
 
 BATCHED = [name for name in registered_steps() if get_step(name).device is not None]
 SIZE = (24, 32)
@@ -91,17 +91,21 @@ def test_the_step_and_its_device_half_take_the_same_draw(name):
         assert parameters.shape == [spec.device.num_parameters(params)]
 
 
-def test_the_fused_colour_stage_takes_each_colour_steps_draw():
+def test_the_batched_colour_pass_takes_each_colour_steps_draw():
     names = [name for name in BATCHED if get_step(name).device.fuses]
     assert {"random_adjust_brightness", "random_distort_color", "random_rgb_to_gray"} <= set(names)
-    stage = FusedColor.split(names)[1]
+    start, stage = DeviceStage.split(names)
+    # Every colour step is in the stage, and all of them run as one colour pass on RGB.
+    assert start == 0 and [(fused, len(group)) for fused, group in stage.groups(3)] == [
+        (True, len(names))
+    ]
     augment = Augmentation(names)
-    seed = tf.constant([5, 6])
+    features, seed = example(0), tf.constant([5, 6])
     for index, name in enumerate(names):
         spec = get_step(name)
         with Recorded(spec.draw) as draws:
-            stage.draw(seed)
-            augment(example(0), seed, start=index, stop=index + 1)
+            stage.prepare(features, seed)
+            augment(features, seed, start=index, stop=index + 1)
         assert len(draws) == 2, name
         _same(draws[0], draws[1], name)
 

@@ -7,7 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from object_input import fields
-from object_input.ops import Augmentation, get_step
+from object_input.ops import Augmentation
+from object_input.ops.device_stage import DeviceStage
 from object_input.ops.fused_color import FusedColor
 
 TOLERANCE = 1e-3  # on the [0, 255] scale
@@ -28,17 +29,31 @@ def make_batch(seed, size=4, shape=(6, 7, 3)):
     return images
 
 
+def fused_of(steps):
+    """The colour pass of the trailing colour steps of ``steps``, and their device stage."""
+    stage = DeviceStage.split(steps)[1]
+    fused, group = stage.groups(3)[-1]
+    assert fused
+    color = FusedColor(tuple((i, spec.name, params) for i, spec, params in group))
+    return color, DeviceStage(stage.augment, group[0][0])
+
+
+def draw(stage, seed):
+    """One image's parameters of ``stage``, drawn from its example seed."""
+    return stage.prepare({fields.IMAGE: tf.zeros([2, 2, 3])}, seed)[fields.DEVICE_PARAMETERS]
+
+
 def exact_and_fused(steps, images, seeds):
-    """Each image through ``Augmentation(steps)`` one by one, and through the fused stage."""
+    """Each image through ``Augmentation(steps)`` one by one, and through the colour pass."""
     augment = Augmentation(steps)
-    start, stage = FusedColor.split(augment)
+    color, stage = fused_of(steps)
     exact, before, parameters = [], [], []
     for image, seed in zip(images, seeds, strict=True):
         features = {fields.IMAGE: tf.constant(image)}
         exact.append(augment(features, seed)[fields.IMAGE].numpy())
-        before.append(augment(features, seed, stop=start)[fields.IMAGE].numpy())
-        parameters.append(stage.draw(seed))
-    fused = stage(tf.constant(np.stack(before)), tf.stack(parameters)).numpy()
+        before.append(augment(features, seed, stop=stage.start)[fields.IMAGE].numpy())
+        parameters.append(draw(stage, seed))
+    fused = color(tf.constant(np.stack(before)), tf.stack(parameters)).numpy()
     return np.stack(exact), fused
 
 
@@ -86,9 +101,9 @@ def test_grayscale_runs_fused_among_the_other_color_steps(steps):
     seeds = [tf.constant([11, i]) for i in range(len(images))]
     exact, fused = exact_and_fused(steps, images, seeds)
     np.testing.assert_allclose(fused, exact, atol=TOLERANCE)
-    stage = FusedColor.split(steps)[1]
-    column = stage.singles.index("random_rgb_to_gray")
-    assert {float(stage.draw(seed)[column]) for seed in seeds} == {0.0, 1.0}
+    color, stage = fused_of(steps)
+    column = color.singles.index("random_rgb_to_gray")
+    assert {float(draw(stage, seed)[column]) for seed in seeds} == {0.0, 1.0}
 
 
 @pytest.mark.parametrize("ordering", [0, 1])
@@ -98,14 +113,14 @@ def test_distort_color_runs_fused_as_the_steps_it_chains(ordering):
         ("random_distort_color", {"color_ordering": ordering}),
         "random_adjust_hue",
     ]
-    start, stage = FusedColor.split(steps)
-    assert start == 1 and stage.names == ("random_distort_color", "random_adjust_hue")
+    color, stage = fused_of(steps)
+    assert stage.start == 1 and color.names == ("random_distort_color", "random_adjust_hue")
     chain = {
         0: ["brightness", "saturation", "hue", "contrast"],
         1: ["brightness", "contrast", "saturation", "hue"],
     }[ordering]
-    assert stage.singles == (*(f"random_adjust_{s}" for s in chain), "random_adjust_hue")
-    assert stage.draw(tf.constant([1, 2])).shape == (5,)
+    assert color.singles == (*(f"random_adjust_{s}" for s in chain), "random_adjust_hue")
+    assert draw(stage, tf.constant([1, 2])).shape == (5,)
     images = make_batch(11, size=5)
     exact, fused = exact_and_fused(steps, images, [tf.constant([7, i]) for i in range(5)])
     np.testing.assert_allclose(fused, exact, atol=TOLERANCE)
@@ -119,51 +134,45 @@ def test_uint8_images_and_leading_geometry():
 
 
 def test_draw_is_the_step_draws_of_the_augmentation():
-    stage = FusedColor.split(["random_horizontal_flip", "random_adjust_hue"])[1]
+    stage = DeviceStage(Augmentation(["random_horizontal_flip", "random_adjust_hue"]), 1)
     seed = tf.constant([4, 2])
     expected = tf.random.stateless_uniform(
         [], tf.random.experimental.stateless_fold_in(seed, 1), minval=-0.02, maxval=0.02
     )
-    np.testing.assert_allclose(stage.draw(seed).numpy(), [expected.numpy()])
+    np.testing.assert_allclose(draw(stage, seed).numpy(), [expected.numpy()])
 
 
 @pytest.mark.parametrize(
-    ("steps", "start", "names"),
+    ("steps", "groups"),
     [
         (
             ["random_adjust_hue", "random_horizontal_flip", "random_adjust_saturation"],
-            2,
-            ("random_adjust_saturation",),
+            [(True, [0]), (False, [1]), (True, [2])],
         ),
-        (STANDARD_COLOR, 0, tuple(STANDARD_COLOR)),
-        (["random_adjust_hue", "random_horizontal_flip"], 2, None),
-        (["random_adjust_hue", "random_solarize"], 2, None),
-        (
-            ["random_adjust_hue", "random_rgb_to_gray"],
-            0,
-            ("random_adjust_hue", "random_rgb_to_gray"),
-        ),
-        ([], 0, None),
+        (STANDARD_COLOR, [(True, [0, 1, 2, 3])]),
+        (["random_adjust_hue", "random_solarize"], [(True, [0]), (False, [1])]),
+        (["random_adjust_hue", "random_rgb_to_gray"], [(True, [0, 1])]),
     ],
 )
-def test_split_takes_the_trailing_fusable_run(steps, start, names):
-    got_start, stage = FusedColor.split(steps)
-    assert got_start == start
-    assert (stage.names if stage else None) == names
-    assert all(get_step(name).device.fuses for name in names or ())
+def test_neighbouring_colour_steps_run_as_one_pass(steps, groups):
+    stage = DeviceStage.split(steps)[1]
+    got = [(fused, [i for i, _, _ in group]) for fused, group in stage.groups(3)]
+    assert got == groups
+    # Only RGB batches take the colour pass: every step runs alone on other channel counts.
+    assert all(not fused for fused, _ in stage.groups(1))
 
 
 def test_rejects_non_rgb_batches():
-    stage = FusedColor.split(["random_adjust_hue"])[1]
+    stage = fused_of(["random_adjust_hue"])[0]
     with pytest.raises(ValueError, match=r"RGB batches \[B, H, W, 3\], got shape \(2, 4, 4, 1\)"):
         stage(tf.zeros([2, 4, 4, 1]), tf.zeros([2, 1]))
 
 
 @pytest.mark.parametrize("dtype", [tf.uint8, tf.bfloat16])
 def test_narrow_output_is_the_float_output_cast_like_the_steps(dtype):
-    stage = FusedColor.split(STANDARD_COLOR)[1]
+    stage, device_stage = fused_of(STANDARD_COLOR)
     images = tf.constant(make_batch(11))
-    parameters = tf.stack([stage.draw(tf.constant([i, 3])) for i in range(4)])
+    parameters = tf.stack([draw(device_stage, tf.constant([i, 3])) for i in range(4)])
     color = stage(images, parameters)
     narrow = stage(images, parameters, dtype)
     assert narrow.dtype == dtype
