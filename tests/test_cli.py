@@ -398,6 +398,7 @@ def _readme_make_dataset_calls() -> list[str]:
     return calls
 
 
+@pytest.mark.slow
 def test_readme_sequence_reads_verified_data_without_a_warning(tmp_path, monkeypatch, capsys):
     import warnings
 

@@ -205,6 +205,7 @@ def test_batched_step_after_the_resize_keeps_annotations_and_the_pixel_distribut
     assert difference.mean() < DISTRIBUTION_SHARE * change.mean()
 
 
+@pytest.mark.slow
 def test_batched_output_dtype_and_static_batches(synthetic_dir):
     steps = [*CROP, *HEAVY]
     batched = first_batch(synthetic_dir, steps)

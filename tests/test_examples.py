@@ -6,6 +6,7 @@ import re
 import subprocess
 import sys
 
+import pytest
 import tensorflow as tf
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -33,6 +34,7 @@ def test_train_keras_example_fits(tmp_path):
     assert "2/2" in out and "loss:" in out
 
 
+@pytest.mark.slow
 def test_train_keras_example_stops_at_a_bad_record_with_our_message(tmp_path):
     import numpy as np
 
