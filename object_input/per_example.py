@@ -158,6 +158,7 @@ def plan(
     # Trailing steps leave the per-example map for the batch, after the resize to one size.
     if trailing_steps == "batched" and image_size is not None and batched:
         _, trailing = DeviceStage.split(augment)
+        trailing = after_identity_warp(trailing, image_size)
     elif trailing_steps == "device":
         trailing = DeviceStage.required(augment, "make_dataset(trailing_steps='device')")
     deferred = deferrable_prefix(augment.names()) if source.can_defer else 0
@@ -176,6 +177,36 @@ def plan(
         max_boxes=max_boxes,
         box_overflow=box_overflow,
     )
+
+
+def after_identity_warp(
+    stage: DeviceStage | None, image_size: tuple[int, int]
+) -> DeviceStage | None:
+    """``stage`` less its steps up to its last warp that takes the resize as its
+    ``output_size`` (None when that warp ends it), when the step before the stage outputs
+    ``image_size`` (its ``output_size`` parameter, as Mosaic's); else ``stage``.
+
+    The resize is then an identity that still costs a pass over every pixel, and the warp
+    costs about as much per example as on the batch: kept per example, the warp takes the
+    resize (one pass instead of two: YOLO's affine after Mosaic). Its scale is exactly 1, so
+    the annotations are bit for bit those of the warp on the batch; a real resize would round
+    the folded warp's boxes differently, so the warp then stays on the batch. The stage's
+    steps before the warp stay per example with it: the batch takes a run at the end."""
+    if stage is None or stage.start == 0:
+        return stage
+    spec, params = stage.augment.steps[stage.start - 1]
+    given = params.get(spec.output_size or "output_size")
+    if given is None or tuple(given) != tuple(image_size):
+        return stage
+    folding = [
+        index
+        for index, step, params in stage.steps
+        if step.output_size is not None and params[step.output_size] is None
+    ]
+    if not folding:
+        return stage
+    start = folding[-1] + 1
+    return DeviceStage(stage.augment, start) if start < len(stage.augment) else None
 
 
 def deferrable_prefix(step_names: Sequence[str]) -> int:

@@ -84,13 +84,14 @@ def yolo(
     - ``mosaic`` (1.0): ``mosaic`` of 4 examples on an ``image_size`` square, filled with
       YOLO's grey 114, its centre anywhere in it (``center_range`` (0, 1), as YOLO's
       ``mosaic_border`` of −image_size / 2 gives after its affine's crop);
-    - ``fliplr`` (0.5): ``random_horizontal_flip`` with that probability. YOLO flips last; the
-      affine's draws are mirror-symmetric, so flipping first gives the same distribution and
-      leaves the affine as the last per-example step, into which the pipeline's resize folds;
     - ``degrees`` (0.0), ``translate`` (0.1), ``scale`` (0.5), ``shear`` (0.0):
       ``random_affine`` with ``max_rotation``, ``max_translation`` (fractions of the side),
       ``scale_range`` (1 − scale, 1 + scale) and ``max_shear``, grey 114 fill (YOLO's
-      ``random_perspective``; ``perspective`` is 0 by default and has no counterpart);
+      ``random_perspective``; ``perspective`` is 0 by default and has no counterpart). With
+      the batched default the affine runs per example, the pipeline's resize folded into it,
+      and the steps after it on the batch;
+    - ``fliplr`` (0.5): ``random_horizontal_flip`` with that probability, after the affine as
+      in YOLO, so that it runs on the batch;
     - ``mixup`` (0.0): with that probability ``mixup`` with a partner, ratio Beta(32, 32) as
       YOLO draws it; the step is left out at 0;
     - ``hsv_h`` (0.015), ``hsv_s`` (0.7), ``hsv_v`` (0.4): YOLO multiplies hue, saturation and
@@ -109,7 +110,6 @@ def yolo(
             "mosaic",
             {"output_size": side, "center_range": (0.0, 1.0), "fill_value": _YOLO_FILL},
         ),
-        ("random_horizontal_flip", {"probability": fliplr}),
         (
             "random_affine",
             {
@@ -120,6 +120,7 @@ def yolo(
                 "fill_value": _YOLO_FILL,
             },
         ),
+        ("random_horizontal_flip", {"probability": fliplr}),
     ]
     if mixup > 0:
         steps.append(("mixup", {"alpha": _YOLO_MIXUP_ALPHA, "probability": mixup}))

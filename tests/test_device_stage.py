@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 import object_input as oi
-from object_input import fields
+from object_input import fields, recipes
 from object_input.layers import DeviceAugmentation, FusedColorLayer
 
 SIZE = (40, 48)
@@ -254,3 +254,68 @@ def test_unbatched_pipelines_run_the_steps_per_example(synthetic_dir):
     assert fields.DEVICE_PARAMETERS not in batched
     for key in exact:
         np.testing.assert_array_equal(batched[key], exact[key], err_msg=key)
+
+
+# --- which steps the batch gets when a warp can take the resize -------------------------------
+
+FLIP = ("random_horizontal_flip", {})
+ROTATION = ("random_rotation", {"max_angle": 20.0})
+BRIGHTNESS = ("random_adjust_brightness", {})
+MOSAIC = ("mosaic", {"output_size": SIZE})
+
+
+def _batched_steps(steps, trailing_steps="batched", image_size=SIZE):
+    """The names of the steps whose pixels a pipeline of ``steps`` changes on the batch."""
+    from types import SimpleNamespace
+
+    from object_input.per_example import plan
+
+    example = plan(
+        SimpleNamespace(can_defer=False),
+        oi.ops.Augmentation(steps),
+        None,
+        seed=3,
+        shard_index=0,
+        image_size=image_size,
+        pad_image_size=None,
+        batched=True,
+        trailing_steps=trailing_steps,
+        output_dtype=None,
+        max_boxes=None,
+        box_overflow="error",
+    )
+    return None if example.trailing is None else example.trailing.names
+
+
+def test_a_warp_after_a_step_of_the_output_size_takes_the_resize_per_example():
+    # The resize after Mosaic at the output size is an identity: the warp stays per example
+    # with it (and with the steps before it); the batch gets the steps after the warp.
+    assert _batched_steps([MOSAIC, ROTATION, FLIP, BRIGHTNESS]) == (FLIP[0], BRIGHTNESS[0])
+    assert _batched_steps([MOSAIC, FLIP, ROTATION, BRIGHTNESS]) == (BRIGHTNESS[0],)
+    assert _batched_steps([MOSAIC, FLIP, ROTATION]) is None
+    assert _batched_steps([MOSAIC, FLIP, BRIGHTNESS]) == (FLIP[0], BRIGHTNESS[0])
+    yolo = recipes.yolo(SIZE[0])
+    after = [name for name, _ in yolo][[name for name, _ in yolo].index("random_affine") + 1 :]
+    assert _batched_steps(yolo, image_size=(SIZE[0], SIZE[0])) == tuple(after)
+
+
+def test_a_warp_after_a_step_of_another_size_stays_on_the_batch():
+    # A real resize would round the folded warp's boxes differently from the batch's.
+    whole = (ROTATION[0], FLIP[0], BRIGHTNESS[0])
+    assert _batched_steps([*CROP, ROTATION, FLIP, BRIGHTNESS]) == whole
+    other = ("mosaic", {"output_size": (SIZE[0] + 8, SIZE[1])})
+    assert _batched_steps([other, ROTATION, FLIP, BRIGHTNESS]) == whole
+    assert _batched_steps([ROTATION, FLIP, BRIGHTNESS]) == whole
+    # The training device takes every trailing step, the warp included.
+    assert _batched_steps([MOSAIC, ROTATION, FLIP, BRIGHTNESS], "device") == whole
+
+
+def test_yolo_recipe_batched_keeps_the_annotations_of_the_exact_order(synthetic_dir):
+    steps = recipes.yolo(SIZE[0])
+    options = {"image_size": (SIZE[0], SIZE[0])}
+    batched = first_batch(synthetic_dir, steps, **options)
+    exact = first_batch(synthetic_dir, steps, trailing_steps="exact", **options)
+    _assert_same_annotations(batched, exact)
+    # The same warp and the same colour draws: the batch's colour rounds differently.
+    difference = np.abs(batched[fields.IMAGE].numpy() - exact[fields.IMAGE].numpy())
+    assert difference.mean() < 0.5

@@ -69,8 +69,8 @@ def test_yolo_recipe_holds_the_yolo_defaults():
     steps = recipes.yolo(320)
     assert [name for name, _ in steps] == [
         "mosaic",
-        "random_horizontal_flip",
         "random_affine",
+        "random_horizontal_flip",
         "random_adjust_hue",
         "random_adjust_saturation",
         "random_adjust_brightness",
