@@ -179,6 +179,13 @@ _FIT = textwrap.dedent(
     np.save(f"{directory}/predicted.npy", model.predict([images, parameters], verbose=0))
     pixels = layer((images, parameters), training=True)
     np.save(f"{directory}/pixels.npy", keras.ops.convert_to_numpy(pixels))
+    if sys.argv[2] == "torch":
+        import torch
+
+        # The next batch of this shape reuses the compiled stage: nothing in it (a Keras
+        # Operation's name counter, a TensorFlow call) may fail a guard on every call.
+        torch._dynamo.config.error_on_recompile = True
+        layer((images[::-1].copy(), parameters[::-1].copy()), training=True)
     """
 )
 
