@@ -14,8 +14,9 @@ Photographs (scikit-image's, 640 × 480 JPEG) resized to 512 × 512, batches of 
    candidates. Then each row's added CPU per image on the batch against per example.
 2. Device: :class:`object_input.layers.DeviceAugmentation`'s time per image on one batch
    (compiled with XLA, on this process's default device), against the step's added host cost;
-   and the same layer on Keras's JAX backend on the CPU (``jax.jit``, in a subprocess: Keras
-   fixes its backend per process), on the same batch. Skipped where jax is not installed.
+   and the same layer on Keras's JAX and PyTorch backends on the CPU (``jax.jit``,
+   ``torch.compile``, each in a subprocess: Keras fixes its backend per process), on the same
+   batch. Each skipped where its backend is not installed.
 3. With an accelerator: images/s of the pipeline with rotation, blur and colour moved, the
    layer applied to each batch on the accelerator, against the pipeline with no steps (the floor).
 
@@ -78,6 +79,8 @@ HEAVY: dict[str, list] = {
         "random_adjust_brightness",
     ],
 }
+#: The other Keras backends part 2 times the layer on, with their names in its table.
+OTHER_BACKENDS = {"jax": "JAX", "torch": "PyTorch"}
 YOLO = "yolo recipe"
 FLOOR = "no steps"
 STAGES = ("exact", "batched", "device")
@@ -147,11 +150,14 @@ def layer_time(batch: dict, augment: list, repeats: int) -> tuple[float, float]:
     return time_per_image(lambda: compiled(images, parameters).numpy(), images, repeats)
 
 
-def jax_layer_times(batches: dict[str, dict], rows: dict[str, list], repeats: int) -> dict:
-    """(wall, CPU) ms per image of the layer on Keras's JAX backend on the CPU, by row name
-    (empty when jax is not installed): a subprocess times the same batches."""
+def other_layer_times(
+    keras_backend: str, batches: dict[str, dict], rows: dict[str, list], repeats: int
+) -> dict:
+    """(wall, CPU) ms per image of the layer on Keras's ``keras_backend`` ("jax", "torch") on
+    the CPU, by row name (empty when that backend is not installed): a subprocess times the same
+    batches, as Keras fixes its backend per process."""
     try:
-        import jax  # noqa: F401
+        __import__(keras_backend)
     except ImportError:
         return {}
     with tempfile.TemporaryDirectory() as directory:
@@ -162,20 +168,25 @@ def jax_layer_times(batches: dict[str, dict], rows: dict[str, list], repeats: in
         np.savez(os.path.join(directory, "batches.npz"), **arrays)
         with open(os.path.join(directory, "rows.json"), "w") as file:
             json.dump({"rows": list(rows.items()), "repeats": repeats}, file)
-        env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"}
-        worker = [sys.executable, __file__, "--jax-worker", directory]
+        env = {
+            **os.environ,
+            "KERAS_BACKEND": keras_backend,
+            "JAX_PLATFORMS": "cpu",
+            "CUDA_VISIBLE_DEVICES": "",
+        }
+        worker = [sys.executable, __file__, "--worker", directory]
         subprocess.run(worker, env=env, check=True)
         with open(os.path.join(directory, "times.json")) as file:
             return json.load(file)
 
 
-def jax_worker(directory: str) -> None:
-    """The subprocess of :func:`jax_layer_times`: each row's layer under ``jax.jit``."""
+def worker(directory: str) -> None:
+    """The subprocess of :func:`other_layer_times`: each row's layer as it compiles on this
+    backend (``jax.jit``, ``torch.compile``), timed after its first, compiling, call."""
     import keras
 
     from object_input.layers import DeviceAugmentation
 
-    assert keras.backend.backend() == "jax", keras.backend.backend()
     with open(os.path.join(directory, "rows.json")) as file:
         spec = json.load(file)
     arrays = np.load(os.path.join(directory, "batches.npz"))
@@ -184,7 +195,7 @@ def jax_worker(directory: str) -> None:
         layer = DeviceAugmentation(augment)
         images, parameters = arrays[f"images_{index}"], arrays[f"parameters_{index}"]
         times[name] = time_per_image(
-            lambda f=layer, x=(images, parameters): np.asarray(f(x, training=True)),
+            lambda f=layer, x=(images, parameters): keras.ops.convert_to_numpy(f(x, training=True)),
             images,
             spec["repeats"],
         )
@@ -195,19 +206,23 @@ def jax_worker(directory: str) -> None:
 def device_side(pattern: str, rows: dict[str, list], host: dict, repeats: int, size: int) -> None:
     floor = host[FLOOR].cpu_s_per_image * 1000
     batches = {name: next(iter(dataset(pattern, a, "device", size))) for name, a in rows.items()}
-    on_jax = jax_layer_times(batches, rows, repeats)
+    others = {name: other_layer_times(name, batches, rows, repeats) for name in OTHER_BACKENDS}
     print(
         f"\n{'device stage':28s} {'layer ms/img':>13s} {'layer CPU ms/img':>17s} "
-        f"{'host step +CPU ms/img':>22s} {'layer CPU / host':>17s} {'JAX layer CPU ms/img':>21s}"
+        f"{'host step +CPU ms/img':>22s} {'layer CPU / host':>17s}"
+        + "".join(f" {label + ' layer CPU ms/img':>23s}" for label in OTHER_BACKENDS.values())
     )
     for name, augment in rows.items():
         wall, cpu = layer_time(batches[name], augment, repeats)
         added = host[f"{name} [exact]"].cpu_s_per_image * 1000 - floor
-        jax_cpu = f"{on_jax[name][1]:21.2f}" if name in on_jax else f"{'(no jax)':>21s}"
-        print(f"{name:28s} {wall:13.2f} {cpu:17.2f} {added:22.2f} {cpu / added:17.2f} {jax_cpu}")
+        other = "".join(
+            f" {others[b][name][1]:23.2f}" if name in others[b] else f" {'(no ' + b + ')':>23s}"
+            for b in OTHER_BACKENDS
+        )
+        print(f"{name:28s} {wall:13.2f} {cpu:17.2f} {added:22.2f} {cpu / added:17.2f}{other}")
     print(
         f"(device: {tf.config.list_logical_devices()[-1].name}; layer times on one batch of 8; "
-        "JAX: Keras's JAX backend on the CPU, jax.jit)"
+        "JAX, PyTorch: Keras's backend on the CPU, jax.jit, torch.compile)"
     )
 
 
@@ -256,10 +271,10 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=SIZE, help="output image side (square)")
     parser.add_argument("--rows", help="rows to run, separated by ';' (default: all)")
     parser.add_argument("--host-only", action="store_true", help="part 1 alone")
-    parser.add_argument("--jax-worker", help=argparse.SUPPRESS)
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.jax_worker:
-        jax_worker(args.jax_worker)
+    if args.worker:
+        worker(args.worker)
         return
     pattern = IMAGE_SETS[args.images_set](os.path.join(args.data, args.images_set))
     rows = {**HEAVY, YOLO: recipes.yolo(args.size)}

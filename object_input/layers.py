@@ -33,9 +33,11 @@ class DeviceAugmentation(keras.layers.Layer):
     are final already: the pipeline moved them on the host.
 
     Training (or ``training=None``) applies the stage, float32 out; with ``jit_compile``,
-    compiled on its own: with XLA on TensorFlow, with ``jax.jit`` on JAX (on PyTorch it runs as
-    the model runs). ``training=False`` only casts the images to float32, as Keras's random
-    augmentation layers pass images through at inference. Batches need a static image shape.
+    compiled on its own: with XLA on TensorFlow, with ``jax.jit`` on JAX, with ``torch.compile``
+    on PyTorch (traced into the model's own when the model compiles too; on a CPU the first
+    call takes seconds per step to compile). ``training=False`` only casts the images to
+    float32, as Keras's random augmentation layers pass images through at inference. Batches
+    need a static image shape.
     On JAX and PyTorch the colour steps run on RGB batches only.
     """
 
@@ -53,11 +55,23 @@ class DeviceAugmentation(keras.layers.Layer):
                 return self.stage
             return tf.function(self.stage.__call__, jit_compile=True, autograph=False)
         apply = functools.partial(self.stage, xp=xp)
-        if xp.name == "jax" and self.jit_compile:
+        if not self.jit_compile:
+            return apply
+        if xp.name == "jax":
             import jax
 
             return jax.jit(apply)
+        if xp.name == "torch":
+            import torch
+
+            return torch.compile(apply)
         return apply
+
+    def build(self, input_shape: Any) -> None:
+        # The backend's function is chosen here, before any tracing of the call: torch.compile
+        # tracing a model's step would otherwise trace through the namespace's cached lookup.
+        self._apply  # noqa: B018
+        super().build(input_shape)
 
     def call(self, inputs: Any, training: bool | None = None) -> Any:
         if isinstance(inputs, Mapping):

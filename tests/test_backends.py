@@ -1,11 +1,12 @@
-"""The batched forms on Keras's JAX backend: the same pixels as on TensorFlow, inside a model
-that builds and fits.
+"""The batched forms on Keras's JAX and PyTorch backends: the same pixels as on TensorFlow,
+inside a model that builds and fits.
 
-Keras fixes its backend per process, so the JAX side runs in a subprocess with
-``KERAS_BACKEND=jax``; batches and parameters are prepared here, on TensorFlow, and travel as
-arrays both ways.
+Keras fixes its backend per process, so the other side runs in a subprocess with
+``KERAS_BACKEND=jax`` or ``torch``; batches and parameters are prepared here, on TensorFlow, and
+travel as arrays both ways.
 """
 
+import importlib.util
 import json
 import os
 import pathlib
@@ -20,8 +21,6 @@ import tensorflow as tf
 from object_input import fields
 from object_input.ops import backend, get_step, registered_steps
 from object_input.ops.device_stage import DeviceStage
-
-pytest.importorskip("jax")
 
 SIZE = (20, 28)
 BATCH = 4
@@ -38,31 +37,33 @@ CASES = [(name, dict(get_step(name).demo_params)) for name in DEVICE_STEPS] + EX
 # 1/255 of the [0, 255] range.
 TOLERANCE = 1.0
 
-_JAX_SIDE = textwrap.dedent(
+# The other backend's side: argv is the directory, the backend and whether the layer compiles.
+_OTHER_SIDE = textwrap.dedent(
     """
     import json, sys
     import numpy as np
     import keras
-    assert keras.backend.backend() == "jax", keras.backend.backend()
+    assert keras.backend.backend() == sys.argv[2], keras.backend.backend()
     from object_input.layers import DeviceAugmentation
 
-    directory = sys.argv[1]
+    directory, jit_compile = sys.argv[1], sys.argv[3] == "jit"
+    numpy = keras.ops.convert_to_numpy
     cases = json.load(open(f"{directory}/cases.json"))
     data = np.load(f"{directory}/inputs.npz")
     outputs = {}
     for index, (name, params) in enumerate(cases):
-        layer = DeviceAugmentation([[name, params]])
+        layer = DeviceAugmentation([[name, params]], jit_compile=jit_compile)
         images, parameters = data[f"images_{index}"], data[f"parameters_{index}"]
-        outputs[f"out_{index}"] = np.asarray(layer((images, parameters), training=True))
+        outputs[f"out_{index}"] = numpy(layer((images, parameters), training=True))
     np.savez(f"{directory}/outputs.npz", **outputs)
 
     # At inference the images pass through as float32; a batch dict gives up its parameters.
-    passed = np.asarray(layer((images.astype(np.uint8), parameters), training=False))
+    passed = numpy(layer((images.astype(np.uint8), parameters), training=False))
     assert passed.dtype == np.float32, passed.dtype
     assert np.array_equal(passed, images.astype(np.uint8)), "inference changed the images"
     batch = layer({"image": images, "device_parameters": parameters, "n": parameters[:, :1]})
     assert sorted(batch) == ["image", "n"], sorted(batch)
-    np.testing.assert_array_equal(np.asarray(batch["image"]), outputs[f"out_{index}"])
+    np.testing.assert_array_equal(numpy(batch["image"]), outputs[f"out_{index}"])
     """
 )
 
@@ -89,10 +90,27 @@ def _batch(augment: list, salt: int) -> tuple[np.ndarray, np.ndarray]:
     return images, parameters
 
 
-def _run_jax(script: str, directory: pathlib.Path) -> None:
-    env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"}
+def _require(module: str) -> None:
+    """Skip without ``module`` on a developer's machine; under CI (``CI`` set), which installs
+    JAX (the test extra) and PyTorch (``.ci/run``), fail instead: a missing backend is a
+    broken CI, not a pass."""
+    if importlib.util.find_spec(module) is None:
+        if os.environ.get("CI"):
+            pytest.fail(f"{module} is not installed, and CI runs this backend's tests")
+        pytest.skip(f"{module} is not installed")
+
+
+def _run(keras_backend: str, script: str, directory: pathlib.Path, *args: str) -> None:
+    """``script`` in a subprocess on ``keras_backend``, on the CPU."""
+    _require(keras_backend)
+    env = {
+        **os.environ,
+        "KERAS_BACKEND": keras_backend,
+        "JAX_PLATFORMS": "cpu",
+        "CUDA_VISIBLE_DEVICES": "",
+    }
     result = subprocess.run(
-        [sys.executable, "-c", script, str(directory)],
+        [sys.executable, "-c", script, str(directory), keras_backend, *args],
         env=env,
         capture_output=True,
         text=True,
@@ -101,8 +119,11 @@ def _run_jax(script: str, directory: pathlib.Path) -> None:
     assert result.returncode == 0, result.stderr[-4000:]
 
 
+# JAX compiles each step list (jax.jit); PyTorch runs them eagerly here, as torch.compile takes
+# seconds per step list on a CPU: the fit test below checks its compiled pixels.
 @pytest.mark.slow
-def test_every_device_step_gives_the_tensorflow_pixels_on_jax(tmp_path):
+@pytest.mark.parametrize("keras_backend, compiled", [("jax", "jit"), ("torch", "eager")])
+def test_every_device_step_gives_the_tensorflow_pixels(tmp_path, keras_backend, compiled):
     from object_input.layers import DeviceAugmentation
 
     inputs, expected = {}, []
@@ -113,7 +134,7 @@ def test_every_device_step_gives_the_tensorflow_pixels_on_jax(tmp_path):
         expected.append(np.asarray(layer((images, parameters), training=True)))
     np.savez(tmp_path / "inputs.npz", **inputs)
     (tmp_path / "cases.json").write_text(json.dumps(CASES))
-    _run_jax(_JAX_SIDE, tmp_path)
+    _run(keras_backend, _OTHER_SIDE, tmp_path, compiled)
     outputs = np.load(tmp_path / "outputs.npz")
     for index, (name, params) in enumerate(CASES):
         got = outputs[f"out_{index}"]
@@ -129,7 +150,9 @@ def test_every_device_step_gives_the_tensorflow_pixels_on_jax(tmp_path):
     assert len(changed) >= len(CASES) - 2, changed
 
 
-_FIT_ON_JAX = textwrap.dedent(
+# The model compiles its steps (jax.jit; torch.compile, the layer's own traced into it), and the
+# layer compiled on its own gives the TensorFlow pixels.
+_FIT = textwrap.dedent(
     """
     import sys
     import numpy as np
@@ -144,21 +167,34 @@ _FIT_ON_JAX = textwrap.dedent(
     augment = [["random_horizontal_flip", {}], ["random_rotation", {"max_angle": 20.0}],
                ["random_gaussian_blur", {}], ["random_sharpness", {}],
                ["random_adjust_brightness", {}]]
-    augmented = DeviceAugmentation(augment)((image_input, parameter_input))
+    layer = DeviceAugmentation(augment)
+    augmented = layer((image_input, parameter_input))
     pooled = keras.layers.GlobalAveragePooling2D()(keras.layers.Rescaling(1 / 255)(augmented))
     model = keras.Model([image_input, parameter_input], keras.layers.Dense(1)(pooled))
-    model.compile(optimizer="sgd", loss="mse")
+    model.compile(optimizer="sgd", loss="mse", jit_compile=True)
     assert model.jit_compile
     history = model.fit([images, parameters], np.ones([len(images), 1]), batch_size=2, epochs=2,
                         verbose=0)
     assert np.all(np.isfinite(history.history["loss"])), history.history
     np.save(f"{directory}/predicted.npy", model.predict([images, parameters], verbose=0))
+    pixels = layer((images, parameters), training=True)
+    np.save(f"{directory}/pixels.npy", keras.ops.convert_to_numpy(pixels))
+    if sys.argv[2] == "torch":
+        import torch
+
+        # The next batch of this shape reuses the compiled stage: nothing in it (a Keras
+        # Operation's name counter, a TensorFlow call) may fail a guard on every call.
+        torch._dynamo.config.error_on_recompile = True
+        layer((images[::-1].copy(), parameters[::-1].copy()), training=True)
     """
 )
 
 
 @pytest.mark.slow
-def test_a_model_with_the_layer_builds_and_fits_on_jax(tmp_path):
+@pytest.mark.parametrize("keras_backend", ["jax", "torch"])
+def test_a_model_with_the_layer_builds_and_fits(tmp_path, keras_backend):
+    from object_input.layers import DeviceAugmentation
+
     augment = [
         ("random_horizontal_flip", {}),
         ("random_rotation", {"max_angle": 20.0}),
@@ -168,9 +204,12 @@ def test_a_model_with_the_layer_builds_and_fits_on_jax(tmp_path):
     ]
     images, parameters = _batch(augment, salt=9)
     np.savez(tmp_path / "inputs.npz", images=images, parameters=parameters)
-    _run_jax(_FIT_ON_JAX, tmp_path)
+    _run(keras_backend, _FIT, tmp_path)
     predicted = np.load(tmp_path / "predicted.npy")
     assert predicted.shape == (BATCH, 1) and np.all(np.isfinite(predicted))
+    expected = np.asarray(DeviceAugmentation(augment)((images, parameters), training=True))
+    assert np.abs(expected - images).max() > 1.0
+    assert np.abs(np.load(tmp_path / "pixels.npy") - expected).max() <= TOLERANCE
 
 
 def test_keras_ops_namespace_gives_the_tensorflow_pixels_in_process():

@@ -148,6 +148,20 @@ def keras_ops() -> Namespace:
     def tensordot(a: Any, b: Any, axes: Any) -> Any:
         return ops.tensordot(a, b, axes=axes)
 
+    def pad(x: Any, paddings: Any) -> Any:
+        # Zeros concatenated, not ops.pad: that builds a named keras Operation on every call,
+        # eager ones included, and under torch.compile the name counter is a guard that fails
+        # each call, so the stage would recompile each batch.
+        for axis, (before, after) in enumerate(paddings):
+            if before or after:
+                shape = list(ops.shape(x))
+                head, tail = (
+                    ops.zeros([*shape[:axis], width, *shape[axis + 1 :]], dtype=x.dtype)
+                    for width in (before, after)
+                )
+                x = ops.concatenate([head, x, tail], axis=axis)
+        return x
+
     return Namespace(
         name=keras.backend.backend(),
         abs=ops.abs,
@@ -170,7 +184,7 @@ def keras_ops() -> Namespace:
         maximum=ops.maximum,
         minimum=ops.minimum,
         ones=ones,
-        pad=lambda x, paddings: ops.pad(x, paddings),
+        pad=pad,
         range=range_,
         reduce_max=reduce(ops.max),
         reduce_mean=reduce(ops.mean),

@@ -130,12 +130,15 @@ class DeviceStage:
                 f"W and C known when traced, got shape {images.shape}; batch with "
                 "make_dataset(image_size=..., batching='static')"
             )
-        dtype = tf.as_dtype(dtype)
-        if xp is not TENSORFLOW and dtype != tf.float32:
+        if xp is TENSORFLOW:
+            dtype = tf.as_dtype(dtype)
+        # No TensorFlow call on the other namespaces' path (`is` and str ==): torch.compile
+        # cannot trace into TensorFlow, and would break the graph here.
+        elif not (dtype is tf.float32 or dtype == "float32"):
             raise ValueError(
                 f"the device stage ({', '.join(self.names)}) gives float32 through keras.ops "
-                f"(backend {xp.name!r}); it casts to {dtype.name} only with TensorFlow's own "
-                "namespace"
+                f"(backend {xp.name!r}); it casts to {tf.as_dtype(dtype).name} only with "
+                "TensorFlow's own namespace"
             )
         images = xp.to_float(images)
         parameters = xp.cast(parameters, "float32")
