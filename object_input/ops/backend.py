@@ -170,7 +170,9 @@ def keras_ops() -> Namespace:
         maximum=ops.maximum,
         minimum=ops.minimum,
         ones=ones,
-        pad=lambda x, paddings: ops.pad(x, paddings),
+        pad=lambda x, paddings, constant_values=0: ops.pad(
+            x, paddings, constant_values=constant_values
+        ),
         range=range_,
         reduce_max=reduce(ops.max),
         reduce_mean=reduce(ops.mean),
