@@ -117,8 +117,9 @@ class DeviceStage:
         ``[B, P]`` parameters; ``dtype`` on the [0, 255] scale out (cast as
         :func:`object_input.ops.core.like` casts).
 
-        ``compiled``: each step's pixel work runs as an XLA-compiled function of its own, as the
-        pipeline runs the stage on the host (a model compiles the whole stage instead).
+        ``compiled``: each step's pixel work runs as an XLA-compiled function of its own (a
+        colour pass without contrast in the function of the step before it), as the pipeline
+        runs the stage on the host (a model compiles the whole stage instead).
 
         ``xp`` is the array namespace of the batch (:mod:`object_input.ops.backend`):
         TensorFlow's by default. With another, the output is float32 and nothing is compiled
