@@ -319,3 +319,24 @@ def test_yolo_recipe_batched_keeps_the_annotations_of_the_exact_order(synthetic_
     # The same warp and the same colour draws: the batch's colour rounds differently.
     difference = np.abs(batched[fields.IMAGE].numpy() - exact[fields.IMAGE].numpy())
     assert difference.mean() < 0.5
+
+
+def test_a_colour_pass_after_a_step_is_compiled_with_it_and_gives_its_pixels():
+    from object_input.ops import device_stage
+
+    # A factor range no other test uses: the joined function is this test's alone.
+    augment = [("random_sharpness", {"probability": 1.0, "factor_range": (0.3, 1.7)})]
+    stage = device_stage.DeviceStage.required([*augment, "random_adjust_brightness"], "test")
+    rng = np.random.default_rng(5)
+    images = tf.constant(rng.uniform(0, 255, (2, 9, 7, 3)), tf.float32)
+    parameters = tf.constant([[1.0, 0.4, 0.1], [1.0, 1.6, -0.2]])
+    joined = stage(images, parameters, dtype="uint8", compiled=True)
+    assert [key for key in device_stage._COMPILED if "(0.3, 1.7)" in key[1]] != []
+    assert [key[3] for key in device_stage._COMPILED if "(0.3, 1.7)" in key[1]] == [tf.uint8]
+    apart = stage(images, parameters, dtype="uint8")
+    assert joined.dtype == tf.uint8
+    # Rounding to uint8 may land on either side of a half where float sums differ.
+    difference = np.abs(joined.numpy().astype(int) - apart.numpy().astype(int))
+    assert difference.max() <= 1 and difference.mean() < 0.01
+    changed = np.abs(joined.numpy().astype(int) - np.round(images.numpy()).astype(int))
+    assert changed.mean() > 5, "neither step changed the pixels"

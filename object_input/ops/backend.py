@@ -148,15 +148,17 @@ def keras_ops() -> Namespace:
     def tensordot(a: Any, b: Any, axes: Any) -> Any:
         return ops.tensordot(a, b, axes=axes)
 
-    def pad(x: Any, paddings: Any) -> Any:
-        # Zeros concatenated, not ops.pad: that builds a named keras Operation on every call,
+    def pad(x: Any, paddings: Any, constant_values: float = 0) -> Any:
+        # The fill concatenated, not ops.pad: that builds a named keras Operation on every call,
         # eager ones included, and under torch.compile the name counter is a guard that fails
         # each call, so the stage would recompile each batch.
         for axis, (before, after) in enumerate(paddings):
             if before or after:
                 shape = list(ops.shape(x))
                 head, tail = (
-                    ops.zeros([*shape[:axis], width, *shape[axis + 1 :]], dtype=x.dtype)
+                    ops.full(
+                        [*shape[:axis], width, *shape[axis + 1 :]], constant_values, dtype=x.dtype
+                    )
                     for width in (before, after)
                 )
                 x = ops.concatenate([head, x, tail], axis=axis)

@@ -117,8 +117,9 @@ class DeviceStage:
         ``[B, P]`` parameters; ``dtype`` on the [0, 255] scale out (cast as
         :func:`object_input.ops.core.like` casts).
 
-        ``compiled``: each step's pixel work runs as an XLA-compiled function of its own, as the
-        pipeline runs the stage on the host (a model compiles the whole stage instead).
+        ``compiled``: each step's pixel work runs as an XLA-compiled function of its own (a
+        colour pass without contrast in the function of the step before it), as the pipeline
+        runs the stage on the host (a model compiles the whole stage instead).
 
         ``xp`` is the array namespace of the batch (:mod:`object_input.ops.backend`):
         TensorFlow's by default. With another, the output is float32 and nothing is compiled
@@ -148,6 +149,8 @@ class DeviceStage:
             width = sum(spec.device.num_parameters(params) for _, spec, params in group)
             drawn = parameters[:, column : column + width]
             column += width
+            if fused and compiled and xp is TENSORFLOW and _joins(groups, number):
+                continue  # compiled with the step before it, below
             if fused:
                 color = FusedColor(tuple((i, spec.name, params) for i, spec, params in group))
                 # The colour pass casts the last group's pixels in one compiled pass of its own.
@@ -155,6 +158,14 @@ class DeviceStage:
                 images = color(images, drawn, dtype if last else tf.float32, xp=xp)
                 continue
             ((_, spec, params),) = group
+            if compiled and xp is TENSORFLOW and _joins(groups, number + 1):
+                color = FusedColor(tuple((i, s.name, p) for i, s, p in groups[number + 1][1]))
+                last = number + 1 == len(groups) - 1
+                colors = parameters[:, column : column + color.num_parameters]
+                images = _compiled_with_color(
+                    spec.device, params, color, dtype if last else tf.float32
+                )(images, drawn, colors)
+                continue
             if compiled and xp is TENSORFLOW:
                 changed = _compiled(spec.device, params)(images, drawn)
             else:
@@ -192,7 +203,7 @@ class DeviceStage:
 
 # XLA-compiled pixel work by (device form, repr of its config): shared by every pipeline built
 # with it, as the colour pass's functions are, so that a rebuilt pipeline does not recompile.
-_COMPILED: dict[tuple[Any, str], Callable[[tf.Tensor, tf.Tensor], tf.Tensor]] = {}
+_COMPILED: dict[tuple[Any, ...], Callable[..., tf.Tensor]] = {}
 
 
 def _compiled(step: Any, params: Mapping[str, Any]) -> Callable[[tf.Tensor, tf.Tensor], tf.Tensor]:
@@ -203,6 +214,36 @@ def _compiled(step: Any, params: Mapping[str, Any]) -> Callable[[tf.Tensor, tf.T
         _COMPILED[key] = tf.function(
             functools.partial(step.apply, **params), jit_compile=True, autograph=False
         )
+    return _COMPILED[key]
+
+
+def _joins(
+    groups: Sequence[tuple[bool, list[tuple[int, StepSpec, dict[str, Any]]]]], number: int
+) -> bool:
+    """Whether group ``number`` is a colour pass compiled into the step before it: each pixel
+    of the colour pass reads only the same pixel of that step's output, and then the step's
+    float32 batch is neither written out nor read back (a colour step's mean, contrast's, needs
+    that batch stored: it runs alone)."""
+    if number == 0 or number >= len(groups) or not groups[number][0] or groups[number - 1][0]:
+        return False
+    color = FusedColor(tuple((i, spec.name, params) for i, spec, params in groups[number][1]))
+    return not any(part.reduces for part in color.parts)
+
+
+def _compiled_with_color(
+    step: Any, params: Mapping[str, Any], color: FusedColor, dtype: tf.DType
+) -> Callable[[tf.Tensor, tf.Tensor, tf.Tensor], tf.Tensor]:
+    """``step.apply`` with config ``params`` then the colour pass ``color`` to ``dtype``, as one
+    XLA-compiled function: ``(images, step parameters, colour parameters)``. Measured on
+    photographs, sharpness then brightness to uint8 cost about 1.4 CPU ms per 512 × 512 image
+    less than the two compiled apart."""
+    key = (step, repr(sorted(params.items())), repr(color.steps), dtype)
+    if key not in _COMPILED:
+
+        def run(images: tf.Tensor, drawn: tf.Tensor, colors: tf.Tensor) -> tf.Tensor:
+            return color(step.apply(images, drawn, TENSORFLOW, **params), colors, dtype)
+
+        _COMPILED[key] = tf.function(run, jit_compile=True, autograph=False)
     return _COMPILED[key]
 
 
