@@ -20,8 +20,8 @@ import numpy as np
 
 import object_input as oi
 from object_input import fields
-from object_input.synthetic import make_example
 from object_input.writers import build_example, write_tfrecords
+from object_input.writers.synthetic import make_example
 
 SIZES = (
     (480, 640),

@@ -23,8 +23,8 @@ from common import interleaved_streams, report_streams
 from speed import dataset_batches
 
 import object_input as oi
-from object_input.caffe_proto import message_class
 from object_input.sources import CaffeLMDB, ReadContext
+from object_input.sources._caffe_proto import message_class
 
 SIZES = {"raw": 32, "jpeg": 256}
 

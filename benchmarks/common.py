@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterable, Iterator
 import numpy as np
 import tensorflow as tf
 
-from object_input.synthetic import make_example
 from object_input.writers import build_example, write_tfrecords
+from object_input.writers.synthetic import make_example
 
 
 def write_benchmark_records(

@@ -12,7 +12,7 @@ Photographs (scikit-image's, 640 × 480 JPEG) resized to 512 × 512, batches of 
    batch in the pipeline (``"batched"``, the default) and moved to the device (``"device"``),
    against no steps; every pipeline built afresh each round, the rounds alternating the
    candidates. Then each row's added CPU per image on the batch against per example.
-2. Device: :class:`object_input.layers.DeviceAugmentation`'s time per image on one batch
+2. Device: :class:`object_input.keras.layers.DeviceAugmentation`'s time per image on one batch
    (compiled with XLA, on this process's default device), against the step's added host cost;
    and the same layer on Keras's JAX and PyTorch backends on the CPU (``jax.jit``,
    ``torch.compile``, each in a subprocess: Keras fixes its backend per process), on the same
@@ -45,7 +45,7 @@ from common import IMAGE_SETS, cpu_seconds, interleaved_streams, report_streams
 from speed import dataset_batches, standard_dataset
 
 from object_input import fields, recipes
-from object_input.ops.device_stage import DeviceStage
+from object_input.ops._device_stage import DeviceStage
 
 SIZE = 512
 HEAVY: dict[str, list] = {
@@ -185,7 +185,7 @@ def worker(directory: str) -> None:
     backend (``jax.jit``, ``torch.compile``), timed after its first, compiling, call."""
     import keras
 
-    from object_input.layers import DeviceAugmentation
+    from object_input.keras.layers import DeviceAugmentation
 
     with open(os.path.join(directory, "rows.json")) as file:
         spec = json.load(file)

@@ -33,11 +33,11 @@ import tensorflow as tf
 from common import IMAGE_SETS, cpu_seconds
 from overhead import element_us, patched, per_record_us, tiny_records, uncaught_map
 
-from object_input import skips
 from object_input.decoders import ExampleDecoder
 from object_input.ops.resize import resize_features
+from object_input.reliability import skips
 from object_input.sources import TFRecord
-from object_input.sources.base import ReadContext
+from object_input.sources._base import ReadContext
 
 AUTOTUNE = tf.data.AUTOTUNE
 BATCH = 32

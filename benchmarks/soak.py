@@ -25,8 +25,8 @@ from common import rss_mib
 
 import object_input as oi
 from object_input import fields
-from object_input.synthetic import make_example
 from object_input.writers import build_example, write_tfrecords
+from object_input.writers.synthetic import make_example
 
 STEPS = [
     ("random_horizontal_flip", {}),

@@ -1,7 +1,7 @@
 """MkDocs hook: the API pages' generated summaries become mkdocstrings directives on the site.
 
 A page of ``docs/api`` holds, between ``<generated: api PATH>`` comment lines, what
-``python -m object_input.options_reference`` wrote of ``PATH`` (its summary and public names), so
+``python -m object_input.docgen.options`` wrote of ``PATH`` (its summary and public names), so
 that the page reads on GitHub. The site documents ``PATH`` in full instead: the block becomes
 ``::: PATH``, mkdocstrings' directive.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from object_input import options_reference
+from object_input.docgen import options as options_reference
 
 
 def directive(name: str, body: str) -> str | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from object_input import options_reference
+from object_input.docgen import options as options_reference
 
 
 def directives(name: str, body: str) -> str | None:

@@ -23,8 +23,8 @@ import lmdb
 import numpy as np
 
 import object_input as oi
-from object_input.caffe import load_data_layer
-from object_input.caffe_proto import message_class
+from object_input.config.caffe import load_data_layer
+from object_input.sources._caffe_proto import message_class
 
 SIZE, CROP = 32, 28
 

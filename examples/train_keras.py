@@ -19,7 +19,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras
 
 import object_input as oi
-from object_input.synthetic import write_synthetic_dataset
+from object_input.writers.synthetic import write_synthetic_dataset
 
 IMAGE_SIZE = (128, 128)
 MAX_BOXES = 8

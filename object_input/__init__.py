@@ -13,35 +13,35 @@ __version__ = "0.1.0"
 
 # Public name -> module that defines it.
 _EXPORTS = {
-    "AuditLogger": "object_input.callbacks",
+    "AuditLogger": "object_input.keras.callbacks",
     "DatasetOptions": "object_input.pipeline",
     "DecodeOptions": "object_input.options",
     "ExampleDecoder": "object_input.decoders",
-    "PipelineConfig": "object_input.config",
+    "PipelineConfig": "object_input.config.pipeline_config",
     "ReadOptions": "object_input.options",
     "ServiceOptions": "object_input.options",
-    "SkipLogger": "object_input.callbacks",
-    "SyncEpochs": "object_input.callbacks",
-    "apply_device_stage": "object_input.ops.device_stage",
-    "class_names": "object_input.keras_layout",
-    "dataset_fn": "object_input.distribute",
+    "SkipLogger": "object_input.keras.callbacks",
+    "SyncEpochs": "object_input.keras.callbacks",
+    "apply_device_stage": "object_input.ops._device_stage",
+    "class_names": "object_input.keras.layout",
+    "dataset_fn": "object_input.scale_out.tf_distribute",
     "decode_example": "object_input.decoders",
-    "load_pipeline_config": "object_input.config",
+    "load_pipeline_config": "object_input.config.pipeline_config",
     "make_dataset": "object_input.pipeline",
-    "readable_errors": "object_input.errors",
-    "stats": "object_input.skips",
+    "readable_errors": "object_input.reliability.errors",
+    "stats": "object_input.reliability.skips",
     "unpad_batch": "object_input.batching",
 }
 _SUBMODULES = (
-    "boxes",
+    "box_formats",
     "converters",
     "earthengine",
-    "errors",
     "fields",
     "iterations",
-    "keras_layout",
+    "keras",
     "ops",
     "recipes",
+    "reliability",
     "sources",
     "writers",
 )
@@ -57,21 +57,21 @@ __all__ = [
     "SkipLogger",
     "SyncEpochs",
     "apply_device_stage",
-    "boxes",
+    "box_formats",
     "class_names",
     "converters",
     "dataset_fn",
     "decode_example",
     "earthengine",
-    "errors",
     "fields",
     "iterations",
-    "keras_layout",
+    "keras",
     "load_pipeline_config",
     "make_dataset",
     "ops",
     "readable_errors",
     "recipes",
+    "reliability",
     "sources",
     "stats",
     "unpad_batch",
@@ -80,29 +80,29 @@ __all__ = [
 
 if TYPE_CHECKING:
     from object_input import (
-        boxes,
+        box_formats,
         converters,
         earthengine,
-        errors,
         fields,
         iterations,
-        keras_layout,
+        keras,
         ops,
         recipes,
+        reliability,
         sources,
         writers,
     )
     from object_input.batching import unpad_batch
-    from object_input.callbacks import AuditLogger, SkipLogger, SyncEpochs
-    from object_input.config import PipelineConfig, load_pipeline_config
+    from object_input.config.pipeline_config import PipelineConfig, load_pipeline_config
     from object_input.decoders import ExampleDecoder, decode_example
-    from object_input.distribute import dataset_fn
-    from object_input.errors import readable_errors
-    from object_input.keras_layout import class_names
-    from object_input.ops.device_stage import apply_device_stage
+    from object_input.keras.callbacks import AuditLogger, SkipLogger, SyncEpochs
+    from object_input.keras.layout import class_names
+    from object_input.ops._device_stage import apply_device_stage
     from object_input.options import DecodeOptions, ReadOptions, ServiceOptions
     from object_input.pipeline import DatasetOptions, make_dataset
-    from object_input.skips import stats
+    from object_input.reliability.errors import readable_errors
+    from object_input.reliability.skips import stats
+    from object_input.scale_out.tf_distribute import dataset_fn
 
 
 def __getattr__(name: str) -> Any:

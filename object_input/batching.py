@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from object_input import errors, fields
+from object_input import fields
+from object_input.reliability import errors
 
 BATCHING_MODES = ("dynamic", "static")
 OVERFLOW_POLICIES = ("error", "truncate")

@@ -31,11 +31,11 @@ IMAGE_CLASSES = "image_classes"  # int32 [M]: image-level labels, not per box
 NUM_DROPPED_BOXES = "num_dropped_boxes"
 RECORD_ID = "record_id"  # string scalar "file:index", names the record in errors
 # float32 [P]: one image's parameters of its trailing steps' pixel work on the batch: applied in
-# the pipeline (trailing_steps="batched"), or by object_input.layers.DeviceAugmentation on the
+# the pipeline (trailing_steps="batched"), or by object_input.keras.layers.DeviceAugmentation on the
 # training device (trailing_steps="device")
 DEVICE_PARAMETERS = "device_parameters"
 # int32 scalar: 0 for a good record, else the reason code of its first failed check (see
-# object_input.errors); the pipeline raises it or drops and counts the record before batching
+# object_input.reliability.errors); the pipeline raises it or drops and counts the record before batching
 ERROR = "error"
 ERROR_DETAIL = "error_detail"  # string scalar: the failed check's message naming record and field
 # Classification and other whole-image fields (sources other than detection TFRecords).

@@ -19,8 +19,8 @@ from collections.abc import Callable
 
 import tensorflow as tf
 
-from object_input import dataset_state
-from object_input.ops import core
+from object_input.ops import _core as core
+from object_input.reliability import dataset_state
 
 
 class IterationCounter(tf.Module):

@@ -23,7 +23,7 @@ import numbers
 import os
 from collections.abc import Mapping
 
-from object_input import textproto
+from object_input.config import textproto
 
 __all__ = [
     "LabelMapError",

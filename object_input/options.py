@@ -2,8 +2,8 @@
 
 :data:`DATASET_OPTIONS` declares every ``make_dataset`` parameter once: name, type, default,
 check and meaning. From it come ``make_dataset``'s signature and the Args of its docstring
-(generated text, :mod:`object_input.options_reference`), ``DatasetOptions``, the fields a
-pipeline config may set (:mod:`object_input.config`), the checks of every entry point
+(generated text, :mod:`object_input.docgen.options`), ``DatasetOptions``, the fields a
+pipeline config may set (:mod:`object_input.config.pipeline_config`), the checks of every entry point
 (:func:`check_option`) and the table of ``docs/options.md``. The common parameters are explicit
 in the signature; the small frozen objects here group the rest (as TFDS groups reading in
 ``ReadConfig``), so that ``help()`` and IDEs show every name with its default.
@@ -20,7 +20,8 @@ from typing import Any, TypeVar
 
 import tensorflow as tf
 
-from object_input import batching, errors
+from object_input import batching
+from object_input.reliability import errors
 from object_input.suggest import did_you_mean
 
 AUTOTUNE = tf.data.AUTOTUNE
@@ -274,7 +275,7 @@ class ServiceOptions:
         "parallel_epochs" (every worker produces whole epochs).
       job_name: consumers that share a job name share its data.
       audit: count, in this process, the records each pass delivered, and say what it lost
-        (:mod:`object_input.audit`; read with ``object_input.stats`` or
+        (:mod:`object_input.reliability.audit`; read with ``object_input.stats`` or
         ``object_input.AuditLogger``). Needs finite ``num_epochs`` and files whose record count
         is known (verified: ``object-input inspect --verify``).
     """
@@ -523,7 +524,7 @@ DATASET_OPTIONS: tuple[Option, ...] = (
         "drawn and moving the annotations per example, their pixels changed after the resize, "
         'on the batch, compiled with XLA), "exact" (every step in order, per example, before the '
         'resize), or "device": those steps\' pixel work waits for the training device: each '
-        "example carries ``device_parameters`` for ``object_input.layers.DeviceAugmentation`` "
+        "example carries ``device_parameters`` for ``object_input.keras.layers.DeviceAugmentation`` "
         "(or ``object_input.apply_device_stage``). "
         "See docs/performance.md.",
         Rule(choices=TRAILING_STEPS),

@@ -21,7 +21,8 @@ from typing import Any
 
 import tensorflow as tf
 
-from object_input.ops import Augmentation, core
+from object_input.ops import Augmentation
+from object_input.ops import _core as core
 
 GROUP_SIZE = 16
 SEED = "_example_seed"  # the example's stream seed, carried in its features up to here

@@ -6,7 +6,7 @@ through :class:`~object_input.ops.Augmentation`; where the steps run is decided 
 pipeline is built: leading flips and crops before decoding (only the crop window is then
 decoded), steps from the first combining step on after partners are drawn
 (:mod:`object_input.partners`), and the trailing steps with a batched form
-(:class:`~object_input.ops.device_stage.DeviceStage`) drawn here, their pixels changed on the
+(:class:`~object_input.ops._device_stage.DeviceStage`) drawn here, their pixels changed on the
 batch after the resize (``trailing_steps``): compiled in the pipeline, or on the training device.
 """
 
@@ -18,11 +18,12 @@ from collections.abc import Sequence
 import tensorflow as tf
 
 from object_input import batching, fields, iterations, partners
-from object_input.ops import Augmentation, core
-from object_input.ops.device_stage import DeviceStage
-from object_input.ops.registry import get_step, registered_steps
+from object_input.ops import Augmentation
+from object_input.ops import _core as core
+from object_input.ops._device_stage import DeviceStage
+from object_input.ops._registry import get_step, registered_steps
 from object_input.ops.resize import resize_features
-from object_input.policy import ErrorPolicy
+from object_input.reliability.error_policy import ErrorPolicy
 from object_input.sources import Source
 
 

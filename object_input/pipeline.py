@@ -18,8 +18,8 @@ from typing import Any, TypeVar
 
 import tensorflow as tf
 
-from object_input import batching, errors, fields, iterations, keras_layout, partners, per_example
-from object_input.audit import DeliveryAudit
+from object_input import batching, fields, iterations, partners, per_example
+from object_input.keras import layout as keras_layout
 from object_input.moved import moved_names
 from object_input.ops import Augmentation
 from object_input.options import (
@@ -32,9 +32,11 @@ from object_input.options import (
     checked_keywords,
     unknown_keyword,
 )
-from object_input.policy import ErrorPolicy
+from object_input.reliability import errors
+from object_input.reliability.audit import DeliveryAudit
+from object_input.reliability.error_policy import ErrorPolicy
 from object_input.sources import ReadContext, Source, as_source
-from object_input.sources.resolve import PathOptions
+from object_input.sources._resolve import PathOptions
 
 T = TypeVar("T")
 # Choices that moved to object_input.options with the option declarations.
@@ -70,7 +72,7 @@ def _applies_config(fn: Callable[..., T]) -> Callable[..., T]:
 
 @checked_keywords
 @_applies_config
-# <generated: make_dataset> from options.DATASET_OPTIONS: python -m object_input.options_reference
+# <generated: make_dataset> from options.DATASET_OPTIONS: python -m object_input.docgen.options
 def make_dataset(
     source: Any = None,
     *,
@@ -161,7 +163,7 @@ def make_dataset(
         and moving the annotations per example, their pixels changed after the resize, on the batch,
         compiled with XLA), "exact" (every step in order, per example, before the resize), or
         "device": those steps' pixel work waits for the training device: each example carries
-        ``device_parameters`` for ``object_input.layers.DeviceAugmentation`` (or
+        ``device_parameters`` for ``object_input.keras.layers.DeviceAugmentation`` (or
         ``object_input.apply_device_stage``). See docs/performance.md.
       color_stage: deprecated name of ``trailing_steps`` (same values).
       num_parallel_calls: parallelism of the per-example map.
@@ -253,7 +255,7 @@ class _DatasetChecks:
         warnings.warn(
             "make_dataset(color_stage=...) is now trailing_steps=...: 'device' moves every "
             "trailing step with a device form (colour, flips, warps, blur, ...), read by "
-            "object_input.layers.DeviceAugmentation from the 'device_parameters' field",
+            "object_input.keras.layers.DeviceAugmentation from the 'device_parameters' field",
             DeprecationWarning,
             stacklevel=7,  # the caller of make_dataset
         )

@@ -18,7 +18,7 @@ settings.load_profile("ci" if os.environ.get("CI") else "default")
 @pytest.fixture(scope="session")
 def synthetic_dir(tmp_path_factory):
     """24 synthetic examples (three image sizes, 0-4 boxes, PNG masks) in 3 shards."""
-    from object_input.synthetic import write_synthetic_dataset
+    from object_input.writers.synthetic import write_synthetic_dataset
 
     directory = tmp_path_factory.mktemp("synthetic")
     write_synthetic_dataset(directory, num_examples=24, num_shards=3, seed=7)

@@ -6,7 +6,7 @@ import tensorflow as tf
 from hypothesis import given
 from hypothesis import strategies as st
 
-from object_input import boxes
+from object_input import box_formats as boxes
 
 # One box on a 200 (high) x 400 (wide) image: rows 20..100, columns 40..200.
 IMAGE_SHAPE = (200, 400)

@@ -234,7 +234,7 @@ def test_bad_options_fail_at_construction():
 
 
 def test_image_bytes_have_one_signature_table_for_python_and_graph_checks():
-    from object_input import image_files
+    from object_input.decoders import image_files
 
     png = encode_image(IMAGE, "png")
     samples = {"jpeg": encode_image(IMAGE, "jpeg"), "png": png, "gif": b"GIF89a", "bmp": b"BMxx"}
@@ -253,8 +253,7 @@ def test_image_bytes_have_one_signature_table_for_python_and_graph_checks():
 
 
 def test_moved_helpers_keep_their_old_names_for_a_release_with_a_warning():
-    from object_input import annotation_checks, image_files
-    from object_input.decoders import tf_example
+    from object_input.decoders import annotation_checks, image_files, tf_example
 
     for name, module in [
         ("PLACEHOLDER_PNG", image_files),

@@ -190,7 +190,7 @@ def demo_folder(tmp_path_factory):
 def clean_registries():
     """Undo what a page registers (per-box fields, steps, transform handlers) once it has run."""
     from object_input import fields, ops
-    from object_input.ops import field_handlers
+    from object_input.ops import _field_handlers as field_handlers
 
     registries = (
         (fields.per_box_fields, fields.unregister_per_box_field),

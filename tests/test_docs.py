@@ -3,7 +3,8 @@
 import pathlib
 import re
 
-from object_input.ops import get_step, reference, registered_steps, unregister_step
+from object_input.docgen import ops as reference
+from object_input.ops import get_step, registered_steps, unregister_step
 
 DOCS = pathlib.Path(__file__).resolve().parents[1] / "docs"
 
@@ -23,7 +24,7 @@ def test_parameter_tables_are_generated_from_the_specs():
     missing = sorted(with_params - reference.documented_steps(text))
     assert not missing, f"steps without a <!-- params: NAME --> table in docs/ops.md: {missing}"
     assert reference.render(text) == text, (
-        "docs/ops.md tables are stale: run python -m object_input.ops.reference docs/ops.md"
+        "docs/ops.md tables are stale: run python -m object_input.docgen.ops docs/ops.md"
     )
 
 
@@ -51,11 +52,11 @@ def test_a_stale_table_is_regenerated_keeping_the_meanings():
 
 def _undocumented_step():
     from object_input.ops import register_step
-    from object_input.ops.registry import positive
+    from object_input.ops._registry import positive
 
     @register_step(kind="color", checks={"amount": positive})
     def docs_test_brighten(features, *, seed=None, amount: float = 2.0, gain: int = 1):
-        """Brighten by ``amount`` (see :func:`~object_input.ops.core.like`).
+        """Brighten by ``amount`` (see :func:`~object_input.ops._core.like`).
 
         Args:
           amount: added to every pixel

@@ -14,7 +14,7 @@ import types
 import pytest
 import yaml
 
-from object_input import options_reference
+from object_input.docgen import options as options_reference
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -123,21 +123,21 @@ def test_options_tables_read_grouped_and_continued_docstring_entries(monkeypatch
 
 def test_an_api_block_summarizes_a_module_for_github_and_is_its_directive_on_the_site():
     page = (
-        "# Box formats\n\n<!-- <generated: api object_input.boxes> note -->\nold\n"
-        "<!-- </generated: api object_input.boxes> -->\n\nmore\n"
+        "# Box formats\n\n<!-- <generated: api object_input.box_formats> note -->\nold\n"
+        "<!-- </generated: api object_input.box_formats> -->\n\nmore\n"
     )
     rendered = options_reference.render(page)
     assert rendered.startswith(
-        "# Box formats\n\n<!-- <generated: api object_input.boxes> note -->\n"
-        "## `object_input.boxes`\n\nBox format conversions between object_input, Keras 3, "
+        "# Box formats\n\n<!-- <generated: api object_input.box_formats> note -->\n"
+        "## `object_input.box_formats`\n\nBox format conversions between object_input, Keras 3, "
     )
     assert "([source](../../object_input/boxes.py))\n\n| name | kind | summary |\n" in rendered
     assert (
         "| `convert` | function | Convert boxes `[..., 4]` from the `source` format to the "
-        "`target` format. |\n<!-- </generated: api object_input.boxes> -->\n\nmore\n"
+        "`target` format. |\n<!-- </generated: api object_input.box_formats> -->\n\nmore\n"
     ) in rendered
     assert _load_hook("hooks").on_page_markdown(rendered) == (
-        "# Box formats\n\n::: object_input.boxes\n\nmore\n"
+        "# Box formats\n\n::: object_input.box_formats\n\nmore\n"
     )
 
 

@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from object_input import earthengine, fields, make_dataset
 from object_input.earthengine import Mixer
 from object_input.options import ReadOptions
-from object_input.skips import stats
+from object_input.reliability.skips import stats
 from object_input.sources import EarthEngine, EarthEngineTable
 
 H, W = 3, 4

@@ -26,7 +26,7 @@ import importlib.util, inspect, pathlib, sys, tempfile
 root, copy = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
 import object_input
 from object_input import ops, sources
-from object_input.ops import reference
+from object_input.docgen import ops as reference
 
 assert pathlib.Path(object_input.__file__).parent == copy / "object_input", object_input.__file__
 assert ops.random_channel_swap.__module__ == "object_input.ops.channel_swap"

@@ -10,8 +10,9 @@ import tensorflow as tf
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from object_input import errors, fields, make_dataset, stats
+from object_input import fields, make_dataset, stats
 from object_input.decoders import ExampleDecoder
+from object_input.reliability import errors
 from object_input.sources import TFRecord
 from object_input.writers import build_example
 

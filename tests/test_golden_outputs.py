@@ -26,7 +26,7 @@ import pytest
 import tensorflow as tf
 
 import object_input as oi
-from object_input.synthetic import write_synthetic_dataset
+from object_input.writers.synthetic import write_synthetic_dataset
 
 GOLDEN = pathlib.Path(__file__).parent / "data" / "golden_digests.json"
 STANDARD = (

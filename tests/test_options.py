@@ -8,8 +8,8 @@ import warnings
 import numpy as np
 import pytest
 
-from object_input import options_reference
-from object_input.config import PipelineConfig
+from object_input.config.pipeline_config import PipelineConfig
+from object_input.docgen import options as options_reference
 from object_input.ops import ConfigError
 from object_input.options import DATASET_OPTIONS, DEFAULTS, Rule, config_options, declared
 from object_input.pipeline import DatasetOptions, make_dataset

@@ -68,7 +68,7 @@ import numpy as np
 import tensorflow as tf
 from object_input import fields
 from object_input.sources import TFRecord
-from object_input.synthetic import make_example
+from object_input.writers.synthetic import make_example
 from object_input.writers import build_example
 
 arrays = make_example(np.random.default_rng(0), 32, 40, min_objects=1, image_format="jpeg")

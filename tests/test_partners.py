@@ -7,8 +7,8 @@ import tensorflow as tf
 import object_input as oi
 from object_input import fields, partners
 from object_input.ops import register_step, unregister_step
-from object_input.synthetic import synthetic_examples
 from object_input.writers import build_example, write_tfrecords
+from object_input.writers.synthetic import synthetic_examples
 
 
 def _stream(count):

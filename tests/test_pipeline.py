@@ -10,8 +10,8 @@ import tensorflow as tf
 
 import object_input as oi
 from object_input import fields
-from object_input.synthetic import synthetic_examples
 from object_input.writers import build_example, write_tfrecords
+from object_input.writers.synthetic import synthetic_examples
 
 
 def _source_ids(dataset):

@@ -21,8 +21,8 @@ REGISTERED = {plugins.STEPS: ops._registers_a_step, plugins.SOURCES: sources._de
 
 STEPS = '''
 from object_input import fields
-from object_input.ops import core
-from object_input.ops.registry import in_range, register_step
+from object_input.ops import _core as core
+from object_input.ops._registry import in_range, register_step
 
 
 @register_step(kind="color", checks={"amount": in_range(0.0, 255.0)}, demo_params={"amount": 9.0})
@@ -91,7 +91,7 @@ packages = ["tinyplug"]
 USE = """
 import object_input as oi
 from object_input import ops, sources
-from object_input.ops import reference
+from object_input.docgen import ops as reference
 
 assert "tiny_brighten" in ops.registered_steps()
 assert ops.tiny_brighten is ops.get_step("tiny_brighten").fn

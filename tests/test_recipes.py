@@ -6,8 +6,8 @@ import pytest
 import object_input as oi
 from object_input import fields, recipes
 from object_input.sources import CIFAR10
-from object_input.synthetic import write_synthetic_dataset
 from object_input.writers import write_cifar10
+from object_input.writers.synthetic import write_synthetic_dataset
 
 
 def _write_cifar10(path, n=6, seed=0):

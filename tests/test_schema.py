@@ -6,10 +6,11 @@ import pytest
 import tensorflow as tf
 
 import object_input as oi
-from object_input import decode_example, errors, fields, schema
+from object_input import decode_example, fields, schema
 from object_input.decoders import ExampleDecoder
-from object_input.inspection import inspect_records
+from object_input.reliability import errors
 from object_input.sources import Arrays
+from object_input.verification.inspection import inspect_records
 from object_input.writers import build_example, encode_image, write_tfrecords
 
 IMAGE = np.arange(4 * 5 * 3, dtype=np.uint8).reshape(4, 5, 3)

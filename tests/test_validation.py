@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from object_input import decode_example, errors, fields
+from object_input import decode_example, fields
+from object_input.reliability import errors
 from object_input.writers import build_example, encode_image
 
 IMAGE = np.arange(48 * 64 * 3, dtype=np.uint8).reshape(48, 64, 3)

@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from object_input import cli, fields, viz
-from object_input.synthetic import write_synthetic_dataset
+from object_input.writers.synthetic import write_synthetic_dataset
 
 pytest.importorskip("matplotlib")
 

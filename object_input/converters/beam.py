@@ -24,7 +24,6 @@ from typing import Any
 
 import tensorflow as tf
 
-from object_input.beam_runs import beam, pipeline_options, run_and_collect
 from object_input.converters.common import (
     BadImage,
     Conversion,
@@ -37,6 +36,7 @@ from object_input.converters.common import (
     result,
 )
 from object_input.converters.write_options import WriteOptions
+from object_input.scale_out.beam_runs import beam, pipeline_options, run_and_collect
 from object_input.writers import StagedShards
 
 _LEFT_OUT = "left_out"

@@ -11,10 +11,15 @@ import numpy as np
 import tensorflow as tf
 
 from object_input import wording
-from object_input.boxes import convert
+from object_input.box_formats import convert
 from object_input.converters import write_options
 from object_input.converters.write_options import WriteOptions
-from object_input.image_files import ImageError, decode_image_file, image_format, op_message
+from object_input.decoders.image_files import (
+    ImageError,
+    decode_image_file,
+    image_format,
+    op_message,
+)
 from object_input.label_map import LabelMapSource, format_label_map, load_label_map, path_beside
 from object_input.writers import ShardedWriter, StagedShards, describe_replaced, write_parallel
 

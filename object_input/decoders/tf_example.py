@@ -16,22 +16,16 @@ from typing import Any
 
 import tensorflow as tf
 
-from object_input import (
-    annotation_checks,
-    deferred_image,
-    errors,
-    feature_dict,
-    fields,
-    image_files,
-    schema,
-)
-from object_input.annotation_checks import (
+from object_input import feature_dict, fields, schema
+from object_input.decoders import annotation_checks, deferred_image, image_files
+from object_input.decoders.annotation_checks import (
     check_boxes,
     check_class_count,
     check_class_ids,
     check_masks,
 )
 from object_input.moved import moved_names
+from object_input.reliability import errors
 from object_input.suggest import unknown_names_message
 
 MASK_TYPES = (None, *schema.MASK_KINDS)
@@ -70,13 +64,13 @@ class ExampleDecoder:
         names not in the label map; dropped boxes are counted in ``NUM_DROPPED_BOXES``.
       extra_features: ``{record key: tf.io feature spec}`` decoded and passed through under the
         same key (sparse features become dense).
-      checks: what a failed check does (:data:`object_input.errors.CHECK_MODES`; the
+      checks: what a failed check does (:data:`object_input.reliability.errors.CHECK_MODES`; the
         pipeline's ``on_error`` is a separate setting that settles flags): ``"raise"``: it raises
         InvalidArgumentError naming the record, its source id and the field; ``"flag"``: the
         result carries the reason's code in ``fields.ERROR`` (0 when good; see
-        :mod:`object_input.errors`), the message in ``fields.ERROR_DETAIL``, and placeholder
+        :mod:`object_input.reliability.errors`), the message in ``fields.ERROR_DETAIL``, and placeholder
         values, for the pipeline to raise or skip; ``"none"``: no checks at all, for records
-        that passed them before (a verified manifest, :mod:`object_input.manifest`): a good
+        that passed them before (a verified manifest, :mod:`object_input.verification.manifest`): a good
         record decodes to the same features, a bad one to whatever its ops make of it, or an
         op error.
       on_error: deprecated, for one release: ``checks`` under its old name, ``"trust"`` for
@@ -221,7 +215,7 @@ class ExampleDecoder:
         """Decode one serialized Example; ``record_id`` ("file:index") names it in errors.
 
         With ``defer_image`` the pixels are not decoded yet: the image is a placeholder of its
-        true size (see :mod:`object_input.deferred_image`) until ``deferred_image.realize``
+        true size (see :mod:`object_input.decoders.deferred_image`) until ``deferred_image.realize``
         decodes the window that the leading flips and crops chose.
         """
         if defer_image and self.downscales:
@@ -730,12 +724,12 @@ def _renamed_check_mode(on_error: str) -> str:
 __getattr__ = moved_names(
     __name__,
     {
-        "PLACEHOLDER_PNG": "object_input.image_files",
-        "header_size": "object_input.image_files",
-        "image_magic": "object_input.image_files",
-        "looks_like_image": "object_input.image_files",
-        "default_per_box_fields": "object_input.annotation_checks",
-        "kept_after_clip": "object_input.annotation_checks",
+        "PLACEHOLDER_PNG": "object_input.decoders.image_files",
+        "header_size": "object_input.decoders.image_files",
+        "image_magic": "object_input.decoders.image_files",
+        "looks_like_image": "object_input.decoders.image_files",
+        "default_per_box_fields": "object_input.decoders.annotation_checks",
+        "kept_after_clip": "object_input.decoders.annotation_checks",
     },
 )
 

@@ -7,13 +7,8 @@ group ``object_input.steps`` (:mod:`object_input.plugins`). Every registered ste
 """
 
 from object_input import plugins
-from object_input.ops.color import ColorStep
-from object_input.ops.compose import Augmentation, normalize_step
-from object_input.ops.crop import crop_to_window
-from object_input.ops.flip import flip_left_right, flip_up_down, rotate90
-from object_input.ops.labels import IMAGE_CLASSES_MULTI_HOT
-from object_input.ops.pad import pad_to_window
-from object_input.ops.registry import (
+from object_input.ops._compose import Augmentation, normalize_step
+from object_input.ops._registry import (
     ConfigError,
     StepSpec,
     get_step,
@@ -21,13 +16,18 @@ from object_input.ops.registry import (
     registered_steps,
     unregister_step,
 )
+from object_input.ops.color import ColorStep
+from object_input.ops.crop import crop_to_window
+from object_input.ops.flip import flip_left_right, flip_up_down, rotate90
+from object_input.ops.labels import IMAGE_CLASSES_MULTI_HOT
+from object_input.ops.pad import pad_to_window
 
 
 def _registers_a_step(module) -> bool:
     return any(get_step(name).fn.__module__ == module.__name__ for name in registered_steps())
 
 
-# reference is the script that writes docs/ops.md (python -m object_input.ops.reference).
+# reference is the script that writes docs/ops.md (python -m object_input.docgen.ops).
 plugins.import_package(__name__, __path__, skip=("reference",))
 plugins.load_group(plugins.STEPS, _registers_a_step)
 globals().update({name: get_step(name).fn for name in registered_steps()})

@@ -18,10 +18,27 @@ from typing import Any
 import tensorflow as tf
 
 from object_input import fields
-from object_input.ops import autoaugment_ops as ops
-from object_input.ops import core, device, draws, field_handlers, policy_device, transform
-from object_input.ops.backend import TENSORFLOW
-from object_input.ops.registry import MOVED, PER_BOX, ConfigError, register_step, rule
+from object_input.ops import (
+    _batched as device,
+)
+from object_input.ops import (
+    _core as core,
+)
+from object_input.ops import (
+    _draws as draws,
+)
+from object_input.ops import (
+    _field_handlers as field_handlers,
+)
+from object_input.ops import _image_ops as ops
+from object_input.ops import (
+    _policy_device as policy_device,
+)
+from object_input.ops import (
+    _transform as transform,
+)
+from object_input.ops._backend import TENSORFLOW
+from object_input.ops._registry import MOVED, PER_BOX, ConfigError, register_step, rule
 
 SubPolicy = Sequence[tuple[str, float, int]]
 

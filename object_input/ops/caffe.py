@@ -18,9 +18,12 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from object_input import caffe_proto, errors, fields
-from object_input.ops import core, crop, flip
-from object_input.ops.registry import MOVED, non_negative, register_step, rule
+from object_input import fields
+from object_input.ops import _core as core
+from object_input.ops import crop, flip
+from object_input.ops._registry import MOVED, non_negative, register_step, rule
+from object_input.reliability import errors
+from object_input.sources import _caffe_proto as caffe_proto
 
 _GRAY = (0.299, 0.587, 0.114)
 # round(w * 2**14), summing to 2**14: OpenCV's integer weights for 8-bit images.

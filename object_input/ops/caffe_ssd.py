@@ -20,10 +20,11 @@ from typing import Any
 import tensorflow as tf
 
 from object_input import fields
-from object_input.ops import color, core
+from object_input.ops import _core as core
+from object_input.ops import color
+from object_input.ops._registry import MOVED, in_range, non_negative, positive, register_step, rule
 from object_input.ops.caffe import as_mean_values, image_is_rgb, reorder
 from object_input.ops.crop import CROP_FIELDS, crop_to_window
-from object_input.ops.registry import MOVED, in_range, non_negative, positive, register_step, rule
 from object_input.ops.resize import resize_features
 
 # --- caffe_ssd_distort ----------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Colour steps, each split into a random draw and a pure, batchable apply.
 
 Every random colour step runs as ``apply(image, **draw(seed, **params))`` (a :class:`ColorStep`,
-whose draw is the step's registered :class:`~object_input.ops.draws.Draw`):
+whose draw is the step's registered :class:`~object_input.ops._draws.Draw`):
 
 - ``draw_<x>(seed, **params)`` returns a dict of scalar float32/bool tensors, the step's random
   parameters. It depends on ``seed`` alone, so a pipeline may draw per example and apply per batch.
@@ -10,7 +10,7 @@ whose draw is the step's registered :class:`~object_input.ops.draws.Draw`):
   float32 on the [0, 255] scale out, clipped to [0, 255] like the Object Detection API.
 
 Each step's registration carries its draw and its device form: the draws as the batch's
-parameters, the batched apply, and the :class:`~object_input.ops.fused_color.ColorPart` each draw
+parameters, the batched apply, and the :class:`~object_input.ops._fused_color.ColorPart` each draw
 drives, so a pipeline fuses neighbouring colour steps and runs them on a batch without knowing any
 one of them.
 
@@ -29,11 +29,12 @@ from typing import Any
 import tensorflow as tf
 
 from object_input import fields
-from object_input.ops import core, draws
-from object_input.ops import fused_color as fused
-from object_input.ops.backend import TENSORFLOW
-from object_input.ops.device import DeviceStep
-from object_input.ops.registry import (
+from object_input.ops import _core as core
+from object_input.ops import _draws as draws
+from object_input.ops import _fused_color as fused
+from object_input.ops._backend import TENSORFLOW
+from object_input.ops._batched import DeviceStep
+from object_input.ops._registry import (
     ConfigError,
     in_range,
     non_negative,
@@ -381,7 +382,7 @@ class ColorStep:
         return {**features, fields.IMAGE: self.run(features[fields.IMAGE], drawn, params)}
 
     def as_draw(self, parts: Parts | None = None) -> draws.Draw:
-        """The step's :class:`~object_input.ops.draws.Draw`: :meth:`sample` from the seed alone;
+        """The step's :class:`~object_input.ops._draws.Draw`: :meth:`sample` from the seed alone;
         ``parts(params)`` lists the ``(colour part, draw)`` each batch parameter carries (None:
         the step has no batched form)."""
 

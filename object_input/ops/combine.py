@@ -14,9 +14,17 @@ from typing import Any
 import tensorflow as tf
 
 from object_input import fields
-from object_input.ops import boxes as box_ops
-from object_input.ops import core, field_handlers, transform
-from object_input.ops.registry import (
+from object_input.ops import _box_geometry as box_ops
+from object_input.ops import (
+    _core as core,
+)
+from object_input.ops import (
+    _field_handlers as field_handlers,
+)
+from object_input.ops import (
+    _transform as transform,
+)
+from object_input.ops._registry import (
     MOVED,
     PER_BOX,
     in_range,

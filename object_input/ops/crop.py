@@ -11,9 +11,10 @@ from typing import Any
 import tensorflow as tf
 
 from object_input import fields
-from object_input.ops import boxes as box_ops
-from object_input.ops import core, transform
-from object_input.ops.registry import (
+from object_input.ops import _box_geometry as box_ops
+from object_input.ops import _core as core
+from object_input.ops import _transform as transform
+from object_input.ops._registry import (
     MOVED,
     PER_BOX,
     in_range,

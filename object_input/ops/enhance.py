@@ -19,10 +19,21 @@ from typing import Any
 import tensorflow as tf
 
 from object_input import fields
-from object_input.ops import autoaugment_ops, core, device, draws
-from object_input.ops.backend import TENSORFLOW
+from object_input.ops import (
+    _batched as device,
+)
+from object_input.ops import (
+    _core as core,
+)
+from object_input.ops import (
+    _draws as draws,
+)
+from object_input.ops import (
+    _image_ops as autoaugment_ops,
+)
+from object_input.ops._backend import TENSORFLOW
+from object_input.ops._registry import in_range, range_pair, register_step
 from object_input.ops.color import merge_channels, split_channels
-from object_input.ops.registry import in_range, range_pair, register_step
 
 
 def _maybe(

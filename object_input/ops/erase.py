@@ -13,9 +13,11 @@ import operator
 import tensorflow as tf
 
 from object_input import fields
-from object_input.ops import core, device, draws
-from object_input.ops.backend import TENSORFLOW
-from object_input.ops.registry import (
+from object_input.ops import _batched as device
+from object_input.ops import _core as core
+from object_input.ops import _draws as draws
+from object_input.ops._backend import TENSORFLOW
+from object_input.ops._registry import (
     PER_BOX,
     in_range,
     non_negative,

@@ -7,9 +7,20 @@ from collections.abc import Sequence
 import tensorflow as tf
 
 from object_input import fields
-from object_input.ops import core, device, draws, transform
-from object_input.ops.backend import TENSORFLOW
-from object_input.ops.registry import MOVED, in_range, register_step
+from object_input.ops import (
+    _batched as device,
+)
+from object_input.ops import (
+    _core as core,
+)
+from object_input.ops import (
+    _draws as draws,
+)
+from object_input.ops import (
+    _transform as transform,
+)
+from object_input.ops._backend import TENSORFLOW
+from object_input.ops._registry import MOVED, in_range, register_step
 
 
 def check_permutation(

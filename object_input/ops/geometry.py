@@ -5,9 +5,9 @@ from __future__ import annotations
 import tensorflow as tf
 
 from object_input import fields
-from object_input.ops import boxes as box_ops
-from object_input.ops import core
-from object_input.ops.registry import PER_BOX, in_range, register_step, rule
+from object_input.ops import _box_geometry as box_ops
+from object_input.ops import _core as core
+from object_input.ops._registry import PER_BOX, in_range, register_step, rule
 
 JITTER_MODES = (
     "default",

@@ -11,9 +11,10 @@ from typing import Any
 
 import tensorflow as tf
 
-from object_input import fields, keras_layout
-from object_input.ops import core
-from object_input.ops.registry import PER_BOX, ConfigError, register_step
+from object_input import fields
+from object_input.keras import layout as keras_layout
+from object_input.ops import _core as core
+from object_input.ops._registry import PER_BOX, ConfigError, register_step
 
 
 def _seed_generator(seed: tf.Tensor) -> Any:

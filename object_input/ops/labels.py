@@ -6,9 +6,10 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 
-from object_input import errors, fields
-from object_input.ops import core
-from object_input.ops.registry import PER_BOX, in_range, positive, register_step, rule
+from object_input import fields
+from object_input.ops import _core as core
+from object_input.ops._registry import PER_BOX, in_range, positive, register_step, rule
+from object_input.reliability import errors
 
 # Written by one_hot_encoding: float32 [num_classes], 1.0 where the image has that class. It is not
 # a per-box field, and not in fields.py because only this step produces it.

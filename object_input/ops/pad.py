@@ -8,7 +8,8 @@ from typing import Any
 import tensorflow as tf
 
 from object_input import fields
-from object_input.ops import core
+from object_input.ops import _core as core
+from object_input.ops._registry import MOVED, non_negative, positive, register_step, rule
 from object_input.ops.crop import (
     CROP_CHECKS,
     CROP_FIELDS,
@@ -17,7 +18,6 @@ from object_input.ops.crop import (
     crop_to_window,
     random_crop_image,
 )
-from object_input.ops.registry import MOVED, non_negative, positive, register_step, rule
 
 # Checks of the padded size ratios, for every step that takes them.
 PADDED_SIZE_CHECKS = {

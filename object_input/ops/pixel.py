@@ -13,10 +13,11 @@ from typing import Any
 import tensorflow as tf
 
 from object_input import fields
-from object_input.ops import core, device, draws
-from object_input.ops.backend import TENSORFLOW
-from object_input.ops.color import merge_channels, split_channels
-from object_input.ops.registry import (
+from object_input.ops import _batched as device
+from object_input.ops import _core as core
+from object_input.ops import _draws as draws
+from object_input.ops._backend import TENSORFLOW
+from object_input.ops._registry import (
     in_range,
     non_negative,
     ordered,
@@ -24,6 +25,7 @@ from object_input.ops.registry import (
     register_step,
     rule,
 )
+from object_input.ops.color import merge_channels, split_channels
 
 
 def _with_image(features: core.Features, image: tf.Tensor) -> core.Features:

@@ -12,8 +12,10 @@ from typing import Any
 
 import tensorflow as tf
 
-from object_input.ops import autoaugment, core, draws
-from object_input.ops.registry import MOVED, PER_BOX, in_range, positive, register_step
+from object_input.ops import _core as core
+from object_input.ops import _draws as draws
+from object_input.ops import autoaugment
+from object_input.ops._registry import MOVED, PER_BOX, in_range, positive, register_step
 
 RANDAUGMENT_OPS = (
     autoaugment.IDENTITY,

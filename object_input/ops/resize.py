@@ -5,8 +5,9 @@ from __future__ import annotations
 import tensorflow as tf
 
 from object_input import fields
-from object_input.ops import core, transform
-from object_input.ops.registry import MOVED, in_range, ordered, positive, register_step, rule
+from object_input.ops import _core as core
+from object_input.ops import _transform as transform
+from object_input.ops._registry import MOVED, in_range, ordered, positive, register_step, rule
 
 METHODS = transform.RESIZE_METHODS
 

@@ -14,12 +14,12 @@ from typing import Any
 
 import tensorflow as tf
 
-from object_input.ops import core
+from object_input.ops import _core as core
+from object_input.ops._registry import positive, register_step, rule
 from object_input.ops.crop import CROP_FIELDS, random_crop_image
 from object_input.ops.crop import random_crop_to_aspect_ratio as crop_to_aspect_ratio
 from object_input.ops.pad import PADDED_SIZE_CHECKS, random_crop_pad_image
 from object_input.ops.pad import random_pad_to_aspect_ratio as pad_to_aspect_ratio
-from object_input.ops.registry import positive, register_step, rule
 
 Operation = dict[str, Any]
 

@@ -12,10 +12,10 @@ imported. Every public :class:`Source` subclass they define is ``object_input.so
 from types import ModuleType
 
 from object_input import plugins
-from object_input.sources.base import ReadContext, Source
-from object_input.sources.files import list_files, read_files
+from object_input.sources._base import ReadContext, Source
+from object_input.sources._files import list_files, read_files
+from object_input.sources._resolve import as_source, formats, register_format
 from object_input.sources.fixed_length import Field
-from object_input.sources.resolve import as_source, formats, register_format
 
 
 def _defined_sources(module: ModuleType) -> dict[str, type[Source]]:

@@ -9,7 +9,7 @@ import numpy as np
 import tensorflow as tf
 
 from object_input import fields
-from object_input.sources import samples
+from object_input.sources import _samples as samples
 from object_input.sources.dataset import Dataset
 
 # Fields whose pipeline dtype is int32 whatever integer type the arrays hold.

@@ -13,8 +13,10 @@ from typing import Any
 
 import tensorflow as tf
 
-from object_input import caffe_proto, errors, fields
-from object_input.sources import samples
+from object_input import fields
+from object_input.reliability import errors
+from object_input.sources import _caffe_proto as caffe_proto
+from object_input.sources import _samples as samples
 from object_input.sources.caffe_lmdb import CaffeLMDB, sample_datum
 
 # (message, [(field, dtype)]) of each level, as caffe.proto of the SSD fork numbers them.

@@ -2,7 +2,7 @@
 
 Reading: an LMDB cursor (the ``lmdb`` package, Python) yields ``(key, value)`` bytes; everything
 after that runs in the graph: ``tf.io.decode_proto`` with the schema of
-:mod:`object_input.caffe_proto`, image decoding or the planar-to-interleaved reshape, and the
+:mod:`object_input.sources._caffe_proto`, image decoding or the planar-to-interleaved reshape, and the
 BGR-to-RGB swap.
 
 Order: key order, as Caffe reads, unless the pipeline shuffles (``shuffle=True``). Shuffled, the
@@ -26,10 +26,12 @@ import numpy as np
 import tensorflow as tf
 from google.protobuf.message import DecodeError
 
-from object_input import caffe_proto, errors, fields
-from object_input.sources import samples
-from object_input.sources.base import ReadContext, Source
-from object_input.sources.resolve import PathOptions, register_format
+from object_input import fields
+from object_input.reliability import errors
+from object_input.sources import _caffe_proto as caffe_proto
+from object_input.sources import _samples as samples
+from object_input.sources._base import ReadContext, Source
+from object_input.sources._resolve import PathOptions, register_format
 
 INSTALL_HINT = "pip install object-input[lmdb]"
 

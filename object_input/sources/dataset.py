@@ -7,16 +7,17 @@ from typing import Any
 
 import tensorflow as tf
 
-from object_input import errors, fields
-from object_input.annotation_checks import (
+from object_input import fields
+from object_input.decoders.annotation_checks import (
     check_boxes,
     check_class_count,
     check_class_ids,
     check_masks,
     check_per_box_count,
 )
-from object_input.sources import samples
-from object_input.sources.base import ReadContext, Source
+from object_input.reliability import errors
+from object_input.sources import _samples as samples
+from object_input.sources._base import ReadContext, Source
 
 
 class Dataset(Source):
@@ -25,7 +26,7 @@ class Dataset(Source):
     Sharding takes every ``num_shards``-th element; record ids are ``"<name>:<position>"``. The
     elements pass through as they are, ragged tensors made dense, plus ``RECORD_ID`` and
     ``IMAGE_SHAPE`` (of an ``IMAGE``) when absent. Their detection fields get the TFRecord
-    decoder's checks (:mod:`object_input.annotation_checks`: ``BOXES`` float ``[N, 4]``:
+    decoder's checks (:mod:`object_input.decoders.annotation_checks`: ``BOXES`` float ``[N, 4]``:
     finite, ordered, inside [0, 1] up to float noise, which is clipped; ``CLASSES`` one per box
     in ``[1, 2**31)``; ``MASKS`` one per box, of the image's size; every other per-box field one
     row per box): a failure is flagged naming

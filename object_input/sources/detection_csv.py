@@ -9,14 +9,15 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from object_input import errors, fields
-from object_input.annotation_checks import default_per_box_fields
+from object_input import fields
 from object_input.converters.common import label_map_for
 from object_input.converters.detection_csv import COLUMNS, CsvImage, read_detection_csv
-from object_input.image_files import PLACEHOLDER_PNG, looks_like_image
-from object_input.sources import samples
-from object_input.sources.base import ReadContext, Source
-from object_input.sources.files import PathSource, list_files
+from object_input.decoders.annotation_checks import default_per_box_fields
+from object_input.decoders.image_files import PLACEHOLDER_PNG, looks_like_image
+from object_input.reliability import errors
+from object_input.sources import _samples as samples
+from object_input.sources._base import ReadContext, Source
+from object_input.sources._files import PathSource, list_files
 
 # Rows listed in a record id before "...".
 _LINES_SHOWN = 4

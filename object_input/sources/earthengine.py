@@ -19,13 +19,15 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from object_input import errors, fields
+from object_input import fields
 from object_input.earthengine import Mixer, buffer_of, pair, patch_bounds
-from object_input.errors import RecordChecks, guarded
 from object_input.options import ReadOptions
-from object_input.sources import integrity, samples
-from object_input.sources.base import ReadContext, Source
-from object_input.sources.files import PathSource, list_files, read_files
+from object_input.reliability import errors
+from object_input.reliability.errors import RecordChecks, guarded
+from object_input.sources import _integrity as integrity
+from object_input.sources import _samples as samples
+from object_input.sources._base import ReadContext, Source
+from object_input.sources._files import PathSource, list_files, read_files
 
 SUFFIXES = (".tfrecord", ".tfrecord.gz")
 _NUMBERED = re.compile(r"^(?P<prefix>.*)-(?P<number>\d{5})\.tfrecord(\.gz)?$")

@@ -10,11 +10,12 @@ from typing import Any
 
 import tensorflow as tf
 
-from object_input import errors, fields
-from object_input.sources import samples
-from object_input.sources.base import ReadContext, Source
-from object_input.sources.files import PathSource, list_files, read_files
-from object_input.sources.resolve import register_format
+from object_input import fields
+from object_input.reliability import errors
+from object_input.sources import _samples as samples
+from object_input.sources._base import ReadContext, Source
+from object_input.sources._files import PathSource, list_files, read_files
+from object_input.sources._resolve import register_format
 
 SUFFIXES = (".bin",)
 CIFAR_IMAGE_BYTES = 32 * 32 * 3

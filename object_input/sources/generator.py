@@ -8,8 +8,9 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from object_input import errors, fields
-from object_input.sources import samples
+from object_input import fields
+from object_input.reliability import errors
+from object_input.sources import _samples as samples
 from object_input.sources.dataset import Dataset, stand_in_shape
 
 

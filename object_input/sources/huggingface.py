@@ -29,9 +29,8 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from object_input import boxes as box_formats
-from object_input import errors, feature_dict, fields
-from object_input.annotation_checks import (
+from object_input import box_formats, feature_dict, fields
+from object_input.decoders.annotation_checks import (
     check_boxes,
     check_class_count,
     check_class_ids,
@@ -39,12 +38,21 @@ from object_input.annotation_checks import (
     default_per_box_fields,
     kept_after_clip,
 )
+from object_input.decoders.image_files import PLACEHOLDER_PNG, looks_like_image
 from object_input.decoders.tf_example import BOX_RANGE_POLICIES
-from object_input.image_files import PLACEHOLDER_PNG, looks_like_image
 from object_input.moved import moved_names
-from object_input.sources import hf_arrow, hf_layout, samples
-from object_input.sources.base import ReadContext, Source
-from object_input.sources.hf_layout import HEIGHT, OBJECT_KEYS, WIDTH
+from object_input.reliability import errors
+from object_input.sources import (
+    _hf_arrow as hf_arrow,
+)
+from object_input.sources import (
+    _hf_layout as hf_layout,
+)
+from object_input.sources import (
+    _samples as samples,
+)
+from object_input.sources._base import ReadContext, Source
+from object_input.sources._hf_layout import HEIGHT, OBJECT_KEYS, WIDTH
 
 
 class HuggingFace(Source):
@@ -99,7 +107,7 @@ class HuggingFace(Source):
         bytes or path column), ``label``, ``coarse_label``, ``source_id``, ``height``,
         ``width`` (one per image); ``boxes`` (4 numbers), ``classes``, ``area``, ``is_crowd``,
         ``difficult`` (one per object).
-      bounding_box_format: the boxes' format, by the names of :mod:`object_input.boxes`
+      bounding_box_format: the boxes' format, by the names of :mod:`object_input.box_formats`
         (``"xywh"``, COCO pixels; ``"xyxy"``; ``"rel_yxyx"``; ``"yolo"``; ...). Pixel boxes are
         normalized by the decoded image's size.
       class_offset: added to the class column's ids (default: 1 for a ``ClassLabel``, which is
@@ -448,4 +456,4 @@ def _dataset_name(dataset: Any) -> str:
 
 
 # Names that moved with the layout inference, kept here for one release.
-__getattr__ = moved_names(__name__, {"IMAGE_KEYS": "object_input.sources.hf_layout"})
+__getattr__ = moved_names(__name__, {"IMAGE_KEYS": "object_input.sources._hf_layout"})

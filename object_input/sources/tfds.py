@@ -11,19 +11,21 @@ from typing import Any
 
 import tensorflow as tf
 
-from object_input import boxes as box_formats
-from object_input import deferred_image, errors, fields
-from object_input.image_files import (
+from object_input import box_formats, fields
+from object_input.decoders import deferred_image
+from object_input.decoders.image_files import (
     PLACEHOLDER_PNG,
     header_size,
     image_magic,
     looks_like_image,
 )
 from object_input.moved import moved_names
-from object_input.sources import hub_layout, tfds_layout
-from object_input.sources.base import ReadContext, Source
+from object_input.reliability import errors
+from object_input.sources import _hub_layout as hub_layout
+from object_input.sources import _tfds_layout as tfds_layout
+from object_input.sources._base import ReadContext, Source
+from object_input.sources._hub_layout import LayoutError
 from object_input.sources.dataset import detection_checks, stand_ins
-from object_input.sources.hub_layout import LayoutError
 
 INSTALL_HINT = "sources.TFDS needs tensorflow-datasets: pip install object-input[tfds]"
 
@@ -69,7 +71,7 @@ def import_tfds() -> Any:
 
 def _flatten(nested: Any, path: str = "") -> dict[str, Any]:
     """An example's nested dicts as ``{path: tensor}``, paths as in
-    :func:`~object_input.sources.tfds_layout.feature_leaves`."""
+    :func:`~object_input.sources._tfds_layout.feature_leaves`."""
     if not isinstance(nested, Mapping):
         return {path: nested}
     out: dict[str, Any] = {}
@@ -90,7 +92,7 @@ class TFDS(Source):
         (paths join nested keys with "/": ``{"image": "image", "boxes": "objects/bbox",
         "classes": "objects/label"}``); None: the mapping below. Given, it is the whole
         mapping.
-      box_format: the format of the box feature (see :mod:`object_input.boxes`); None: its
+      box_format: the format of the box feature (see :mod:`object_input.box_formats`); None: its
         ``BBoxFeature``'s own ``bbox_format``, else TFDS's normalized ``rel_yxyx``.
       defer_decode: when the steps start with flips and a crop, decode only the crop window
         (same pixels, less work; not for images TFDS stores as PNG).
@@ -441,7 +443,7 @@ class TFDS(Source):
 
 def _checked_example(features: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
     """A record's feature dict from its checked values: boxes clipped (float noise), a deferred
-    image marked for :func:`~object_input.deferred_image.realize`."""
+    image marked for :func:`~object_input.decoders.deferred_image.realize`."""
     out = dict(features)
     if fields.BOXES in out:
         out[fields.BOXES] = tf.clip_by_value(out[fields.BOXES], 0.0, 1.0)
@@ -470,7 +472,7 @@ def _read_config(tfds: Any, given: Any) -> Any:
 __getattr__ = moved_names(
     __name__,
     {
-        name: "object_input.sources.tfds_layout"
+        name: "object_input.sources._tfds_layout"
         for name in (
             "Feature",
             "feature_leaves",

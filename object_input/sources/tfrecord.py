@@ -8,14 +8,16 @@ from typing import Any
 
 import tensorflow as tf
 
-from object_input import deferred_image, errors, manifest
-from object_input.decoders import ExampleDecoder
+from object_input.decoders import ExampleDecoder, deferred_image
 from object_input.label_map import LabelMapError, load_label_map, path_beside
 from object_input.options import DecodeOptions, build
-from object_input.sources import integrity, samples
-from object_input.sources.base import ReadContext, Source
-from object_input.sources.files import PathSource, list_files, read_files
-from object_input.sources.resolve import PathOptions, register_format
+from object_input.reliability import errors
+from object_input.sources import _integrity as integrity
+from object_input.sources import _samples as samples
+from object_input.sources._base import ReadContext, Source
+from object_input.sources._files import PathSource, list_files, read_files
+from object_input.sources._resolve import PathOptions, register_format
+from object_input.verification import manifest
 
 SUFFIXES = (".tfrecord", ".tfrecords", ".tfrecord.gz", ".tfrecords.gz", ".record", ".record.gz")
 
@@ -44,7 +46,7 @@ class TFRecord(Source):
       decoding: the rarer decoder options (:class:`~object_input.options.DecodeOptions`).
 
     When every file has a manifest entry that still holds under these decoding settings
-    (:mod:`object_input.manifest`, ``DecodeOptions.trust_manifest``), the source is
+    (:mod:`object_input.verification.manifest`, ``DecodeOptions.trust_manifest``), the source is
     :attr:`verified`: records are read and decoded without the per-record checks.
     """
 
@@ -105,7 +107,7 @@ class TFRecord(Source):
 
     def records(self, context: ReadContext) -> tf.data.Dataset:
         """Records of every file; a file that cannot be read to its end is an error naming it,
-        or a mark when ``context.marks`` (see :mod:`object_input.sources.integrity`);
+        or a mark when ``context.marks`` (see :mod:`object_input.sources._integrity`);
         verified files are read plainly, as ``(record_id, payload)``."""
         compressions = [compression_of(f, self.compression) for f in self.files]
         compression_table = _table(self.files, compressions, "", tf.string)

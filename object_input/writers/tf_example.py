@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from object_input import manifest, schema, wording
+from object_input import schema, wording
+from object_input.verification import manifest
 
 IMAGE_FORMATS = ("jpeg", "png", "raw")
 COMPRESSIONS = (None, "", "GZIP")

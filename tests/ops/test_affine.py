@@ -18,7 +18,7 @@ from object_input import fields
 from object_input.ops import ConfigError, get_step, random_affine, random_rotation, rotate90
 from object_input.ops.affine import about_centre, mask_boxes, rotation, warp_example
 from object_input.ops.resize import resize_features
-from object_input.synthetic import write_synthetic_dataset
+from object_input.writers.synthetic import write_synthetic_dataset
 
 PAINT = (80, 160)
 EPS = 1e-4

@@ -10,10 +10,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from object_input import fields
+from object_input.ops import _image_ops as ops
 from object_input.ops import autoaugment as aa
-from object_input.ops import autoaugment_ops as ops
+from object_input.ops._registry import ConfigError, get_step
 from object_input.ops.flip import rotate90
-from object_input.ops.registry import ConfigError, get_step
 
 BOX_ID = "box_id"
 SLOW = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from object_input import fields
-from object_input.ops import boxes as box_ops
+from object_input.ops import _box_geometry as box_ops
 
 NAN = float("nan")
 

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from object_input import fields
 from object_input.ops import ConfigError, get_step
+from object_input.ops._core import split_seed
 from object_input.ops.caffe_ssd import (
     SAMPLER_DEFAULTS,
     SSD_BATCH_SAMPLERS,
@@ -21,7 +22,6 @@ from object_input.ops.caffe_ssd import (
     expansion,
     sample_window,
 )
-from object_input.ops.core import split_seed
 
 # --- the fork's sampling in NumPy (boxes as Caffe holds them: xmin, ymin, xmax, ymax) ------------
 

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from object_input import fields
 from object_input.ops import color
-from object_input.ops.registry import ConfigError, get_step, registered_steps
+from object_input.ops._registry import ConfigError, get_step, registered_steps
 
 TOLERANCE = 1e-3  # on the [0, 255] scale
 

@@ -4,11 +4,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from object_input import ExampleDecoder, deferred_image, fields
+from object_input import ExampleDecoder, fields
+from object_input.decoders import deferred_image
 from object_input.ops import Augmentation
 from object_input.per_example import deferrable_prefix
-from object_input.synthetic import make_example
 from object_input.writers import build_example
+from object_input.writers.synthetic import make_example
 
 STEPS = [
     ("random_horizontal_flip", {"probability": 0.5}),

@@ -11,8 +11,8 @@ from tensorflow.python.framework import kernels
 
 from object_input import fields
 from object_input.ops import Augmentation, get_step, registered_steps
-from object_input.ops import device as device_ops
-from object_input.ops.device_stage import DeviceStage, apply_device_stage
+from object_input.ops import _batched as device_ops
+from object_input.ops._device_stage import DeviceStage, apply_device_stage
 
 SIZE = (24, 32)
 BOXES = np.array([[0.1, 0.1, 0.5, 0.45], [0.4, 0.5, 0.95, 0.9], [0.0, 0.0, 1.0, 1.0]], np.float32)

@@ -8,9 +8,9 @@ import tensorflow as tf
 
 from object_input import fields
 from object_input.ops import Augmentation, get_step, register_step, registered_steps
-from object_input.ops.device import DeviceStep
-from object_input.ops.device_stage import DeviceStage
-from object_input.ops.draws import Draw
+from object_input.ops._batched import DeviceStep
+from object_input.ops._device_stage import DeviceStage
+from object_input.ops._draws import Draw
 
 BATCHED = [name for name in registered_steps() if get_step(name).device is not None]
 SIZE = (24, 32)

@@ -18,7 +18,7 @@ from object_input.ops import (
     random_sharpness,
     random_solarize,
 )
-from object_input.ops.autoaugment_ops import sharpness
+from object_input.ops._image_ops import sharpness
 from object_input.ops.enhance import gaussian_blur
 
 

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from object_input import fields
 from object_input.ops import ConfigError, get_step, random_cutout
-from object_input.ops.core import fill_rectangle
+from object_input.ops._core import fill_rectangle
 from object_input.ops.erase import hidden_boxes
 
 

@@ -18,7 +18,7 @@ from object_input.ops import (
     random_vertical_flip,
     rotate90,
 )
-from object_input.ops.core import mirror
+from object_input.ops._core import mirror
 
 
 def _example():

@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 
 from object_input import fields
 from object_input.ops import Augmentation
-from object_input.ops.device_stage import DeviceStage
-from object_input.ops.fused_color import FusedColor
+from object_input.ops._device_stage import DeviceStage
+from object_input.ops._fused_color import FusedColor
 
 TOLERANCE = 1e-3  # on the [0, 255] scale
 
@@ -188,7 +188,7 @@ def test_narrow_output_is_the_float_output_cast_like_the_steps(dtype):
 
 
 def test_colour_part_is_the_old_name_of_color_part():
-    import object_input.ops.fused_color as fused_color
+    import object_input.ops._fused_color as fused_color
 
     with pytest.warns(
         DeprecationWarning, match="fused_color.ColourPart moved to .*fused_color.ColorPart"

@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 
 from object_input import fields
-from object_input.ops.registry import ConfigError, get_step
+from object_input.ops._registry import ConfigError, get_step
 
 
 def make_image(seed, shape=(8, 10, 3), dtype=np.float32):

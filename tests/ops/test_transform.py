@@ -12,7 +12,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from object_input import fields
-from object_input.ops import Augmentation, field_handlers, transform
+from object_input.ops import (
+    Augmentation,
+)
+from object_input.ops import (
+    _field_handlers as field_handlers,
+)
+from object_input.ops import (
+    _transform as transform,
+)
 
 BOXES = [[0.1, 0.2, 0.5, 0.7], [0.4, 0.05, 0.95, 0.4], [0.6, 0.6, 0.9, 0.95]]
 

@@ -1,0 +1,106 @@
+"""Turn a list of configured steps into one augmentation function with per-step seeds."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from object_input.ops import _core as core
+from object_input.ops._registry import ConfigError, StepSpec, get_step
+
+StepLike = str | tuple[str, Mapping[str, Any] | None] | Mapping[str, Mapping[str, Any] | None]
+
+
+def normalize_step(step: StepLike, position: int = 0) -> tuple[str, dict[str, Any]]:
+    """One step as ``(name, params)``, from ``"name"``, ``(name, params)`` or ``{name: params}``.
+
+    A Keras 3 image preprocessing layer is the step ``("keras_layer", {"layer": layer})``.
+    """
+    if isinstance(step, str):
+        return step, {}
+    if isinstance(step, Mapping):
+        if len(step) != 1:
+            names = ", ".join(repr(k) for k in step) or "none"
+            raise ConfigError(
+                f"augmentation step #{position}: one block must hold exactly one step, "
+                f"found {len(step)} ({names})"
+            )
+        ((name, params),) = step.items()
+    elif isinstance(step, Sequence) and len(step) == 2 and isinstance(step[0], str):
+        name, params = step
+    elif hasattr(step, "get_random_transformation"):
+        # A Keras 3 image preprocessing layer stands for the step that runs it.
+        name, params = "keras_layer", {"layer": step}
+    else:
+        raise ConfigError(
+            f"augmentation step #{position}: expected 'name', (name, params), {{name: params}} "
+            f"or a Keras preprocessing layer, got {step!r}"
+        )
+    if params is not None and not isinstance(params, Mapping):
+        raise ConfigError(f"step {name!r}: parameters must be a mapping, got {params!r}")
+    return name, dict(params or {})
+
+
+class Augmentation:
+    """A validated sequence of steps, callable on one example's feature dict.
+
+    Step ``i`` gets the seed ``fold_in(seed, i)``, so inserting a step leaves the draws of the
+    steps before it unchanged.
+    """
+
+    def __init__(self, steps: Iterable[StepLike] = ()):
+        self.steps: list[tuple[StepSpec, dict[str, Any]]] = []
+        for position, step in enumerate(steps):
+            name, params = normalize_step(step, position)
+            spec = get_step(name)
+            self.steps.append((spec, spec.resolve(params)))
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    def __call__(
+        self, features: core.Features, seed: Any = None, start: int = 0, stop: int | None = None
+    ) -> core.Features:
+        """Apply the steps ``start:stop`` in order; ``seed`` None gives non-reproducible draws.
+
+        Step ``i`` draws from ``fold_in(seed, i)`` whichever slice it runs in, so running
+        ``[0:k]`` then ``[k:]`` equals running all steps at once.
+        """
+        for index in range(start, len(self.steps) if stop is None else stop):
+            spec, params = self.steps[index]
+            if spec.examples > 1:
+                raise ConfigError(
+                    f"step {spec.name!r} combines {spec.examples} examples: it runs inside "
+                    "make_dataset, which draws the partners from the stream, or through "
+                    "combine_step() with a list of examples"
+                )
+            features = spec.fn(features, seed=self.step_seed(seed, index), **params)
+        return features
+
+    def combine_step(self, examples: Sequence[core.Features], seed: Any, index: int) -> Any:
+        """Run the combining step ``index`` on ``examples`` (the example first, then partners)."""
+        spec, params = self.steps[index]
+        return spec.fn(list(examples), seed=self.step_seed(seed, index), **params)
+
+    def prepare_step(self, features: core.Features, index: int) -> core.Features:
+        """One example as the combining step ``index`` prepares each of its examples before
+        partners are drawn (unchanged if the step prepares nothing; see ``register_step``)."""
+        spec, params = self.steps[index]
+        return features if spec.prepare is None else spec.prepare(features, **params)
+
+    @staticmethod
+    def step_seed(seed: Any, index: int) -> Any:
+        """Step ``index``'s seed: ``fold_in(seed, index)`` (None stays None)."""
+        return None if seed is None else core.fold_seed(seed, index)
+
+    def combining(self) -> list[int]:
+        """Positions of the steps that combine several examples, in order."""
+        return [i for i, (spec, _) in enumerate(self.steps) if spec.examples > 1]
+
+    def names(self) -> list[str]:
+        """The step names, in order."""
+        return [spec.name for spec, _ in self.steps]
+
+    def as_config(self) -> list[dict[str, dict[str, Any]]]:
+        """The resolved steps as ``[{name: params}, ...]`` (every default filled in)."""
+        return [{spec.name: dict(params)} for spec, params in self.steps]
