@@ -158,7 +158,7 @@ def plan(
     trailing = None
     # Trailing steps leave the per-example map for the batch, after the resize to one size.
     if trailing_steps == "batched" and image_size is not None and batched:
-        _, trailing = DeviceStage.split(augment)
+        _, trailing = DeviceStage.split(augment, on_host=True)
         trailing = after_identity_warp(trailing, image_size)
     elif trailing_steps == "device":
         trailing = DeviceStage.required(augment, "make_dataset(trailing_steps='device')")

@@ -54,8 +54,11 @@ class DeviceStep:
     output size; resizing commutes with the step), or ``"distribution"`` (the same draws applied
     after the resize instead of before it). ``blocker(params)`` returns why a configuration
     cannot move (None: it can). ``fused(params)``, for a colour step, lists the
-    :class:`~object_input.ops._fused_color.ColourPart` each parameter column drives: the stage
-    then runs neighbouring colour steps together in one compiled colour pass.
+    :class:`~object_input.ops._fused_color.ColorPart` each parameter column drives: the stage
+    then runs neighbouring colour steps together in one compiled colour pass. ``on_host`` False
+    says the batched form costs the host CPU more than the per-example step
+    (``benchmarks/ops.py``): ``trailing_steps="batched"`` then keeps the step per example, and
+    only ``"device"`` moves it.
     """
 
     apply: Callable[..., tf.Tensor]
@@ -63,6 +66,7 @@ class DeviceStep:
     fidelity: str
     blocker: Callable[[Mapping[str, Any]], str | None] | None = None
     fused: Callable[[Mapping[str, Any]], tuple[Any, ...]] | None = None
+    on_host: bool = True
 
     def __post_init__(self) -> None:
         if self.fidelity not in FIDELITIES:

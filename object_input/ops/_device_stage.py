@@ -8,9 +8,9 @@ step's declared draw (:class:`~object_input.ops._draws.Draw`) from the example s
 from ``fold_in(seed, i)``, as :class:`~object_input.ops.Augmentation` draws) and its work on
 the annotations, giving one float32 parameter vector. The batch then goes to the device, where
 :meth:`DeviceStage.__call__` changes the pixels of the static-shape batch: in
-:class:`object_input.keras.layers.DeviceAugmentation` inside the model, or :func:`apply_device_stage`
-in a custom training loop. Neighbouring colour steps run as one compiled colour pass
-(:mod:`object_input.ops._fused_color`).
+:class:`object_input.keras.layers.DeviceAugmentation` inside the model, or
+:func:`apply_device_stage` in a custom training loop. Neighbouring colour steps run as one compiled
+colour pass (:mod:`object_input.ops._fused_color`).
 """
 
 from __future__ import annotations
@@ -49,13 +49,21 @@ class DeviceStage:
     start: int
 
     @classmethod
-    def split(cls, augment: Augmentation | Sequence[Any]) -> tuple[int, DeviceStage | None]:
+    def split(
+        cls, augment: Augmentation | Sequence[Any], on_host: bool = False
+    ) -> tuple[int, DeviceStage | None]:
         """``(start, stage)``: the trailing device-capable run of ``augment`` from ``start``
-        (``stage`` None and ``start`` the step count when the last step cannot move)."""
+        (``stage`` None and ``start`` the step count when the last step cannot move). With
+        ``on_host``, for the batch on the host: only steps whose batched form is the cheaper
+        there (:attr:`~object_input.ops._batched.DeviceStep.on_host`)."""
         if not isinstance(augment, Augmentation):
             augment = Augmentation(augment)
+
+        def moves(spec: StepSpec, params: dict[str, Any]) -> bool:
+            return why_not(spec, params) is None and (not on_host or spec.device.on_host)
+
         start = len(augment)
-        while start > 0 and why_not(*augment.steps[start - 1]) is None:
+        while start > 0 and moves(*augment.steps[start - 1]):
             start -= 1
         if start == len(augment):
             return start, None

@@ -91,7 +91,10 @@ def _uniform(param: str, key: str) -> Callable[..., draws.Drawn]:
 
 
 def _device_gated(
-    change: Callable[..., tf.Tensor], size: int, fidelity: str = "distribution"
+    change: Callable[..., tf.Tensor],
+    size: int,
+    fidelity: str = "distribution",
+    on_host: bool = True,
 ) -> device.DeviceStep:
     """The batched form of a gated step: ``change(images, drawn, xp, **params)`` (``drawn`` the
     ``size`` values after the gate, ``[B, size]``) where the gate fired."""
@@ -101,7 +104,7 @@ def _device_gated(
         changed = change(images, parameters[:, 1:], xp, **params)
         return xp.where(device.fires(parameters), changed, images)
 
-    return device.DeviceStep(apply, size=1 + size, fidelity=fidelity)
+    return device.DeviceStep(apply, size=1 + size, fidelity=fidelity, on_host=on_host)
 
 
 def _on_color_per_image(step: str, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -379,7 +382,10 @@ def random_solarize(
     checks={"probability": in_range(0.0, 1.0)},
     demo_params={"probability": 1.0},
     draw=_gated_draw(),
-    device=_device_gated(_on_color_of_batch("random_equalize", device.equalize), 0),
+    # The batched histograms cost the host 1.5x the per-example ones (docs/performance.md).
+    device=_device_gated(
+        _on_color_of_batch("random_equalize", device.equalize), 0, on_host=False
+    ),
 )
 def random_equalize(
     features: core.Features, drawn: draws.Drawn, *, probability: float = 0.5
@@ -401,7 +407,10 @@ def random_equalize(
     checks={"probability": in_range(0.0, 1.0)},
     demo_params={"probability": 1.0},
     draw=_gated_draw(),
-    device=_device_gated(_on_color_of_batch("random_autocontrast", device.autocontrast), 0),
+    # Per image min and max over the batch cost the host 1.45x the per-example step.
+    device=_device_gated(
+        _on_color_of_batch("random_autocontrast", device.autocontrast), 0, on_host=False
+    ),
 )
 def random_autocontrast(
     features: core.Features, drawn: draws.Drawn, *, probability: float = 0.5

@@ -299,6 +299,16 @@ def test_a_warp_after_a_step_of_the_output_size_takes_the_resize_per_example():
     assert _batched_steps(yolo, image_size=(SIZE[0], SIZE[0])) == tuple(after)
 
 
+def test_steps_dearer_on_the_batch_stay_per_example_on_the_host_and_move_to_the_device():
+    # Equalize, autocontrast and patch gaussian cost the host CPU more batched than per example:
+    # the batched default keeps them (and what precedes them) per example; "device" moves them.
+    for step in ("random_equalize", "random_autocontrast", "random_patch_gaussian"):
+        assert _batched_steps([ROTATION, (step, {}), FLIP]) == (FLIP[0],), step
+        assert _batched_steps([ROTATION, (step, {})]) is None, step
+        moved = _batched_steps([ROTATION, (step, {}), FLIP], "device")
+        assert moved == (ROTATION[0], step, FLIP[0]), step
+
+
 def test_a_warp_after_a_step_of_another_size_stays_on_the_batch():
     # A real resize would round the folded warp's boxes differently from the batch's.
     whole = (ROTATION[0], FLIP[0], BRIGHTNESS[0])
