@@ -3,7 +3,8 @@
     python benchmarks/audit.py [--images 2048] [--rounds 3] [--epoch 100000]
 
 The audit runs where batches arrive, in the training process: per batch, one hash-table lookup
-and one insert of its record ids (``object_input.reliability.audit.DeliveryAudit.track``). Measured side by
+and one insert of its record ids (``object_input.reliability.audit.DeliveryAudit.track``). Measured
+side by
 side in one process, rounds alternating, medians (CPU ms per image, ``resource.getrusage``):
 
 1. standard: ``make_dataset`` with the standard steps on the noisy image set (640×480 JPEGs,

@@ -35,7 +35,8 @@ RECORD_ID = "record_id"  # string scalar "file:index", names the record in error
 # training device (trailing_steps="device")
 DEVICE_PARAMETERS = "device_parameters"
 # int32 scalar: 0 for a good record, else the reason code of its first failed check (see
-# object_input.reliability.errors); the pipeline raises it or drops and counts the record before batching
+# object_input.reliability.errors); the pipeline raises it or drops and counts the record before
+# batching
 ERROR = "error"
 ERROR_DETAIL = "error_detail"  # string scalar: the failed check's message naming record and field
 # Classification and other whole-image fields (sources other than detection TFRecords).

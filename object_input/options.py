@@ -3,9 +3,9 @@
 :data:`DATASET_OPTIONS` declares every ``make_dataset`` parameter once: name, type, default,
 check and meaning. From it come ``make_dataset``'s signature and the Args of its docstring
 (generated text, :mod:`object_input.docgen.options`), ``DatasetOptions``, the fields a
-pipeline config may set (:mod:`object_input.config.pipeline_config`), the checks of every entry point
-(:func:`check_option`) and the table of ``docs/options.md``. The common parameters are explicit
-in the signature; the small frozen objects here group the rest (as TFDS groups reading in
+pipeline config may set (:mod:`object_input.config.pipeline_config`), the checks of every entry
+point (:func:`check_option`) and the table of ``docs/options.md``. The common parameters are
+explicit in the signature; the small frozen objects here group the rest (as TFDS groups reading in
 ``ReadConfig``), so that ``help()`` and IDEs show every name with its default.
 """
 
@@ -524,7 +524,8 @@ DATASET_OPTIONS: tuple[Option, ...] = (
         "drawn and moving the annotations per example, their pixels changed after the resize, "
         'on the batch, compiled with XLA), "exact" (every step in order, per example, before the '
         'resize), or "device": those steps\' pixel work waits for the training device: each '
-        "example carries ``device_parameters`` for ``object_input.keras.layers.DeviceAugmentation`` "
+        "example carries ``device_parameters`` for "
+        "``object_input.keras.layers.DeviceAugmentation`` "
         "(or ``object_input.apply_device_stage``). "
         "See docs/performance.md.",
         Rule(choices=TRAILING_STEPS),

@@ -1,1 +1,2 @@
-"""Configuration adapters: a pipeline.config, a YAML file or a Caffe prototxt as ``make_dataset`` settings."""
+"""Configuration adapters: a pipeline.config, a YAML file or a Caffe prototxt as ``make_dataset``
+settings."""

@@ -2,10 +2,11 @@
 every source that reads them.
 
 The TFRecord decoder and the in-memory sources (``sources.Dataset``, so ``Arrays`` and
-``Generator``) add the same checks, with the same reasons (:data:`object_input.reliability.errors.REASONS`),
-to a record's :class:`~object_input.reliability.errors.RecordChecks`; ``name`` in the messages is the record
-key or the field the values come from. Offending values are message parts built only for a
-failed record.
+``Generator``) add the same checks, with the same reasons
+(:data:`object_input.reliability.errors.REASONS`), to a record's
+:class:`~object_input.reliability.errors.RecordChecks`; ``name`` in the messages is the record key
+or the field the values come from. Offending values are message parts built only for a failed
+record.
 """
 
 from __future__ import annotations

@@ -68,11 +68,11 @@ class ExampleDecoder:
         pipeline's ``on_error`` is a separate setting that settles flags): ``"raise"``: it raises
         InvalidArgumentError naming the record, its source id and the field; ``"flag"``: the
         result carries the reason's code in ``fields.ERROR`` (0 when good; see
-        :mod:`object_input.reliability.errors`), the message in ``fields.ERROR_DETAIL``, and placeholder
-        values, for the pipeline to raise or skip; ``"none"``: no checks at all, for records
-        that passed them before (a verified manifest, :mod:`object_input.verification.manifest`): a good
-        record decodes to the same features, a bad one to whatever its ops make of it, or an
-        op error.
+        :mod:`object_input.reliability.errors`), the message in ``fields.ERROR_DETAIL``, and
+        placeholder values, for the pipeline to raise or skip; ``"none"``: no checks at all, for
+        records that passed them before (a verified manifest,
+        :mod:`object_input.verification.manifest`): a good record decodes to the same features, a
+        bad one to whatever its ops make of it, or an op error.
       on_error: deprecated, for one release: ``checks`` under its old name, ``"trust"`` for
         ``"none"``.
       boxes_out_of_range: ``"error"`` (a check) or ``"clip"`` for coordinates outside [0, 1];

@@ -1,1 +1,2 @@
-"""Text generated from the declarations (options, steps), so that the docs cannot drift from the code."""
+"""Text generated from the declarations (options, steps), so that the docs cannot drift from the
+code."""

@@ -1,1 +1,2 @@
-"""The Keras edge: layouts of examples and batches for Keras 3 and KerasHub, the device-stage layer, callbacks."""
+"""The Keras edge: layouts of examples and batches for Keras 3 and KerasHub, the device-stage layer,
+callbacks."""

@@ -1,8 +1,8 @@
 """Keras layers that run parts of the augmentation on the training device.
 
-Import this module explicitly (``from object_input.keras.layers import DeviceAugmentation``): it imports
-Keras, which the rest of the package does not need. The layers run on every Keras 3 backend: the
-batched forms are written against an array namespace (:mod:`object_input.ops._backend`),
+Import this module explicitly (``from object_input.keras.layers import DeviceAugmentation``): it
+imports Keras, which the rest of the package does not need. The layers run on every Keras 3 backend:
+the batched forms are written against an array namespace (:mod:`object_input.ops._backend`),
 TensorFlow's ops on the TensorFlow backend and ``keras.ops`` on JAX and PyTorch.
 """
 

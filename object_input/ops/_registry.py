@@ -129,8 +129,8 @@ def _expand(names: Sequence[str]) -> tuple[str, ...]:
 _STEPS: dict[str, StepSpec] = {}
 
 KINDS = ("color", "geometry", "label", "image")
-# How a step runs before its image is decoded (object_input.decoders.deferred_image): "view" only moves the
-# window to decode, "crop" narrows it (a deferred decode pays off only for a crop).
+# How a step runs before its image is decoded (object_input.decoders.deferred_image): "view" only
+# moves the window to decode, "crop" narrows it (a deferred decode pays off only for a crop).
 DEFERRALS = ("view", "crop")
 
 

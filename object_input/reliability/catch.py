@@ -3,8 +3,9 @@
 A TensorFlow op failing inside ``dataset.map`` (bytes no decoder can read, a failed assertion in a
 step) would end the stream. :func:`catch_errors` and :func:`catch_marked` map around it and say
 whose record failed; :func:`raise_caught` and :func:`count_caught` then raise or count every
-failure, flagged ones included, in stream order. :class:`object_input.reliability.error_policy.ErrorPolicy` picks
-and composes them; the counts are kept in :mod:`object_input.reliability.skips`.
+failure, flagged ones included, in stream order.
+:class:`object_input.reliability.error_policy.ErrorPolicy` picks and composes them; the counts are
+kept in :mod:`object_input.reliability.skips`.
 """
 
 from __future__ import annotations
@@ -102,10 +103,10 @@ def catch_marked(
     ``ignore_errors`` over the whole map would also swallow an error raised upstream of it, so
     ``dataset`` must report what it could not read as *marked* elements instead of raising (a
     source's ``records`` under ``ReadContext(marks=True)``): ``mark`` picks an element's
-    ``(error, detail)``, an error code of :mod:`object_input.reliability.errors` (``OK`` for a record) and its
-    message. ``fn`` maps the records (its features must have the fields ``fields.ERROR``,
-    ``ERROR_DETAIL`` and ``RECORD_ID``); a marked element passes without it, as placeholder
-    features flagged with its code, message and record id in those fields, so
+    ``(error, detail)``, an error code of :mod:`object_input.reliability.errors` (``OK`` for a
+    record) and its message. ``fn`` maps the records (its features must have the fields
+    ``fields.ERROR``, ``ERROR_DETAIL`` and ``RECORD_ID``); a marked element passes without it, as
+    placeholder features flagged with its code, message and record id in those fields, so
     :func:`raise_caught` and :func:`count_caught` raise or count it in stream order.
 
     The elements out are :func:`catch_errors`'s: an end marker follows every ``history``

@@ -39,7 +39,8 @@ class ErrorPolicy:
     """What happens to a record that cannot be read, decoded or augmented.
 
     Attributes:
-      on_error: ``"raise"`` or ``"skip"`` (:data:`object_input.reliability.errors.ON_ERROR_POLICIES`).
+      on_error: ``"raise"`` or ``"skip"``
+        (:data:`object_input.reliability.errors.ON_ERROR_POLICIES`).
       empty_images: ``"keep"`` or ``"drop"`` (dropped images are counted as ``empty``).
       source_marks: the source marks what it cannot read instead of raising
         (``Source.marks_read_errors``): the per-example map is then caught in one map.

@@ -35,8 +35,9 @@ class ReadContext:
       marks: what a reader does with what it cannot read (a damaged file): False, raise an
         error naming it; True (asked only of a source whose :attr:`Source.marks_read_errors` is
         set), yield ``(record_id, payload, error, detail)`` elements instead, ``error`` a code of
-        :mod:`object_input.reliability.errors` (``OK`` for a record). A reader never skips or counts: the
-        pipeline's policy raises or counts the marks (:mod:`object_input.reliability.error_policy`).
+        :mod:`object_input.reliability.errors` (``OK`` for a record). A reader never skips or
+        counts: the pipeline's policy raises or counts the marks
+        (:mod:`object_input.reliability.error_policy`).
       on_error: deprecated, for one release: ``"mark"`` is ``marks=True``, ``"raise"``
         ``marks=False``.
     """
@@ -108,13 +109,15 @@ class Source(abc.ABC):
     #: of this process cannot).
     serializable: bool = True
     #: whether ``records`` under ``ReadContext(marks=True)`` never raises: it yields ``(record_id,
-    #: payload, error, detail)``, a nonzero ``error`` (a code of :mod:`object_input.reliability.errors`)
-    #: marking what could not be read, ``detail`` saying why. ``make_dataset`` then catches the
-    #: op errors of decoding in one map instead of a map per window of records, which it must
-    #: where an error raised while reading has to end the stream (docs/performance.md).
+    #: payload, error, detail)``, a nonzero ``error`` (a code of
+    #: :mod:`object_input.reliability.errors`) marking what could not be read, ``detail`` saying
+    #: why. ``make_dataset`` then catches the op errors of decoding in one map instead of a map per
+    #: window of records, which it must where an error raised while reading has to end the stream
+    #: (docs/performance.md).
     marks_read_errors: bool = False
-    #: whether every record was verified before (a manifest, :mod:`object_input.verification.manifest`):
-    #: ``decode`` then runs no checks and ``make_dataset`` maps without its catch.
+    #: whether every record was verified before (a manifest,
+    #: :mod:`object_input.verification.manifest`): ``decode`` then runs no checks and
+    #: ``make_dataset`` maps without its catch.
     verified: bool = False
     #: how many records one pass over every file reads, when that is known before reading
     #: (verified files: their manifest's counts); ``make_dataset`` then gives the dataset its
@@ -142,9 +145,10 @@ class Source(abc.ABC):
         """One record's feature dict (graph mode; errors name ``record_id`` and the field).
 
         A record that fails a check is best *flagged*, not raised: ``fields.ERROR`` holds the
-        reason's code and ``fields.ERROR_DETAIL`` the message (see :mod:`object_input.reliability.errors`,
-        ``RecordChecks`` and ``guarded``) and the other fields placeholder values; the pipeline
-        then raises the message or, under ``on_error="skip"``, drops and counts the record.
+        reason's code and ``fields.ERROR_DETAIL`` the message (see
+        :mod:`object_input.reliability.errors`, ``RecordChecks`` and ``guarded``) and the other
+        fields placeholder values; the pipeline then raises the message or, under
+        ``on_error="skip"``, drops and counts the record.
 
         With ``defer_image`` (only asked when :attr:`can_defer`), the image is left undecoded as
         a view (see :mod:`object_input.decoders.deferred_image`) until :meth:`realize`.

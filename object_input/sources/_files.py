@@ -70,8 +70,8 @@ def read_files(
     the id of the payload at 0-based position ``i``, so a reader that runs a function per record
     builds it there, not in a stage of its own) and, where the file cannot be read further,
     raises; when ``context.marks`` it yields ``(record_id, payload, error, detail)`` instead: a
-    nonzero ``error`` (a code of :mod:`object_input.reliability.errors`, e.g. ``unreadable_file``) marks
-    where the file could not be read further, ``detail`` says why. The pairs or marked records
+    nonzero ``error`` (a code of :mod:`object_input.reliability.errors`, e.g. ``unreadable_file``)
+    marks where the file could not be read further, ``detail`` says why. The pairs or marked records
     come out as the reader yields them: the pipeline's policy settles the marks.
     """
     reading = context.reading

@@ -2,8 +2,8 @@
 
 Reading: an LMDB cursor (the ``lmdb`` package, Python) yields ``(key, value)`` bytes; everything
 after that runs in the graph: ``tf.io.decode_proto`` with the schema of
-:mod:`object_input.sources._caffe_proto`, image decoding or the planar-to-interleaved reshape, and the
-BGR-to-RGB swap.
+:mod:`object_input.sources._caffe_proto`, image decoding or the planar-to-interleaved reshape, and
+the BGR-to-RGB swap.
 
 Order: key order, as Caffe reads, unless the pipeline shuffles (``shuffle=True``). Shuffled, the
 database is cut into blocks of ``shuffle_block`` consecutive keys; the blocks are visited in a

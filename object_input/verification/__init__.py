@@ -1,1 +1,2 @@
-"""Verification: ``inspect``, ``inspect --verify`` (also on Apache Beam) and the manifests of verified files."""
+"""Verification: ``inspect``, ``inspect --verify`` (also on Apache Beam) and the manifests of
+verified files."""

@@ -1,6 +1,6 @@
 """``inspect --verify`` as an Apache Beam pipeline: each file verified on a worker
-(:func:`object_input.verification.inspection.verify_file`), the manifests written where the pipeline is
-launched, from the same verdicts and entries as a local run. Needs ``object-input[beam]``."""
+(:func:`object_input.verification.inspection.verify_file`), the manifests written where the pipeline
+is launched, from the same verdicts and entries as a local run. Needs ``object-input[beam]``."""
 
 from __future__ import annotations
 
@@ -34,11 +34,11 @@ def verify_files_on_beam(
     write: bool = True,
     **settings: Any,
 ) -> Verification:
-    """:func:`~object_input.verification.inspection.verify_files` with the files spread over the workers of
-    a Beam pipeline on ``runner`` (``beam_options``: more pipeline options; ``num_workers``: the
-    DirectRunner's workers). ``settings`` are ``verify_files``' decoding settings (``label_map``,
-    ``masks``, ``num_keypoints``, ``decoding``, ``compression``). The files must be reachable
-    from the workers under the same paths."""
+    """:func:`~object_input.verification.inspection.verify_files` with the files spread over the
+    workers of a Beam pipeline on ``runner`` (``beam_options``: more pipeline options;
+    ``num_workers``: the DirectRunner's workers). ``settings`` are ``verify_files``' decoding
+    settings (``label_map``, ``masks``, ``num_keypoints``, ``decoding``, ``compression``). The files
+    must be reachable from the workers under the same paths."""
     files = list_files(source, SUFFIXES)
     pipeline = beam.Pipeline(options=pipeline_options(runner, beam_options, num_workers))
     found = (

@@ -541,9 +541,9 @@ def verify_files(
 
     The decoding settings are those ``make_dataset`` is given for training (``label_map``,
     ``masks``, ``num_keypoints``, ``decoding``); ``make_dataset`` trusts a manifest under
-    settings that ask no check these did not run (:func:`object_input.verification.manifest.uncovered`).
-    A file with a bad record loses its entry.
-    ``write=False`` only reports.
+    settings that ask no check these did not run
+    (:func:`object_input.verification.manifest.uncovered`). A file with a bad record loses its
+    entry. ``write=False`` only reports.
     """
     settings = {
         "label_map": label_map,

@@ -1,9 +1,9 @@
 """Manifests of verified TFRecord files: their per-record checks need not run again.
 
-``object-input inspect --verify`` (:func:`object_input.verification.inspection.verify_files`) decodes every
-record of a file through the pipeline's checks; a file whose records all pass and that reads to
-its end gets an entry in :data:`MANIFEST_NAME` in its folder: its size, modification time, a
-fingerprint of its first and last :data:`FINGERPRINT_BYTES`, its record count, the decoding
+``object-input inspect --verify`` (:func:`object_input.verification.inspection.verify_files`)
+decodes every record of a file through the pipeline's checks; a file whose records all pass and that
+reads to its end gets an entry in :data:`MANIFEST_NAME` in its folder: its size, modification time,
+a fingerprint of its first and last :data:`FINGERPRINT_BYTES`, its record count, the decoding
 settings it was verified under, what its records hold of classes (:func:`class_facts`) and the
 package version. ``make_dataset`` reads a source's files without the checks when every file's
 entry still holds (:func:`trusted`): the file is unchanged and the read asks no check that the

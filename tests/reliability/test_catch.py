@@ -32,8 +32,8 @@ def _failing_map(failing: set[int]):
 
 
 def _catch(catch, size, failing, calls, **options):
-    """``catch`` (a function of object_input.reliability.catch) over records ``0..size-1``, the ``failing``
-    ones failing."""
+    """``catch`` (a function of object_input.reliability.catch) over records ``0..size-1``, the
+    ``failing`` ones failing."""
     return catch(
         _records(size),
         _failing_map(failing),

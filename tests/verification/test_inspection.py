@@ -1,5 +1,5 @@
-"""``object-input inspect`` and ``object_input.verification.inspection``: counts, schema, sizes, classes, and
-corrupt records reported with file and index instead of a crash."""
+"""``object-input inspect`` and ``object_input.verification.inspection``: counts, schema, sizes,
+classes, and corrupt records reported with file and index instead of a crash."""
 
 import collections
 import json
