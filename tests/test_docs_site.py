@@ -131,7 +131,8 @@ def test_an_api_block_summarizes_a_module_for_github_and_is_its_directive_on_the
         "# Box formats\n\n<!-- <generated: api object_input.box_formats> note -->\n"
         "## `object_input.box_formats`\n\nBox format conversions between object_input, Keras 3, "
     )
-    assert "([source](../../object_input/boxes.py))\n\n| name | kind | summary |\n" in rendered
+    source = "([source](../../object_input/box_formats.py))"
+    assert f"{source}\n\n| name | kind | summary |\n" in rendered
     assert (
         "| `convert` | function | Convert boxes `[..., 4]` from the `source` format to the "
         "`target` format. |\n<!-- </generated: api object_input.box_formats> -->\n\nmore\n"

@@ -41,7 +41,8 @@ WORKER = PIPELINE + textwrap.dedent(
     files = files.split(",")
     dataset = make(files, on_error)
     iterator = iter(dataset)
-    checkpoint = tf.train.Checkpoint(iterator=iterator, counts=oi.skips.counter_of(dataset))
+    counts = oi.reliability.skips.counter_of(dataset)
+    checkpoint = tf.train.Checkpoint(iterator=iterator, counts=counts)
     if mode == "save":
         batches = [summary(next(iterator)) for _ in range(int(steps))]
         # Saved once the pipeline's threads stop counting: the counts then match the iterator.

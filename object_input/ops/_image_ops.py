@@ -18,8 +18,12 @@ from object_input.ops import _core as core
 from object_input.ops._backend import TENSORFLOW
 
 # The geometric primitives live with the transforms; AutoAugment's op table names them from here.
-from object_input.ops._transform import (
+from object_input.ops._transform import (  # noqa: F401
     affine_matrix,
+    rotate_matrix,
+    transform_points,
+    translate_matrix,
+    warp,
 )
 
 

@@ -125,7 +125,9 @@ def test_detection_targets_match_the_feature_batches(synthetic_dir):
     )
     np.testing.assert_array_equal(images.numpy(), batch[fields.IMAGE].numpy())
     valid = np.arange(6)[None, :] < batch[fields.NUM_BOXES].numpy()[:, None]
-    expected = oi.boxes.convert(batch[fields.BOXES], "rel_yxyx", "center_yxhw", (64, 96)).numpy()
+    expected = oi.box_formats.convert(
+        batch[fields.BOXES], "rel_yxyx", "center_yxhw", (64, 96)
+    ).numpy()
     np.testing.assert_allclose(targets["boxes"].numpy()[valid], expected[valid], rtol=1e-6)
     np.testing.assert_array_equal(
         targets["labels"].numpy(), np.where(valid, batch[fields.CLASSES].numpy() - 1, -1)

@@ -239,7 +239,8 @@ def test_bad_records_alone_are_skipped_counted_and_logged(tmp_path, group, caplo
         _, reason, text, _ = RECORD_CASES[case]
         where = f"{path}:{3 * number + 2}"
         offender = summary.offenders[number]
-        assert offender.startswith(f"{where}: {reason}: {oi.errors.REASONS[reason]}"), offender
+        explanation = oi.reliability.errors.REASONS[reason]
+        assert offender.startswith(f"{where}: {reason}: {explanation}"), offender
         if reason != "undecodable":  # TensorFlow logs its own error for those
             assert f"; record {where} (source_id bad): " in offender and text in offender
         assert caplog.text.count(f"skipped record {where}: {reason}") == 1
@@ -622,7 +623,7 @@ def test_mask_boxes_counts_what_it_removes():
         fields.CLASSES: tf.constant([1, 2]),
         fields.NUM_DROPPED_BOXES: tf.constant(3),
     }
-    out = oi.ops.core.mask_boxes(features, tf.constant([False, True]))
+    out = oi.ops._core.mask_boxes(features, tf.constant([False, True]))
     assert out[fields.CLASSES].numpy().tolist() == [2] and int(out[fields.NUM_DROPPED_BOXES]) == 4
 
 
@@ -802,7 +803,7 @@ def test_iterator_checkpoints_mid_window_with_caught_errors(tmp_path):
     def make():
         dataset = _dataset(path, on_error="skip", seed=2, shuffle=True, shuffle_buffer_size=6)
         iterator = iter(dataset)
-        counts = oi.skips.counter_of(dataset)
+        counts = oi.reliability.skips.counter_of(dataset)
         return iterator, counts, tf.train.Checkpoint(iterator=iterator, counts=counts)
 
     iterator, counts, checkpoint = make()

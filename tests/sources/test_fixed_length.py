@@ -169,7 +169,7 @@ def test_a_payload_of_another_size_is_flagged_naming_the_record(tmp_path, size):
     path = tmp_path / "data_batch_1.bin"
     path.write_bytes(bytes(1 + 32 * 32 * 3))
     out = CIFAR10(str(path)).decode(tf.constant("x.bin:3"), tf.constant(bytes(size)))
-    assert oi.errors.reason_of(int(out[fields.ERROR])) == "undecodable"
+    assert oi.reliability.errors.reason_of(int(out[fields.ERROR])) == "undecodable"
     assert out[fields.ERROR_DETAIL].numpy().decode() == (
         f"record x.bin:3: has {size} bytes, expected record_bytes=3073"
     )
