@@ -854,10 +854,11 @@ def test_on_error_raise_stops_at_the_first_broken_image(broken_voc, tmp_path):
 
 def test_cli_exit_status_says_images_were_left_out(broken_voc, tmp_path, capsys):
     from object_input import cli
+    from object_input.cli.convert import LEFT_OUT_STATUS
 
     voc, reasons = broken_voc
     argv = ["convert", "voc", str(voc), "--no-progress", "--num-shards", "1", "-o"]
-    assert cli.main([*argv, str(tmp_path / "a" / "voc")]) == cli.LEFT_OUT_STATUS == 3
+    assert cli.main([*argv, str(tmp_path / "a" / "voc")]) == LEFT_OUT_STATUS == 3
     out, err = capsys.readouterr()
     assert out.startswith("wrote 3 examples with 3 boxes to 1 shard ")
     assert [line for line in out.splitlines() if line.startswith("  left out: ")] == [

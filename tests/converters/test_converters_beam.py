@@ -127,13 +127,14 @@ def test_on_beam_every_image_failing_writes_nothing_and_a_success_replaces(broke
 
 def test_cli_on_beam_prints_what_the_local_run_prints(broken_voc, tmp_path, capsys):
     from object_input import cli
+    from object_input.cli.convert import LEFT_OUT_STATUS
 
     voc_root, _ = broken_voc
     argv = ["convert", "voc", str(voc_root), "--no-progress", "--num-shards", "2", "-o"]
-    assert cli.main([*argv, str(tmp_path / "voc")]) == cli.LEFT_OUT_STATUS
+    assert cli.main([*argv, str(tmp_path / "voc")]) == LEFT_OUT_STATUS
     local = capsys.readouterr()
     beam_flags = ["--runner", "DirectRunner", "--beam-options=--direct_num_workers=2"]
-    assert cli.main([*argv, str(tmp_path / "voc"), *beam_flags]) == cli.LEFT_OUT_STATUS
+    assert cli.main([*argv, str(tmp_path / "voc"), *beam_flags]) == LEFT_OUT_STATUS
     assert capsys.readouterr() == local
 
 
