@@ -186,7 +186,7 @@ def _move_keypoints(
     def within(py, px):
         return (py >= y0) & (py <= y1) & (px >= x0) & (px <= x1)
 
-    new_x, new_y = ops.transform_points(x, y, matrix)
+    new_x, new_y = transform.transform_points(x, y, matrix)
     moving = within(y, x)
     lost = moving & ~within(new_y, new_x)
     moved = tf.stack([new_y, new_x], axis=-1) / size
@@ -258,12 +258,14 @@ def _region_warp(matrix_fn: MatrixFn) -> Callable[..., core.Features]:
         image = state[fields.IMAGE]
         matrix = matrix_fn(arg, y1 - y0, x1 - x0)
         out = dict(state)
-        out[fields.IMAGE] = _paste(image, ops.warp(image[y0:y1, x0:x1], matrix, FILL_VALUE), region)
+        patch = transform.warp(image[y0:y1, x0:x1], matrix, FILL_VALUE)
+        out[fields.IMAGE] = _paste(image, patch, region)
         if fields.MASKS in out:
             masks = tf.transpose(out[fields.MASKS], [1, 2, 0])
-            moved = ops.warp(masks[y0:y1, x0:x1], matrix, 0.0)
+            moved = transform.warp(masks[y0:y1, x0:x1], matrix, 0.0)
             out[fields.MASKS] = tf.transpose(_paste(masks, moved, region), [2, 0, 1])
-        global_matrix = ops.translate_matrix(x0, y0) @ matrix @ ops.translate_matrix(-x0, -y0)
+        to_image = transform.translate_matrix(x0, y0)
+        global_matrix = to_image @ matrix @ transform.translate_matrix(-x0, -y0)
         height, width = core.image_size(image)
         return _move_keypoints(out, global_matrix, region, height, width)
 
@@ -362,7 +364,7 @@ def _no_arg(level: int) -> float:
 
 
 def _rotate(arg, height, width):
-    return ops.rotate_matrix(arg, height, width)
+    return transform.rotate_matrix(arg, height, width)
 
 
 def _shear_x(arg, height, width):
@@ -374,11 +376,11 @@ def _shear_y(arg, height, width):
 
 
 def _translate_x(arg, height, width):
-    return ops.translate_matrix(arg, 0.0)
+    return transform.translate_matrix(arg, 0.0)
 
 
 def _translate_y(arg, height, width):
-    return ops.translate_matrix(0.0, arg)
+    return transform.translate_matrix(0.0, arg)
 
 
 def _flip(arg, height, width):
