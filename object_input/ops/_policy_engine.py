@@ -285,7 +285,7 @@ def _no_arg(level: int) -> float:
 
 
 def _rotate(arg, height, width):
-    return transform.rotate_matrix(arg, height, width)
+    return ops.rotate_matrix(arg, height, width)
 
 
 def _shear_x(arg, height, width):

@@ -136,7 +136,7 @@ def test_warp_translate_exact():
 
 def test_warp_rotate_90_matches_rot90():
     image = np.arange(6 * 6 * 3, dtype=np.float32).reshape(6, 6, 3)
-    out = transform.warp(_f(image), transform.rotate_matrix(90.0, 6, 6), 128.0)
+    out = transform.warp(_f(image), ops.rotate_matrix(90.0, 6, 6), 128.0)
     np.testing.assert_array_equal(out, tf.image.rot90(image))
 
 
@@ -158,7 +158,7 @@ def _square_example():
 
 def test_rotate_90_moves_image_masks_boxes_keypoints_like_rot90():
     features = _square_example()
-    out = as_numpy(aa.warp_features(features, transform.rotate_matrix(90.0, 8, 8)))
+    out = as_numpy(aa.warp_features(features, ops.rotate_matrix(90.0, 8, 8)))
     expected = as_numpy(rotate90(features, keypoint_rot_permutation=[0, 1]))
     np.testing.assert_array_equal(out[fields.IMAGE], expected[fields.IMAGE])
     np.testing.assert_array_equal(out[fields.MASKS], expected[fields.MASKS])
