@@ -3,8 +3,9 @@
 Pixel ops take a float32 ``[H, W, C]`` image on the [0, 255] scale and treat every channel they
 are given as a colour channel; callers pass the first 3 channels only. Geometric ops are 3 × 3
 *forward* matrices in continuous pixel coordinates (x to the right, y down, origin at the
-top-left corner of the top-left pixel, so pixel ``i`` spans ``[i, i + 1)``); :func:`warp` applies
-one to an image and :func:`transform_points` to points, so image and boxes move
+top-left corner of the top-left pixel, so pixel ``i`` spans ``[i, i + 1)``);
+:func:`object_input.ops._transform.warp` applies one to an image and
+:func:`object_input.ops._transform.transform_points` to points, so image and boxes move
 identically.
 """
 
@@ -17,11 +18,7 @@ import tensorflow as tf
 
 from object_input.ops import _core as core
 from object_input.ops._backend import TENSORFLOW
-
-# The geometric primitives live with the transforms; AutoAugment's op table names them from here.
-from object_input.ops._transform import (
-    affine_matrix,
-)
+from object_input.ops._transform import affine_matrix
 
 
 def _clip(image: tf.Tensor, xp: Any = TENSORFLOW) -> tf.Tensor:
