@@ -3,28 +3,22 @@
 Pixel ops take a float32 ``[H, W, C]`` image on the [0, 255] scale and treat every channel they
 are given as a colour channel; callers pass the first 3 channels only. Geometric ops are 3 × 3
 *forward* matrices in continuous pixel coordinates (x to the right, y down, origin at the
-top-left corner of the top-left pixel, so pixel ``i`` spans ``[i, i + 1)``); :func:`warp` applies
-one to an image and :func:`transform_points` to points, so image and boxes move
+top-left corner of the top-left pixel, so pixel ``i`` spans ``[i, i + 1)``);
+:func:`object_input.ops._transform.warp` applies one to an image and
+:func:`object_input.ops._transform.transform_points` to points, so image and boxes move
 identically.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import tensorflow as tf
 
 from object_input.ops import _core as core
 from object_input.ops._backend import TENSORFLOW
-
-# The geometric primitives live with the transforms; AutoAugment's op table names them from here.
-from object_input.ops._transform import (  # noqa: F401
-    affine_matrix,
-    rotate_matrix,
-    transform_points,
-    translate_matrix,
-    warp,
-)
+from object_input.ops._transform import affine_matrix
 
 
 def _clip(image: tf.Tensor, xp: Any = TENSORFLOW) -> tf.Tensor:
@@ -213,6 +207,35 @@ def fill_square(image: tf.Tensor, center_y, center_x, half_size, value: float = 
     patch = tf.fill(tf.stack([bottom - top, right - left, tf.shape(image)[2]]), value)
     filled = core.fill_rectangle(image, tf.cast(patch, image.dtype), tf.stack([top, left]))
     return tf.ensure_shape(filled, image.shape)
+
+
+def rotation(degrees: Any) -> list[list[tf.Tensor]]:
+    """The 2 × 2 rotation by ``degrees``, counter-clockwise on screen.
+
+    y points down, so that is x' = c·x + s·y, y' = −s·x + c·y.
+    """
+    radians = tf.cast(degrees, tf.float32) * (math.pi / 180.0)
+    cos, sin = tf.cos(radians), tf.sin(radians)
+    return [[cos, sin], [-sin, cos]]
+
+
+def rotate_matrix(degrees, height, width) -> tf.Tensor:
+    """Rotate content counter-clockwise (as seen on screen) by ``degrees`` about the centre.
+
+    The centre's shift is written out, where :func:`object_input.ops.affine.about_centre`
+    multiplies matrices: the two round differently in the last bit, and each is held by the
+    seeded digests of its steps (tests/test_golden_outputs.py).
+    """
+    (cos, sin), (minus_sin, _) = rotation(degrees)
+    cx = tf.cast(width, tf.float32) / 2.0
+    cy = tf.cast(height, tf.float32) / 2.0
+    return affine_matrix(
+        [
+            [cos, sin, cx - cos * cx - sin * cy],
+            [minus_sin, cos, cy + sin * cx - cos * cy],
+            [0, 0, 1],
+        ]
+    )
 
 
 def shear_x_matrix(shear) -> tf.Tensor:

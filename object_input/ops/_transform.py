@@ -21,7 +21,6 @@ Every transform answers the same questions, which is all a handler may ask:
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -394,22 +393,6 @@ def translate_matrix(dx, dy) -> tf.Tensor:
 def scale_matrix(sx, sy) -> tf.Tensor:
     """Scale content by ``sx`` along x and ``sy`` along y about the top-left corner."""
     return affine_matrix([[sx, 0, 0], [0, sy, 0], [0, 0, 1]])
-
-
-def rotate_matrix(degrees, height, width) -> tf.Tensor:
-    """Rotate content counter-clockwise (as seen on screen) by ``degrees`` about the centre."""
-    radians = tf.cast(degrees, tf.float32) * (math.pi / 180.0)
-    cos, sin = tf.cos(radians), tf.sin(radians)
-    cx = tf.cast(width, tf.float32) / 2.0
-    cy = tf.cast(height, tf.float32) / 2.0
-    # y points down, so a counter-clockwise turn on screen is x' = c·x + s·y, y' = −s·x + c·y.
-    return affine_matrix(
-        [
-            [cos, sin, cx - cos * cx - sin * cy],
-            [-sin, cos, cy + sin * cx - cos * cy],
-            [0, 0, 1],
-        ]
-    )
 
 
 def transform_points(x: tf.Tensor, y: tf.Tensor, matrix: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:

@@ -36,6 +36,7 @@ from object_input.ops import (
     _transform as transform,
 )
 from object_input.ops._backend import TENSORFLOW
+from object_input.ops._image_ops import rotation
 from object_input.ops._registry import (
     MOVED,
     PER_BOX,
@@ -119,16 +120,6 @@ def about_centre(height, width, linear: tf.Tensor, shift_x=0.0, shift_y=0.0) -> 
         @ embed
         @ transform.translate_matrix(-cx, -cy)
     )
-
-
-def rotation(degrees: Any) -> list[list[tf.Tensor]]:
-    """The 2 × 2 rotation by ``degrees``, counter-clockwise on screen.
-
-    y points down, so that is x' = c·x + s·y, y' = −s·x + c·y.
-    """
-    radians = tf.cast(degrees, tf.float32) * (math.pi / 180.0)
-    cos, sin = tf.cos(radians), tf.sin(radians)
-    return [[cos, sin], [-sin, cos]]
 
 
 def _rotation_matrix(

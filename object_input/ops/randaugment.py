@@ -1,9 +1,10 @@
 """RandAugment for detection: ``num_layers`` ops of one ``magnitude``, drawn per example.
 
-The ops are AutoAugment's whole-image ones (Cubuk et al. 2020 use the same list): the geometric
-ones move boxes, masks and keypoints through :mod:`transform`, the rest change pixel values. Each
-layer picks one op uniformly (the identity included) with the example's seed; signed ops get a
-random sign. Magnitudes use AutoAugment's level scale, 0–10.
+The ops are AutoAugment's whole-image ones (Cubuk et al. 2020 use the same list), run by
+:mod:`object_input.ops._policy_engine`: the geometric ones move boxes, masks and keypoints through
+:mod:`transform`, the rest change pixel values. Each layer picks one op uniformly (the identity
+included) with the example's seed; signed ops get a random sign. Magnitudes use AutoAugment's
+level scale, 0–10.
 """
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ import tensorflow as tf
 
 from object_input.ops import _core as core
 from object_input.ops import _draws as draws
-from object_input.ops import autoaugment
+from object_input.ops import _policy_device as policy_device
+from object_input.ops import _policy_engine as engine
 from object_input.ops._registry import MOVED, PER_BOX, in_range, positive, register_step
 
 RANDAUGMENT_OPS = (
-    autoaugment.IDENTITY,
+    engine.IDENTITY,
     "AutoContrast",
     "Equalize",
     "Rotate_BBox",
@@ -35,8 +37,9 @@ RANDAUGMENT_OPS = (
 )
 
 
-def _plan(*, num_layers: int, magnitude: int, probability: float) -> autoaugment.Plan:
-    kinds, members, _ = autoaugment.op_table(RANDAUGMENT_OPS, magnitude, probability)
+def _plan(*, num_layers: int, magnitude: int, probability: float) -> engine.Plan:
+    del magnitude, probability
+    kinds, members = engine.layout(RANDAUGMENT_OPS)
     return kinds, members, num_layers
 
 
@@ -45,7 +48,9 @@ def _draw(
 ) -> draws.Drawn:
     """The rows of the ops one example runs (drawn with replacement), and their ``seed``."""
     del features
-    table = autoaugment.op_table(RANDAUGMENT_OPS, magnitude, probability)[2]
+    kinds, members = engine.layout(RANDAUGMENT_OPS)
+    entries = [(name, probability, magnitude) for name in RANDAUGMENT_OPS]
+    table = engine.entry_rows(entries, kinds, members)
     select_seed, ops_seed = core.split_seed(seed, 2)
     picks = core.uniform_int(select_seed, 0, len(RANDAUGMENT_OPS), shape=[num_layers])
     rows = {key: tf.gather(tf.constant(values), picks) for key, values in table.items()}
@@ -58,11 +63,11 @@ def _draw(
     kind="geometry",
     checks={
         "num_layers": positive,
-        "magnitude": in_range(0, autoaugment.MAX_LEVEL),
+        "magnitude": in_range(0, engine.MAX_LEVEL),
         "probability": in_range(0.0, 1.0),
     },
-    draw=autoaugment.policy_draw(_plan, _draw),
-    device=autoaugment.device_form("randaugment_detection", _plan),
+    draw=policy_device.policy_draw(_plan, _draw),
+    device=policy_device.device_form("randaugment_detection", _plan),
 )
 def randaugment_detection(
     features: core.Features,
@@ -79,4 +84,4 @@ def randaugment_detection(
     dtype is kept.
     """
     plan = _plan(num_layers=num_layers, magnitude=magnitude, probability=probability)
-    return autoaugment.run_entries(features, autoaugment.entries_of(plan, drawn))
+    return engine.run_entries(features, engine.entries_of(plan, drawn))

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from object_input import fields
 from object_input.ops import _image_ops as ops
+from object_input.ops import _transform as transform
 from object_input.ops import autoaugment as aa
 from object_input.ops._registry import ConfigError, get_step
 from object_input.ops.flip import rotate90
@@ -128,14 +129,14 @@ def test_fill_square_writes_the_square_clipped_to_the_image():
 
 def test_warp_translate_exact():
     image = np.arange(6 * 7 * 2, dtype=np.float32).reshape(6, 7, 2)
-    out = ops.warp(_f(image), ops.translate_matrix(2, 1), 128.0).numpy()
+    out = transform.warp(_f(image), transform.translate_matrix(2, 1), 128.0).numpy()
     np.testing.assert_array_equal(out[1:, 2:], image[:-1, :-2])
     assert (out[0] == 128).all() and (out[:, :2] == 128).all()
 
 
 def test_warp_rotate_90_matches_rot90():
     image = np.arange(6 * 6 * 3, dtype=np.float32).reshape(6, 6, 3)
-    out = ops.warp(_f(image), ops.rotate_matrix(90.0, 6, 6), 128.0)
+    out = transform.warp(_f(image), ops.rotate_matrix(90.0, 6, 6), 128.0)
     np.testing.assert_array_equal(out, tf.image.rot90(image))
 
 
