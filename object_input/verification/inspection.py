@@ -2,11 +2,12 @@
 
 Records are read one by one, outside any pipeline, so that a damaged file is reported with its
 path and record index instead of stopping the reading: a truncated file or a CRC mismatch ends
-that file's reading (the rest of it cannot be framed) and is listed, a record that is not a
-``tf.train.Example``, or whose image does not decode in full (a JPEG cut before its end marker
-among them: :mod:`object_input.decoders.image_files`, the converters' check), is listed and skipped.
-Each feature key is reported with the field it
-decodes into and, where its values are not of the kind the decoder parses, that kind (from
+that file's reading (the rest of it cannot be framed) and is listed, found by the byte count of
+the pipeline's reader (:mod:`object_input.sources._integrity`, GZIP and ZLIB files too); a
+record that is not a ``tf.train.Example``, or whose image does not decode in full (a JPEG cut
+before its end marker among them: :mod:`object_input.decoders.image_files`, the converters'
+check), is listed and skipped. Each feature key is reported with the field it decodes into and,
+where its values are not of the kind the decoder parses, that kind (from
 :data:`object_input.schema.EXAMPLE`).
 
 :func:`verify_files` decodes every record through the pipeline's own checks instead, and
@@ -26,12 +27,13 @@ import tensorflow as tf
 from google.protobuf.message import DecodeError
 
 from object_input import fields, schema, wording
-from object_input.decoders.image_files import ImageError, decode_image_file, op_message
+from object_input.decoders.image_files import ImageError, decode_image_file
 from object_input.label_map import LabelMapSource, label_map_to_names, load_label_map, path_beside
 from object_input.options import DecodeOptions, build
 from object_input.pipeline import make_dataset
-from object_input.reliability import skips
+from object_input.reliability import errors, skips
 from object_input.sources._files import list_files
+from object_input.sources._integrity import checked_records, expected_bytes
 from object_input.sources.tfrecord import SUFFIXES, TFRecord, compression_of
 from object_input.verification import manifest
 
@@ -86,38 +88,26 @@ class FeatureStats:
 
 
 def iterate_records(files: Sequence[str]) -> Iterator[tuple[str, int, bytes | CorruptRecord]]:
-    """``(file, index, serialized record or CorruptRecord)`` for every record of ``files``."""
+    """``(file, index, serialized record or CorruptRecord)`` for every record of ``files``.
+
+    Each file is read to its end with the pipeline's byte accounting
+    (:func:`object_input.sources._integrity.checked_records`; GZIP and ZLIB files included): a
+    file that cannot be, truncated or damaged, ends in one :class:`CorruptRecord` saying where
+    and why.
+    """
     for path in files:
         compression = compression_of(path)
-        dataset = tf.data.TFRecordDataset(path, compression_type=compression)
-        iterator = iter(dataset)
-        index = framed = 0
-        while True:
-            try:
-                record = next(iterator)
-            except StopIteration:
-                break
-            except tf.errors.OpError as err:
-                yield path, index, CorruptRecord(path, index, op_message(err))
-                framed = -1
-                break
-            data = record.numpy()
-            # Length, its CRC, the data, its CRC.
-            framed += len(data) + 16
-            yield path, index, data
-            index += 1
-        # TensorFlow ends a file quietly at a partial record header; the byte count does not.
-        size = tf.io.gfile.stat(path).length
-        if not compression and 0 <= framed < size:
-            yield (
-                path,
-                index,
-                CorruptRecord(
-                    path,
-                    index,
-                    f"truncated record: {size - framed} bytes after the last full record",
-                ),
-            )
+        expected = tf.constant(expected_bytes(path, compression), tf.int64)
+        marked = checked_records(
+            tf.constant(path), expected, compression, marks=True, record_id=tf.strings.as_string
+        )
+        for index, (_, payload, error, detail) in enumerate(marked):
+            if error != errors.OK:
+                # The record's file and index lead the report's line already.
+                why = detail.numpy().decode(errors="replace").removeprefix(f"file {path}: ")
+                yield path, index, CorruptRecord(path, index, why)
+            else:
+                yield path, index, payload.numpy()
 
 
 def _image_size(example: Mapping[str, Any]) -> tuple[int, int] | None:
