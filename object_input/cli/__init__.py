@@ -309,7 +309,7 @@ def _inspect(args: argparse.Namespace) -> int:
 
 def _verify(args: argparse.Namespace) -> int:
     import object_input as oi
-    from object_input.verification.inspection import verify_files
+    from object_input.verification.verify import verify_files
 
     try:
         options = oi.load_pipeline_config(args.config).to_dataset_kwargs() if args.config else {}

@@ -498,7 +498,7 @@ VANISHED_CHECK = """
 import json, os, sys
 import tensorflow as tf
 import object_input as oi
-from object_input.verification.inspection import verify_files
+from object_input.verification.verify import verify_files
 from object_input.reliability.skips import stats
 folder, gone, on_error, verified = sys.argv[1:]
 if verified == "verified":

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from object_input import cli
-from object_input.verification.inspection import inspect_records, verify_files
+from object_input.verification.inspection import inspect_records
+from object_input.verification.verify import verify_files
 from object_input.writers import build_example, write_tfrecords
 from object_input.writers.synthetic import make_example
 
