@@ -4,7 +4,9 @@ Every example decodes to the same set of keys (absent optional fields get defaul
 be batched together. Malformed records fail with an error that names the record, its source id
 and the field, or, under ``checks="flag"``, carry the failure in ``fields.ERROR`` (its reason's
 code) and ``fields.ERROR_DETAIL`` (that message), for the pipeline to raise or skip. The keys
-read, their kinds and defaults come from :data:`object_input.schema.EXAMPLE`.
+read, their kinds and defaults come from :data:`object_input.schema.EXAMPLE`; the checks of the
+annotations from :mod:`object_input.decoders.annotation_checks`, those of the options from
+:mod:`object_input.options`.
 """
 
 from __future__ import annotations
