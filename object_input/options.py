@@ -30,6 +30,9 @@ MASK_FORMATS = ("png", "numerical")
 OUTPUT_DTYPES = (None, "uint8", "float32", "bfloat16")
 TRAILING_STEPS = ("batched", "exact", "device")
 EMPTY_IMAGE_POLICIES = ("keep", "drop")
+UNKNOWN_CLASS_POLICIES = ("error", "drop")
+BOX_RANGE_POLICIES = ("error", "clip")
+LARGE_IMAGE_POLICIES = ("error", "downscale")
 T = TypeVar("T")
 
 
@@ -83,7 +86,7 @@ def _is_kind(value: Any, kind: type) -> bool:
     return isinstance(value, kind)
 
 
-# The checked fields of the option groups, by name (what a config may set of them).
+# The checked fields of the option groups, by name (for a config and for the decoder).
 _GROUP_RULES = {
     "num_readers": Rule(int, 1),
     "block_length": Rule(int, 1),
@@ -91,6 +94,11 @@ _GROUP_RULES = {
     "file_shuffle": Rule(bool),
     "use_display_name": Rule(bool),
     "multiclass_scores": Rule(bool),
+    "channels": Rule(choices=(0, 1, 3, 4)),
+    "unknown_classes": Rule(choices=UNKNOWN_CLASS_POLICIES),
+    "boxes_out_of_range": Rule(choices=BOX_RANGE_POLICIES),
+    "max_image_pixels": Rule(int, 1, optional=True),
+    "large_images": Rule(choices=LARGE_IMAGE_POLICIES),
 }
 
 

@@ -66,7 +66,7 @@ def test_good_masks_decode_under_both_policies():
     masks[0, 3:9, 5:20] = 1
     serialized = _example(masks=masks).SerializeToString()
     for policy in ("raise", "flag"):
-        out = decode_example(serialized, masks="png", on_error=policy)
+        out = decode_example(serialized, masks="png", checks=policy)
         np.testing.assert_array_equal(out[fields.MASKS], masks)
     assert int(out[fields.ERROR]) == errors.OK
 
@@ -276,7 +276,7 @@ def _png(array: np.ndarray) -> bytes:
 def test_png_variants_decode_to_the_requested_channels(encoded):
     serialized = _example(image=encoded, image_format="png", height=6, width=5).SerializeToString()
     for policy in ("raise", "flag"):
-        out = decode_example(serialized, on_error=policy)
+        out = decode_example(serialized, checks=policy)
         np.testing.assert_array_equal(out[fields.IMAGE], np.full((6, 5, 3), 200, np.uint8))
 
 

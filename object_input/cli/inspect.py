@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _verify(args: argparse.Namespace) -> int:
     import object_input as oi
-    from object_input.verification.inspection import verify_files
+    from object_input.verification.verify import verify_files
 
     try:
         _, options = config_options(args.config)

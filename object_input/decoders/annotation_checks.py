@@ -11,12 +11,13 @@ record.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 import tensorflow as tf
 
-from object_input import fields
+from object_input import fields, schema
 from object_input.reliability import errors
+from object_input.suggest import unknown_names_message
 
 # Coordinates this far outside [0, 1] are float noise (1.0000001 from a float32 division): clipped.
 BOX_TOLERANCE = 1e-5
@@ -79,6 +80,39 @@ def check_boxes(
         )
 
 
+def check_box_lists(
+    checks: errors.RecordChecks,
+    coordinates: Sequence[tf.Tensor],
+    name: str,
+    *,
+    in_range: bool = True,
+    range_hint: tuple[str, ...] = (),
+) -> tuple[tf.Tensor, tf.Tensor]:
+    """Check a record's four coordinate lists (ymin, xmin, ymax, xmax; ``name`` their common
+    key): of equal length, then as :func:`check_boxes`. Returns the boxes ``[N, 4]``, cut to the
+    shortest list, and the length of the first list."""
+    sizes = tf.stack([tf.size(c) for c in coordinates])
+    checks.add(
+        tf.reduce_all(tf.equal(sizes, sizes[0])),
+        "box_lists",
+        f"has box coordinate lists of unequal length: {name}/ymin, xmin, ymax, xmax have",
+        sizes,
+        "values",
+    )
+    # Cut to the shortest list, so that unequal lists (a failure of their own) still stack.
+    shortest = tf.reduce_min(sizes, keepdims=True)
+    boxes = tf.stack([tf.strided_slice(c, [0], shortest, [1]) for c in coordinates], axis=1)
+    check_boxes(
+        checks,
+        boxes,
+        name,
+        coordinates=tf.concat(list(coordinates), axis=0),
+        in_range=in_range,
+        range_hint=range_hint,
+    )
+    return boxes, sizes[0]
+
+
 def check_class_ids(checks: errors.RecordChecks, ids: tf.Tensor, name: str) -> None:
     """Check that every class id of ``ids`` lies in ``[1, 2**31)``."""
     checks.add(
@@ -102,6 +136,112 @@ def check_class_count(
         " ".join(("boxes but", before)).rstrip(),
         count,
         after,
+    )
+
+
+def check_class_texts(
+    checks: errors.RecordChecks,
+    labels: tf.Tensor,
+    texts: tf.Tensor,
+    looked_up: tf.Tensor,
+    num: tf.Tensor,
+    known: Sequence[tuple[str, tf.Tensor, tf.Tensor]],
+    label_map: Mapping[str, int],
+) -> tf.Tensor:
+    """Check a record's class names (``class/text``, ``looked_up`` in ``label_map``): one per box
+    or none; each of ``known`` (``(key, names, their ids)``, an id <= 0 for a name the label map
+    lacks) in the label map; and the ids they give agree with ``labels`` where both are given.
+    Returns the number of classes: of the labels, else of the names."""
+    text_count = tf.size(texts)
+    text_count_ok = checks.add(
+        tf.equal(text_count, num) | tf.equal(text_count, 0),
+        "class_count",
+        f"field {schema.CLASS_TEXT} has",
+        text_count,
+        "values for",
+        num,
+        "boxes",
+    )
+    for key, names, ids in known:
+        checks.add(
+            tf.reduce_all(ids > 0),
+            "class_unknown",
+            f"field {key} has names not in the label map:",
+            lambda names=names, ids=ids: unknown_names_message(
+                tf.boolean_mask(names, ids <= 0), label_map
+            ),
+        )
+    both = (tf.size(labels) > 0) & (text_count > 0)
+    comparable = both & text_count_ok & tf.equal(tf.size(labels), text_count)
+    checks.add(
+        checks.when(comparable, lambda: tf.reduce_all((looked_up <= 0) | (looked_up == labels))),
+        "class_mismatch",
+        f"fields {schema.CLASS_LABEL}",
+        labels,
+        f"and {schema.CLASS_TEXT}",
+        texts,
+        "disagree: the label map gives",
+        looked_up,
+    )
+    count = tf.size(labels)
+    return tf.where(count > 0, count, text_count)
+
+
+def check_per_box_lists(
+    checks: errors.RecordChecks, lists: Sequence[tuple[str, tf.Tensor]], num: tf.Tensor
+) -> None:
+    """Check that each of ``lists`` (``(key, values)``) is absent or has one value per box: one
+    check for all of them, whose message names the first list that fails."""
+    counts = tf.stack([tf.size(values) for _, values in lists])
+    fits = tf.equal(counts, num) | tf.equal(counts, 0)
+    first = lambda: tf.argmin(tf.cast(fits, tf.int32))  # noqa: E731
+    checks.add(
+        tf.reduce_all(fits),
+        "per_box_count",
+        "field",
+        lambda: tf.gather([key for key, _ in lists], first()),
+        "has",
+        lambda: tf.gather(counts, first()),
+        "values for",
+        num,
+        "boxes",
+    )
+
+
+def check_keypoint_counts(
+    checks: errors.RecordChecks,
+    lists: Sequence[tuple[str, tf.Tensor]],
+    num: tf.Tensor,
+    num_keypoints: int,
+) -> None:
+    """Check that each keypoint list of ``lists`` (``(key, values)``) is absent or has
+    ``num_keypoints`` values per box."""
+    expected = num * num_keypoints
+    for key, values in lists:
+        count = tf.size(values)
+        checks.add(
+            tf.equal(count, expected) | tf.equal(count, 0),
+            "keypoints",
+            f"field {key} has",
+            count,
+            f"values, expected boxes x num_keypoints ({num_keypoints}) =",
+            expected,
+        )
+
+
+def check_rows_per_box(
+    checks: errors.RecordChecks, key: str, values: tf.Tensor, num: tf.Tensor
+) -> None:
+    """Check that the flat ``values`` of field ``key`` split into one equal row per box."""
+    count = tf.size(values)
+    checks.add(
+        tf.equal(tf.math.floormod(count, tf.maximum(num, 1)), 0),
+        "per_box_count",
+        f"field {key} has",
+        count,
+        "values for",
+        num,
+        "boxes",
     )
 
 
@@ -140,6 +280,21 @@ def check_masks(
         sizes,
         "for an image of",
         size,
+    )
+
+
+def check_mask_values(
+    checks: errors.RecordChecks, name: str, values: tf.Tensor, num: tf.Tensor, size: tf.Tensor
+) -> None:
+    """Check numerical masks: ``values`` (flat) hold ``num`` masks of the image's ``size``."""
+    expected = tf.cast(num, tf.int64) * tf.reduce_prod(tf.cast(size, tf.int64))
+    checks.add(
+        tf.equal(tf.size(values, out_type=tf.int64), expected),
+        "mask",
+        f"field {name} has",
+        tf.size(values),
+        "values, expected boxes x height x width =",
+        expected,
     )
 
 

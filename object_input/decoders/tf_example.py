@@ -4,13 +4,14 @@ Every example decodes to the same set of keys (absent optional fields get defaul
 be batched together. Malformed records fail with an error that names the record, its source id
 and the field, or, under ``checks="flag"``, carry the failure in ``fields.ERROR`` (its reason's
 code) and ``fields.ERROR_DETAIL`` (that message), for the pipeline to raise or skip. The keys
-read, their kinds and defaults come from :data:`object_input.schema.EXAMPLE`.
+read, their kinds and defaults come from :data:`object_input.schema.EXAMPLE`; the checks of the
+annotations from :mod:`object_input.decoders.annotation_checks`, those of the options from
+:mod:`object_input.options`.
 """
 
 from __future__ import annotations
 
 import os
-import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,19 +20,19 @@ import tensorflow as tf
 from object_input import feature_dict, fields, schema
 from object_input.decoders import annotation_checks, deferred_image, image_files
 from object_input.decoders.annotation_checks import (
-    check_boxes,
+    check_box_lists,
     check_class_count,
     check_class_ids,
+    check_class_texts,
+    check_keypoint_counts,
+    check_mask_values,
     check_masks,
+    check_per_box_lists,
+    check_rows_per_box,
 )
-from object_input.moved import moved_names
+from object_input.options import check_option
 from object_input.reliability import errors
-from object_input.suggest import unknown_names_message
 
-MASK_TYPES = (None, *schema.MASK_KINDS)
-UNKNOWN_CLASS_POLICIES = ("error", "drop")
-BOX_RANGE_POLICIES = ("error", "clip")
-LARGE_IMAGE_POLICIES = ("error", "downscale")
 # Lists of one value per box or none (when the record passes its checks), boxes aside.
 _PER_BOX = [
     entry
@@ -73,8 +74,6 @@ class ExampleDecoder:
         records that passed them before (a verified manifest,
         :mod:`object_input.verification.manifest`): a good record decodes to the same features, a
         bad one to whatever its ops make of it, or an op error.
-      on_error: deprecated, for one release: ``checks`` under its old name, ``"trust"`` for
-        ``"none"``.
       boxes_out_of_range: ``"error"`` (a check) or ``"clip"`` for coordinates outside [0, 1];
         clipped boxes left without area are dropped and counted in ``NUM_DROPPED_BOXES``. Either
         way coordinates within ``annotation_checks.BOX_TOLERANCE`` of the range are float
@@ -97,36 +96,26 @@ class ExampleDecoder:
         unknown_classes: str = "error",
         extra_features: Mapping[str, Any] | None = None,
         checks: str = errors.RAISE,
-        on_error: str | None = None,
         boxes_out_of_range: str = "error",
         max_image_pixels: int | None = None,
         large_images: str = "error",
     ):
-        if channels not in (0, 1, 3, 4):
-            raise ValueError(f"channels must be 0, 1, 3 or 4, got {channels!r}")
-        if masks not in MASK_TYPES:
-            raise ValueError(f"masks must be one of {MASK_TYPES}, got {masks!r}")
-        if not isinstance(num_keypoints, int) or num_keypoints < 0:
-            raise ValueError(f"num_keypoints must be an integer >= 0, got {num_keypoints!r}")
-        for name, value, allowed in (
-            ("unknown_classes", unknown_classes, UNKNOWN_CLASS_POLICIES),
-            ("boxes_out_of_range", boxes_out_of_range, BOX_RANGE_POLICIES),
-            ("large_images", large_images, LARGE_IMAGE_POLICIES),
+        for name, value in (
+            ("channels", channels),
+            ("masks", masks),
+            ("num_keypoints", num_keypoints),
+            ("unknown_classes", unknown_classes),
+            ("boxes_out_of_range", boxes_out_of_range),
+            ("max_image_pixels", max_image_pixels),
+            ("large_images", large_images),
         ):
-            if value not in allowed:
-                raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
-        if max_image_pixels is not None and (
-            not isinstance(max_image_pixels, int) or max_image_pixels < 1
-        ):
-            raise ValueError(f"max_image_pixels must be an integer >= 1, got {max_image_pixels!r}")
+            check_option(name, value)
         self.channels = channels
         self.masks = masks
         self.num_keypoints = num_keypoints
         self.multiclass_scores = multiclass_scores
         self.unknown_classes = unknown_classes
         self.extra_features = dict(extra_features or {})
-        if on_error is not None:
-            checks = _renamed_check_mode(on_error)
         self.checks = errors.check_policy(checks, errors.CHECK_MODES, "checks")
         self.boxes_out_of_range = boxes_out_of_range
         self.max_image_pixels = max_image_pixels
@@ -145,17 +134,6 @@ class ExampleDecoder:
                 default_value=-1,
             )
         self.spec = self._feature_spec()
-
-    @property
-    def on_error(self) -> str:
-        """Deprecated, for one release: :attr:`checks` under its old name (``"trust"`` for
-        ``"none"``)."""
-        warnings.warn(
-            "ExampleDecoder.on_error is deprecated: use ExampleDecoder.checks",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return _OLD_CHECK_NAMES.get(self.checks, self.checks)
 
     def settings(self) -> dict[str, Any]:
         """The options that decide which records pass the checks, as JSON values: what a
@@ -245,35 +223,24 @@ class ExampleDecoder:
         """Add every check the record allows before decoding; return its (height, width) and
         its boxes ``[N, 4]``, unclipped (cut to the shortest coordinate list)."""
         size = self._check_image(parsed, checks, need_size)
-        boxes, num = self._check_boxes(parsed, checks)
+        boxes, num = check_box_lists(
+            checks,
+            [parsed[key] for key in schema.BOX_KEYS],
+            "image/object/bbox",
+            in_range=self.boxes_out_of_range == "error",
+            range_hint=("(pass boxes_out_of_range='clip' to clip them)",),
+        )
         self._check_classes(parsed, num, checks)
-        _check_per_box(checks, [(key, parsed[key]) for key in _PER_BOX_LISTS], num)
+        check_per_box_lists(checks, [(key, parsed[key]) for key in _PER_BOX_LISTS], num)
         if self.masks:
             self._check_masks(parsed, num, size, checks)
         if self.num_keypoints:
-            for key in (schema.KEYPOINT_Y, schema.KEYPOINT_X, schema.KEYPOINT_VISIBILITY):
-                values = tf.size(parsed[key])
-                expected = num * self.num_keypoints
-                checks.add(
-                    tf.equal(values, expected) | tf.equal(values, 0),
-                    "keypoints",
-                    f"field {key} has",
-                    values,
-                    f"values, expected boxes x num_keypoints ({self.num_keypoints}) =",
-                    expected,
-                )
+            keys = (schema.KEYPOINT_Y, schema.KEYPOINT_X, schema.KEYPOINT_VISIBILITY)
+            lists = [(key, parsed[key]) for key in keys]
+            check_keypoint_counts(checks, lists, num, self.num_keypoints)
         if self.multiclass_scores:
             key = schema.MULTICLASS_SCORES
-            values = tf.size(parsed[key])
-            checks.add(
-                tf.equal(tf.math.floormod(values, tf.maximum(num, 1)), 0),
-                "per_box_count",
-                f"field {key} has",
-                values,
-                "values for",
-                num,
-                "boxes",
-            )
+            check_rows_per_box(checks, key, parsed[key], num)
         return size, boxes
 
     def _check_image(
@@ -351,35 +318,6 @@ class ExampleDecoder:
         boxes = tf.stack([parsed[key] for key in schema.BOX_KEYS], axis=1)
         return size, boxes
 
-    def _check_boxes(
-        self, parsed: dict[str, tf.Tensor], checks: errors.RecordChecks
-    ) -> tuple[tf.Tensor, tf.Tensor]:
-        """Box checks; returns the boxes ``[N, 4]`` and the number of boxes (that of ``ymin``
-        if the lists disagree, when the boxes are cut to the shortest list)."""
-        coords = [parsed[k] for k in schema.BOX_KEYS]
-        sizes = tf.stack([tf.size(c) for c in coords])
-        checks.add(
-            tf.reduce_all(tf.equal(sizes, sizes[0])),
-            "box_lists",
-            "has box coordinate lists of unequal length: image/object/bbox/"
-            "ymin, xmin, ymax, xmax have",
-            sizes,
-            "values",
-        )
-        # Cut to the shortest list, so that unequal lists (a failure of their own) still stack.
-        shortest = tf.reduce_min(sizes, keepdims=True)
-        ymin, xmin, ymax, xmax = (tf.strided_slice(c, [0], shortest, [1]) for c in coords)
-        boxes = tf.stack([ymin, xmin, ymax, xmax], axis=1)
-        check_boxes(
-            checks,
-            boxes,
-            "image/object/bbox",
-            coordinates=tf.concat(coords, axis=0),
-            in_range=self.boxes_out_of_range == "error",
-            range_hint=("(pass boxes_out_of_range='clip' to clip them)",),
-        )
-        return boxes, sizes[0]
-
     def _check_classes(
         self, parsed: dict[str, tf.Tensor], num: tf.Tensor, checks: errors.RecordChecks
     ) -> None:
@@ -390,54 +328,20 @@ class ExampleDecoder:
         count = tf.size(labels)
         if self._table is not None:
             looked_up = self._table.lookup(texts)
-            text_count = tf.size(texts)
-            text_count_ok = checks.add(
-                tf.equal(text_count, num) | tf.equal(text_count, 0),
-                "class_count",
-                "field image/object/class/text has",
-                text_count,
-                "values for",
-                num,
-                "boxes",
-            )
+            known = []
             if self.unknown_classes == "error":
-                self._check_known(checks, schema.CLASS_TEXT, texts, looked_up)
                 image_texts = parsed[schema.IMAGE_CLASS_TEXT]
-                self._check_known(
-                    checks, schema.IMAGE_CLASS_TEXT, image_texts, self._table.lookup(image_texts)
-                )
-            both = (tf.size(labels) > 0) & (tf.size(texts) > 0)
-            comparable = both & text_count_ok & tf.equal(tf.size(labels), tf.size(texts))
-            checks.add(
-                checks.when(
-                    comparable, lambda: tf.reduce_all((looked_up <= 0) | (looked_up == labels))
-                ),
-                "class_mismatch",
-                "fields image/object/class/label",
-                labels,
-                "and image/object/class/text",
-                texts,
-                "disagree: the label map gives",
-                looked_up,
-            )
-            count = tf.where(count > 0, count, tf.size(texts))
+                known = [
+                    (schema.CLASS_TEXT, texts, looked_up),
+                    (schema.IMAGE_CLASS_TEXT, image_texts, self._table.lookup(image_texts)),
+                ]
+            count = check_class_texts(checks, labels, texts, looked_up, num, known, self.label_map)
         check_class_count(
             checks,
             count,
             num,
             "",
             "classes (image/object/class/label, or class/text with a label map)",
-        )
-
-    def _check_known(
-        self, checks: errors.RecordChecks, key: str, texts: tf.Tensor, looked_up: tf.Tensor
-    ) -> None:
-        """Every name of field ``key`` is in the label map; the message offers the closest."""
-        checks.add(
-            tf.reduce_all(looked_up > 0),
-            "class_unknown",
-            f"field {key} has names not in the label map:",
-            lambda: unknown_names_message(tf.boolean_mask(texts, looked_up <= 0), self.label_map),
         )
 
     def _check_masks(
@@ -449,15 +353,7 @@ class ExampleDecoder:
     ) -> None:
         raw = parsed[schema.MASK]
         if self.masks == "numerical":
-            expected = tf.cast(num, tf.int64) * tf.reduce_prod(tf.cast(size, tf.int64))
-            checks.add(
-                tf.equal(tf.size(raw, out_type=tf.int64), expected),
-                "mask",
-                "field image/object/mask has",
-                tf.size(raw),
-                "values, expected boxes x height x width =",
-                expected,
-            )
+            check_mask_values(checks, schema.MASK, raw, num, size)
             return
         mask_sizes = tf.map_fn(
             image_files.png_size, raw, fn_output_signature=tf.TensorSpec([2], tf.int32)
@@ -681,57 +577,6 @@ def _sanitized(
         else:
             out[key] = tf.strided_slice(values, [0], tf.reshape(tf.size(values) * keep, [1]), [1])
     return out, tf.where(ok, size, 1), boxes
-
-
-def _check_per_box(
-    checks: errors.RecordChecks, lists: list[tuple[str, tf.Tensor]], num: tf.Tensor
-) -> None:
-    """Check that each optional per-box list is absent or has one value per box: one check
-    for all of them, whose message names the first list that fails."""
-    counts = tf.stack([tf.size(values) for _, values in lists])
-    fits = tf.equal(counts, num) | tf.equal(counts, 0)
-    first = lambda: tf.argmin(tf.cast(fits, tf.int32))  # noqa: E731
-    checks.add(
-        tf.reduce_all(fits),
-        "per_box_count",
-        "field",
-        lambda: tf.gather([key for key, _ in lists], first()),
-        "has",
-        lambda: tf.gather(counts, first()),
-        "values for",
-        num,
-        "boxes",
-    )
-
-
-# ExampleDecoder(on_error=...)'s words that ``checks`` names otherwise.
-_OLD_CHECK_NAMES = {errors.NO_CHECKS: "trust"}
-
-
-def _renamed_check_mode(on_error: str) -> str:
-    """``checks`` for the deprecated ``ExampleDecoder(on_error=...)``, with its warning."""
-    checks = {old: new for new, old in _OLD_CHECK_NAMES.items()}.get(on_error, on_error)
-    warnings.warn(
-        f"ExampleDecoder(on_error={on_error!r}) is deprecated: use checks={checks!r} (on_error "
-        "is the pipeline's raise-or-skip setting alone)",
-        DeprecationWarning,
-        stacklevel=3,
-    )
-    return checks
-
-
-# Names that moved to the modules of their concern, kept here for one release.
-__getattr__ = moved_names(
-    __name__,
-    {
-        "PLACEHOLDER_PNG": "object_input.decoders.image_files",
-        "header_size": "object_input.decoders.image_files",
-        "image_magic": "object_input.decoders.image_files",
-        "looks_like_image": "object_input.decoders.image_files",
-        "default_per_box_fields": "object_input.decoders.annotation_checks",
-        "kept_after_clip": "object_input.decoders.annotation_checks",
-    },
-)
 
 
 def decode_example(

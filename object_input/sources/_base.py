@@ -9,7 +9,6 @@ from __future__ import annotations
 import abc
 import contextlib
 import dataclasses
-import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -17,9 +16,6 @@ import tensorflow as tf
 
 from object_input.options import ReadOptions
 from object_input.reliability import errors
-
-# The deprecated ReadContext(on_error=...) words and what each asked of a reader.
-_READ_POLICIES = {errors.RAISE: False, "mark": True}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,8 +34,6 @@ class ReadContext:
         :mod:`object_input.reliability.errors` (``OK`` for a record). A reader never skips or
         counts: the pipeline's policy raises or counts the marks
         (:mod:`object_input.reliability.error_policy`).
-      on_error: deprecated, for one release: ``"mark"`` is ``marks=True``, ``"raise"``
-        ``marks=False``.
     """
 
     reading: ReadOptions = dataclasses.field(default_factory=ReadOptions)
@@ -47,23 +41,6 @@ class ReadContext:
     seed: int | tf.Tensor | None = None
     deterministic: bool = True
     marks: bool = False
-    on_error: dataclasses.InitVar[str | None] = None
-
-    def __post_init__(self, on_error: str | None) -> None:
-        if on_error is None:
-            return
-        if on_error not in _READ_POLICIES:
-            raise ValueError(
-                f"ReadContext(on_error=...) is deprecated; a reader marks or raises "
-                f"(marks=True or False), it never skips: got {on_error!r}"
-            )
-        warnings.warn(
-            f"ReadContext(on_error={on_error!r}) is deprecated: use "
-            f"ReadContext(marks={_READ_POLICIES[on_error]})",
-            DeprecationWarning,
-            stacklevel=3,
-        )
-        object.__setattr__(self, "marks", _READ_POLICIES[on_error])
 
     def unmarked(self) -> tuple:
         """What a record adds to its ``(record_id, payload)`` when the reader :attr:`marks`:

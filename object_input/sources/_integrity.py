@@ -156,7 +156,9 @@ def checked_records(
     # The filter and the map only pick inputs: tf.data runs no function for them, so they cost
     # no hand-off between threads per record as a filter computing its predicate would.
     scanned = stream.scan((zero, zero), step)
-    return scanned.filter(lambda keep, record: keep).map(lambda keep, record: record)
+    # One lambda a line, with their own argument names: AutoGraph tells them apart by the source.
+    kept = scanned.filter(lambda keep, _: keep)
+    return kept.map(lambda _, record: record)
 
 
 def _opens(path: tf.Tensor) -> tf.Tensor:

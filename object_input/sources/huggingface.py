@@ -39,8 +39,8 @@ from object_input.decoders.annotation_checks import (
     kept_after_clip,
 )
 from object_input.decoders.image_files import PLACEHOLDER_PNG, looks_like_image
-from object_input.decoders.tf_example import BOX_RANGE_POLICIES
 from object_input.moved import moved_names
+from object_input.options import check_option
 from object_input.reliability import errors
 from object_input.sources import (
     _hf_arrow as hf_arrow,
@@ -144,11 +144,7 @@ class HuggingFace(Source):
         load_options: Mapping[str, Any] | None = None,
     ):
         datasets = hf_layout.import_datasets()
-        if boxes_out_of_range not in BOX_RANGE_POLICIES:
-            raise ValueError(
-                f"boxes_out_of_range must be one of {BOX_RANGE_POLICIES}, "
-                f"got {boxes_out_of_range!r}"
-            )
+        check_option("boxes_out_of_range", boxes_out_of_range)
         if channels not in (1, 3, 4):
             raise ValueError(f"channels must be 1, 3 or 4, got {channels!r}")
         if not isinstance(chunk_size, int) or chunk_size < 1:

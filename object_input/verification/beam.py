@@ -1,5 +1,5 @@
 """``inspect --verify`` as an Apache Beam pipeline: each file verified on a worker
-(:func:`object_input.verification.inspection.verify_file`), the manifests written where the pipeline
+(:func:`object_input.verification.verify.verify_file`), the manifests written where the pipeline
 is launched, from the same verdicts and entries as a local run. Needs ``object-input[beam]``."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 from object_input.scale_out.beam_runs import beam, pipeline_options, run_and_collect
 from object_input.sources._files import list_files
 from object_input.sources.tfrecord import SUFFIXES
-from object_input.verification.inspection import (
+from object_input.verification.verify import (
     FileVerdict,
     Verification,
     record_verdicts,
@@ -34,7 +34,7 @@ def verify_files_on_beam(
     write: bool = True,
     **settings: Any,
 ) -> Verification:
-    """:func:`~object_input.verification.inspection.verify_files` with the files spread over the
+    """:func:`~object_input.verification.verify.verify_files` with the files spread over the
     workers of a Beam pipeline on ``runner`` (``beam_options``: more pipeline options;
     ``num_workers``: the DirectRunner's workers). ``settings`` are ``verify_files``' decoding
     settings (``label_map``, ``masks``, ``num_keypoints``, ``decoding``, ``compression``). The files

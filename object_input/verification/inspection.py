@@ -2,15 +2,16 @@
 
 Records are read one by one, outside any pipeline, so that a damaged file is reported with its
 path and record index instead of stopping the reading: a truncated file or a CRC mismatch ends
-that file's reading (the rest of it cannot be framed) and is listed, a record that is not a
-``tf.train.Example``, or whose image does not decode in full (a JPEG cut before its end marker
-among them: :mod:`object_input.decoders.image_files`, the converters' check), is listed and skipped.
-Each feature key is reported with the field it
-decodes into and, where its values are not of the kind the decoder parses, that kind (from
+that file's reading (the rest of it cannot be framed) and is listed, found by the byte count of
+the pipeline's reader (:mod:`object_input.sources._integrity`, GZIP and ZLIB files too); a
+record that is not a ``tf.train.Example``, or whose image does not decode in full (a JPEG cut
+before its end marker among them: :mod:`object_input.decoders.image_files`, the converters'
+check), is listed and skipped. Each feature key is reported with the field it decodes into and,
+where its values are not of the kind the decoder parses, that kind (from
 :data:`object_input.schema.EXAMPLE`).
 
-:func:`verify_files` decodes every record through the pipeline's own checks instead, and
-writes the manifests of the files found good (:mod:`object_input.verification.manifest`).
+:func:`object_input.verification.verify.verify_files` decodes every record through the
+pipeline's own checks instead.
 """
 
 from __future__ import annotations
@@ -25,15 +26,13 @@ from typing import Any
 import tensorflow as tf
 from google.protobuf.message import DecodeError
 
-from object_input import fields, schema, wording
-from object_input.decoders.image_files import ImageError, decode_image_file, op_message
+from object_input import schema, wording
+from object_input.decoders.image_files import ImageError, decode_image_file
 from object_input.label_map import LabelMapSource, label_map_to_names, load_label_map, path_beside
-from object_input.options import DecodeOptions, build
-from object_input.pipeline import make_dataset
-from object_input.reliability import skips
+from object_input.reliability import errors
 from object_input.sources._files import list_files
-from object_input.sources.tfrecord import SUFFIXES, TFRecord, compression_of
-from object_input.verification import manifest
+from object_input.sources._integrity import checked_records, expected_bytes
+from object_input.sources.tfrecord import SUFFIXES, compression_of
 
 _KINDS = {feature_list: kind for kind, feature_list in schema.FEATURE_LISTS.items()}
 
@@ -86,38 +85,26 @@ class FeatureStats:
 
 
 def iterate_records(files: Sequence[str]) -> Iterator[tuple[str, int, bytes | CorruptRecord]]:
-    """``(file, index, serialized record or CorruptRecord)`` for every record of ``files``."""
+    """``(file, index, serialized record or CorruptRecord)`` for every record of ``files``.
+
+    Each file is read to its end with the pipeline's byte accounting
+    (:func:`object_input.sources._integrity.checked_records`; GZIP and ZLIB files included): a
+    file that cannot be, truncated or damaged, ends in one :class:`CorruptRecord` saying where
+    and why.
+    """
     for path in files:
         compression = compression_of(path)
-        dataset = tf.data.TFRecordDataset(path, compression_type=compression)
-        iterator = iter(dataset)
-        index = framed = 0
-        while True:
-            try:
-                record = next(iterator)
-            except StopIteration:
-                break
-            except tf.errors.OpError as err:
-                yield path, index, CorruptRecord(path, index, op_message(err))
-                framed = -1
-                break
-            data = record.numpy()
-            # Length, its CRC, the data, its CRC.
-            framed += len(data) + 16
-            yield path, index, data
-            index += 1
-        # TensorFlow ends a file quietly at a partial record header; the byte count does not.
-        size = tf.io.gfile.stat(path).length
-        if not compression and 0 <= framed < size:
-            yield (
-                path,
-                index,
-                CorruptRecord(
-                    path,
-                    index,
-                    f"truncated record: {size - framed} bytes after the last full record",
-                ),
-            )
+        expected = tf.constant(expected_bytes(path, compression), tf.int64)
+        marked = checked_records(
+            tf.constant(path), expected, compression, marks=True, record_id=tf.strings.as_string
+        )
+        for index, (_, payload, error, detail) in enumerate(marked):
+            if error != errors.OK:
+                # The record's file and index lead the report's line already.
+                why = detail.numpy().decode(errors="replace").removeprefix(f"file {path}: ")
+                yield path, index, CorruptRecord(path, index, why)
+            else:
+                yield path, index, payload.numpy()
 
 
 def _image_size(example: Mapping[str, Any]) -> tuple[int, int] | None:
@@ -469,133 +456,3 @@ def inspect_records(
         report.add(example.features.feature, path, index)
         report.records_per_file[path] += 1
     return report
-
-
-@dataclasses.dataclass(frozen=True)
-class FileVerdict:
-    """What :func:`verify_files` found in one file.
-
-    Attributes:
-      file: the file's path.
-      records: the records that passed every check.
-      num_bad: the records that failed (the file's unreadable rest counts as one).
-      bad: the first of them, ``"file:index: reason: what"``.
-    """
-
-    file: str
-    records: int
-    num_bad: int = 0
-    bad: tuple[str, ...] = ()
-
-    @property
-    def verified(self) -> bool:
-        return self.num_bad == 0
-
-
-@dataclasses.dataclass(frozen=True)
-class Verification:
-    """The verdicts of :func:`verify_files` and the manifests it wrote."""
-
-    files: tuple[FileVerdict, ...]
-    manifests: tuple[str, ...] = ()
-
-    @property
-    def ok(self) -> bool:
-        """Whether every file was verified."""
-        return all(verdict.verified for verdict in self.files)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "files": [dataclasses.asdict(v) | {"verified": v.verified} for v in self.files],
-            "manifests": list(self.manifests),
-        }
-
-    def format(self) -> str:
-        """A plain-text report: one line per file, then the bad records of each."""
-        good = [v for v in self.files if v.verified]
-        lines = [f"{len(good)} of {wording.count(len(self.files), 'file')} verified"]
-        for verdict in self.files:
-            state = "verified" if verdict.verified else wording.count(verdict.num_bad, "bad record")
-            lines.append(
-                f"  {verdict.file}: {wording.count(verdict.records, 'good record')}, {state}"
-            )
-            lines.extend(f"    {line}" for line in verdict.bad)
-            if verdict.num_bad > len(verdict.bad):
-                lines.append(f"    ... and {verdict.num_bad - len(verdict.bad)} more")
-        lines.extend(f"wrote {path}" for path in self.manifests)
-        return "\n".join(lines)
-
-
-def verify_files(
-    source: str | os.PathLike | Sequence[str | os.PathLike],
-    *,
-    label_map: LabelMapSource | None = None,
-    masks: str | None = None,
-    num_keypoints: int = 0,
-    decoding: DecodeOptions | Mapping[str, Any] | None = None,
-    compression: str | None = "auto",
-    write: bool = True,
-) -> Verification:
-    """Decode every record of the TFRecord files of ``source`` through the pipeline's checks,
-    and record the files whose records all pass, read to their end, in manifests beside them.
-
-    The decoding settings are those ``make_dataset`` is given for training (``label_map``,
-    ``masks``, ``num_keypoints``, ``decoding``); ``make_dataset`` trusts a manifest under
-    settings that ask no check these did not run
-    (:func:`object_input.verification.manifest.uncovered`). A file with a bad record loses its
-    entry. ``write=False`` only reports.
-    """
-    settings = {
-        "label_map": label_map,
-        "masks": masks,
-        "num_keypoints": num_keypoints,
-        "decoding": decoding,
-        "compression": compression,
-    }
-    checked = [verify_file(path, **settings) for path in list_files(source, SUFFIXES)]
-    return record_verdicts(checked, write)
-
-
-def verify_file(
-    path: str,
-    *,
-    label_map: LabelMapSource | None = None,
-    masks: str | None = None,
-    num_keypoints: int = 0,
-    decoding: DecodeOptions | Mapping[str, Any] | None = None,
-    compression: str | None = "auto",
-) -> tuple[FileVerdict, dict[str, Any] | None]:
-    """Decode every record of one TFRecord file as :func:`verify_files` does; returns its
-    verdict and, when it passed, its manifest entry (None else)."""
-    decoding = dataclasses.replace(build(DecodeOptions, "decoding", decoding), trust_manifest=False)
-    tfrecord = TFRecord(
-        path,
-        compression=compression,
-        label_map=label_map,
-        masks=masks,
-        num_keypoints=num_keypoints,
-        decoding=decoding,
-    )
-    before = manifest.file_facts(path)
-    dataset = make_dataset(tfrecord, batch_size=None, shuffle=False, on_error="skip")
-    dataset.map(lambda features: features[fields.RECORD_ID]).reduce(0, lambda n, _: n + 1)
-    counts = skips.counter_of(dataset).snapshot()
-    verdict = FileVerdict(path, counts.passed, counts.total_skipped, counts.offenders)
-    if not verdict.verified:
-        return verdict, None
-    classes = manifest.class_facts(path, compression_of(path, compression))
-    if manifest.file_facts(path) != before:
-        return FileVerdict(path, counts.passed, 1, (f"{path}: changed while verified",)), None
-    settings = tfrecord.decoder.settings()
-    return verdict, manifest.entry(before, counts.passed, settings, classes)
-
-
-def record_verdicts(
-    checked: Sequence[tuple[FileVerdict, dict[str, Any] | None]], write: bool = True
-) -> Verification:
-    """The :class:`Verification` of :func:`verify_file`'s answers, in their order; with
-    ``write``, the passed files' entries recorded in their manifests and the others' dropped."""
-    passed = {verdict.file: entry for verdict, entry in checked if entry is not None}
-    failed = [verdict.file for verdict, entry in checked if entry is None]
-    written = manifest.record(passed, failed) if write else []
-    return Verification(tuple(verdict for verdict, _ in checked), tuple(written))

@@ -1,6 +1,6 @@
 """Manifests of verified TFRecord files: their per-record checks need not run again.
 
-``object-input inspect --verify`` (:func:`object_input.verification.inspection.verify_files`)
+``object-input inspect --verify`` (:func:`object_input.verification.verify.verify_files`)
 decodes every record of a file through the pipeline's checks; a file whose records all pass and that
 reads to its end gets an entry in :data:`MANIFEST_NAME` in its folder: its size, modification time,
 a fingerprint of its first and last :data:`FINGERPRINT_BYTES`, its record count, the decoding

@@ -627,7 +627,7 @@ def test_shards_get_their_names_only_when_the_writing_succeeds(tmp_path):
 
 
 def test_a_dataset_written_under_a_prefix_replaces_the_one_there(tmp_path):
-    from object_input.verification.inspection import verify_files
+    from object_input.verification.verify import verify_files
     from object_input.writers import (
         ShardedWriter,
         build_example,

@@ -14,7 +14,7 @@ from object_input.keras import layout as keras_layout
 from object_input.label_map import write_label_map
 from object_input.ops import ConfigError
 from object_input.ops._compose import Augmentation
-from object_input.verification.inspection import verify_files
+from object_input.verification.verify import verify_files
 
 
 def padded_batch():

@@ -464,9 +464,6 @@ def test_on_error_is_validated(tmp_path):
     # "mark" is for readers (ReadContext), not a pipeline policy.
     with pytest.raises(ValueError, match=r"on_error must be one of \('raise', 'skip'\)"):
         _dataset(path, on_error="mark")
-    # A reader marks or raises; it never skips.
-    with pytest.raises(ValueError, match="it never skips: got 'skip'"):
-        oi.sources.ReadContext(on_error="skip")
     with pytest.raises(ValueError, match="no counts on this dataset"):
         stats(_dataset(path).take(1))
 
@@ -502,7 +499,7 @@ VANISHED_CHECK = """
 import json, os, sys
 import tensorflow as tf
 import object_input as oi
-from object_input.verification.inspection import verify_files
+from object_input.verification.verify import verify_files
 from object_input.reliability.skips import stats
 folder, gone, on_error, verified = sys.argv[1:]
 if verified == "verified":
@@ -584,20 +581,6 @@ def test_every_source_raises_or_skips_its_damaged_record_alone(tmp_path, name):
     assert summary.passed == len(kept) == samples.RECORDS - 1
     assert summary.total_skipped == 1
     assert summary.offenders[0].startswith(ids), summary.offenders
-
-
-def test_the_old_reader_and_decoder_words_still_work_with_a_deprecation_warning():
-    with pytest.warns(DeprecationWarning, match=r"use ReadContext\(marks=True\)"):
-        assert oi.sources.ReadContext(on_error="mark").marks
-    with pytest.warns(DeprecationWarning, match=r"use ReadContext\(marks=False\)"):
-        assert not oi.sources.ReadContext(on_error="raise").marks
-    with pytest.warns(DeprecationWarning, match="use checks='none'"):
-        decoder = oi.ExampleDecoder(on_error="trust")
-    assert decoder.checks == "none"
-    with pytest.warns(DeprecationWarning, match="use ExampleDecoder.checks"):
-        assert decoder.on_error == "trust"
-    with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="checks must be"):
-        oi.ExampleDecoder(on_error="skip")
 
 
 def test_dropped_boxes_are_counted_and_reachable_with_keras(tmp_path):

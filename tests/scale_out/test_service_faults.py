@@ -21,7 +21,7 @@ import tensorflow as tf
 import object_input as oi
 from object_input import fields
 from object_input.scale_out import service
-from object_input.verification.inspection import verify_files
+from object_input.verification.verify import verify_files
 from object_input.writers.synthetic import write_synthetic_dataset
 
 DEADLINE_S = 90

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from object_input import cli
-from object_input.verification.inspection import inspect_records, verify_files
+from object_input.verification.inspection import inspect_records
+from object_input.verification.verify import verify_files
 from object_input.writers import build_example, write_tfrecords
 from object_input.writers.synthetic import make_example
 
@@ -117,9 +118,35 @@ def test_corrupt_records_are_reported_with_file_and_index(records, tmp_path):
     assert report.num_records == 1
     found = {(c.file, c.index): c.error for c in report.corrupt}
     assert set(found) == {(first, 1), (second, 0), (str(junk), 0)}
-    assert "truncated" in found[(first, 1)]
-    assert "corrupted record" in found[(second, 0)]
+    assert found[(first, 1)].startswith(f"cannot read record 1 at byte {_frame_offsets(whole)[1]}")
+    assert "the record is truncated or corrupt" in found[(first, 1)]
+    # Nothing of it could be framed: the reader's count cannot tell damage from another format.
+    assert found[(second, 0)].startswith("cannot read record 0 at byte 0: not a TFRecord file")
     assert "function_node" not in found[(second, 0)] and "[Op:" not in found[(second, 0)]
+    assert "not a TFRecord file" in found[(str(junk), 0)]
+
+
+def test_gzip_files_are_counted_and_their_damage_reported_with_file_and_index(tmp_path):
+    examples = [build_example(np.full((4, 4, 3), i, np.uint8)) for i in range(3)]
+    (path,) = write_tfrecords(examples, tmp_path / "train", compression="GZIP")
+    assert path.endswith(".gz")
+    report = inspect_records(path)
+    assert (report.num_records, report.corrupt) == (3, [])
+    assert report.image_sizes == collections.Counter({(4, 4): 3})
+    data = Path(path).read_bytes()
+    # Without the size in its trailer the stream cannot be read to its end: every record was
+    # inflated, the end is missing.
+    Path(path).write_bytes(data[:-4])
+    report = inspect_records(path)
+    assert report.num_records == 3
+    ((corrupt),) = report.corrupt
+    assert (corrupt.file, corrupt.index) == (path, 3)
+    assert "the compressed file is truncated or corrupt" in corrupt.error
+    # Cut in the middle: the records before the cut still count.
+    Path(path).write_bytes(data[: len(data) - 60])
+    report = inspect_records(path)
+    assert report.num_records == 2
+    assert [(c.file, c.index) for c in report.corrupt] == [(path, 2)]
 
 
 def test_a_record_that_is_not_an_example_is_listed_and_skipped(tmp_path):

@@ -12,7 +12,7 @@ import object_input as oi
 from object_input import cli, fields
 from object_input.sources.tfrecord import TFRecord
 from object_input.verification import manifest
-from object_input.verification.inspection import verify_files
+from object_input.verification.verify import verify_files
 from object_input.writers import build_example, encode_image
 
 LABEL_MAP = {"cat": 1, "dog": 2}

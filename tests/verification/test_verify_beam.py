@@ -8,7 +8,7 @@ from test_verify import _example, _truncated_jpeg_record, _write
 
 from object_input import cli
 from object_input.verification import manifest
-from object_input.verification.inspection import verify_files
+from object_input.verification.verify import verify_files
 
 pytest.importorskip("apache_beam")
 
