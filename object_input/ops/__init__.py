@@ -27,8 +27,7 @@ def _registers_a_step(module) -> bool:
     return any(get_step(name).fn.__module__ == module.__name__ for name in registered_steps())
 
 
-# reference is the script that writes docs/ops.md (python -m object_input.docgen.ops).
-plugins.import_package(__name__, __path__, skip=("reference",))
+plugins.import_package(__name__, __path__)
 plugins.load_group(plugins.STEPS, _registers_a_step)
 globals().update({name: get_step(name).fn for name in registered_steps()})
 
