@@ -24,7 +24,7 @@ import importlib
 import importlib.metadata
 import pkgutil
 import types
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 
 #: The entry-point group of modules that register augmentation steps.
 STEPS = "object_input.steps"
@@ -36,15 +36,13 @@ class PluginError(ImportError):
     """An installed plugin's entry point failed to load, or registered nothing."""
 
 
-def import_package(
-    package: str, path: Iterable[str], skip: Sequence[str] = ()
-) -> list[types.ModuleType]:
-    """Import every module of ``package`` (its ``__path__`` is ``path``) but those in ``skip``
-    and private ones (``_name``), in name order."""
+def import_package(package: str, path: Iterable[str]) -> list[types.ModuleType]:
+    """Import every public module of ``package`` (its ``__path__`` is ``path``), in name order:
+    the steps or sources; the framework modules (``_name``) are imported by those that use them."""
     return [
         importlib.import_module(f"{package}.{info.name}")
         for info in sorted(pkgutil.iter_modules(path), key=lambda info: info.name)
-        if info.name not in skip and not info.name.startswith("_")
+        if not info.name.startswith("_")
     ]
 
 
