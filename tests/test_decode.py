@@ -250,20 +250,3 @@ def test_image_bytes_have_one_signature_table_for_python_and_graph_checks():
     assert size.numpy().tolist() == [4, 5]
     placeholder = tf.io.decode_png(image_files.PLACEHOLDER_PNG)
     assert placeholder.shape == (1, 1, 1)
-
-
-def test_moved_helpers_keep_their_old_names_for_a_release_with_a_warning():
-    from object_input.decoders import annotation_checks, image_files, tf_example
-
-    for name, module in [
-        ("PLACEHOLDER_PNG", image_files),
-        ("header_size", image_files),
-        ("image_magic", image_files),
-        ("looks_like_image", image_files),
-        ("default_per_box_fields", annotation_checks),
-        ("kept_after_clip", annotation_checks),
-    ]:
-        with pytest.warns(DeprecationWarning, match=f"moved to {module.__name__}.{name}"):
-            assert getattr(tf_example, name) is getattr(module, name)
-    with pytest.raises(AttributeError):
-        tf_example.no_such_name  # noqa: B018

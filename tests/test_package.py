@@ -88,19 +88,3 @@ print(sorted(m for m in sys.modules if m.split(".")[:2] == ["object_input", "ops
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == "[]"
-
-
-def test_the_old_name_of_the_per_example_module_warns_and_resolves():
-    import importlib
-    import sys
-    import warnings
-
-    from object_input import per_example
-
-    sys.modules.pop("object_input.examples", None)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        old = importlib.import_module("object_input.examples")
-    assert old.plan is per_example.plan
-    assert [w.category for w in caught] == [DeprecationWarning]
-    assert "object_input.per_example" in str(caught[0].message)

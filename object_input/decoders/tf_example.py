@@ -24,7 +24,6 @@ from object_input.decoders.annotation_checks import (
     check_class_ids,
     check_masks,
 )
-from object_input.moved import moved_names
 from object_input.reliability import errors
 from object_input.suggest import unknown_names_message
 
@@ -718,20 +717,6 @@ def _renamed_check_mode(on_error: str) -> str:
         stacklevel=3,
     )
     return checks
-
-
-# Names that moved to the modules of their concern, kept here for one release.
-__getattr__ = moved_names(
-    __name__,
-    {
-        "PLACEHOLDER_PNG": "object_input.decoders.image_files",
-        "header_size": "object_input.decoders.image_files",
-        "image_magic": "object_input.decoders.image_files",
-        "looks_like_image": "object_input.decoders.image_files",
-        "default_per_box_fields": "object_input.decoders.annotation_checks",
-        "kept_after_clip": "object_input.decoders.annotation_checks",
-    },
-)
 
 
 def decode_example(

@@ -40,7 +40,6 @@ from object_input.decoders.annotation_checks import (
 )
 from object_input.decoders.image_files import PLACEHOLDER_PNG, looks_like_image
 from object_input.decoders.tf_example import BOX_RANGE_POLICIES
-from object_input.moved import moved_names
 from object_input.reliability import errors
 from object_input.sources import (
     _hf_arrow as hf_arrow,
@@ -454,6 +453,3 @@ def _dataset_name(dataset: Any) -> str:
     info = dataset.info
     return info.dataset_name or info.builder_name or "huggingface"
 
-
-# Names that moved with the layout inference, kept here for one release.
-__getattr__ = moved_names(__name__, {"IMAGE_KEYS": "object_input.sources._hf_layout"})
