@@ -539,13 +539,6 @@ DATASET_OPTIONS: tuple[Option, ...] = (
         Rule(choices=TRAILING_STEPS),
     ),
     Option(
-        "color_stage",
-        "str | None",
-        None,
-        "deprecated name of ``trailing_steps`` (same values).",
-        Rule(optional=True, choices=TRAILING_STEPS),
-    ),
-    Option(
         "num_parallel_calls",
         "int",
         AUTOTUNE,

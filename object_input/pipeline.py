@@ -12,7 +12,6 @@ import dataclasses
 import functools
 import inspect
 import os
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -20,12 +19,10 @@ import tensorflow as tf
 
 from object_input import batching, fields, iterations, partners, per_example
 from object_input.keras import layout as keras_layout
-from object_input.moved import moved_names
 from object_input.ops import Augmentation
 from object_input.options import (
     AUTOTUNE,
     DATASET_OPTIONS,
-    DEFAULTS,
     DecodeOptions,
     ReadOptions,
     ServiceOptions,
@@ -39,11 +36,6 @@ from object_input.sources import ReadContext, Source, as_source
 from object_input.sources._resolve import PathOptions
 
 T = TypeVar("T")
-# Choices that moved to object_input.options with the option declarations.
-_MOVED = ("EMPTY_IMAGE_POLICIES", "OUTPUT_DTYPES", "TRAILING_STEPS")
-
-
-__getattr__ = moved_names(__name__, dict.fromkeys(_MOVED, "object_input.options"))
 
 
 def _applies_config(fn: Callable[..., T]) -> Callable[..., T]:
@@ -98,7 +90,6 @@ def make_dataset(
     bounding_box_format: str | None = None,
     output_dtype: str | None = None,
     trailing_steps: str = "batched",
-    color_stage: str | None = None,
     num_parallel_calls: int = AUTOTUNE,
     prefetch: int = AUTOTUNE,
     deterministic: bool = True,
@@ -165,7 +156,6 @@ def make_dataset(
         "device": those steps' pixel work waits for the training device: each example carries
         ``device_parameters`` for ``object_input.keras.layers.DeviceAugmentation`` (or
         ``object_input.apply_device_stage``). See docs/performance.md.
-      color_stage: deprecated name of ``trailing_steps`` (same values).
       num_parallel_calls: parallelism of the per-example map.
       prefetch: batches prefetched.
       deterministic: keep the element order independent of thread timing (the per-example map keeps
@@ -198,7 +188,6 @@ class _DatasetChecks:
             )
         for option in _CHECKED:
             setattr(self, option.name, option.check(getattr(self, option.name)))
-        self._migrate_color_stage()
         if self.trailing_steps == "device" and (self.image_size is None or self.batch_size is None):
             raise ValueError(
                 "trailing_steps='device' needs image_size and batch_size: the device stage "
@@ -247,24 +236,6 @@ class _DatasetChecks:
             )
         if self.shuffle is None:
             self.shuffle = self.source.shuffle_by_default
-
-    def _migrate_color_stage(self) -> None:
-        """``color_stage`` (before 0.2) is ``trailing_steps`` under its old name."""
-        if self.color_stage is None:
-            return
-        warnings.warn(
-            "make_dataset(color_stage=...) is now trailing_steps=...: 'device' moves every "
-            "trailing step with a device form (colour, flips, warps, blur, ...), read by "
-            "object_input.keras.layers.DeviceAugmentation from the 'device_parameters' field",
-            DeprecationWarning,
-            stacklevel=7,  # the caller of make_dataset
-        )
-        if self.trailing_steps not in (DEFAULTS["trailing_steps"], self.color_stage):
-            raise ValueError(
-                f"color_stage={self.color_stage!r} and trailing_steps={self.trailing_steps!r} "
-                "disagree; give trailing_steps alone"
-            )
-        self.trailing_steps = self.color_stage
 
 
 # The declared options with a check of their own.

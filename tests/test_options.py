@@ -3,7 +3,6 @@ the checks and docs/options.md follow the declarations."""
 
 import dataclasses
 import inspect
-import warnings
 
 import numpy as np
 import pytest
@@ -180,14 +179,3 @@ def test_a_config_fills_what_the_keywords_leave():
         make_dataset(config=config, batchsize=4)
     with pytest.raises(TypeError, match="positional argument"):
         make_dataset("a.tfrecord", config)
-
-
-def test_moved_choices_still_import_from_the_pipeline_with_a_warning():
-    from object_input import options, pipeline
-
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        assert pipeline.TRAILING_STEPS is options.TRAILING_STEPS
-    assert caught and issubclass(caught[0].category, DeprecationWarning)
-    with pytest.raises(AttributeError):
-        pipeline.NO_SUCH_NAME  # noqa: B018

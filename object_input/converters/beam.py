@@ -94,8 +94,8 @@ def _bad_image(err: BaseException) -> str | None:
 def run_on_beam(
     conversion: Conversion, output: str | os.PathLike, write: WriteOptions
 ) -> ConversionResult:
-    """Write ``conversion``'s records as :func:`~object_input.converters.common.run` does, on
-    the Beam runner ``write.runner`` with ``write.beam_options``.
+    """Write ``conversion``'s records as :func:`~object_input.converters.writing.run` does
+    locally, on the Beam runner ``write.runner`` with ``write.beam_options``.
 
     The images and ``output`` must be reachable from the workers under the same paths, and
     the workers must have this package installed.

@@ -23,9 +23,9 @@ from object_input.converters.common import (
     check_size,
     pixel_boxes_to_normalized,
     read_image,
-    run,
 )
 from object_input.converters.write_options import WriteOptions, takes_write_options
+from object_input.converters.writing import run
 from object_input.label_map import LabelMapSource, load_label_map
 from object_input.writers import build_example
 

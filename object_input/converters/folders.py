@@ -15,9 +15,9 @@ from object_input.converters.common import (
     ConversionResult,
     label_map_for,
     read_image,
-    run,
 )
 from object_input.converters.write_options import WriteOptions, takes_write_options
+from object_input.converters.writing import run
 from object_input.label_map import LabelMapSource
 from object_input.writers import build_example
 

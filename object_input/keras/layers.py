@@ -9,7 +9,6 @@ TensorFlow's ops on the TensorFlow backend and ``keras.ops`` on JAX and PyTorch.
 from __future__ import annotations
 
 import functools
-import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -93,16 +92,3 @@ class DeviceAugmentation(keras.layers.Layer):
     def get_config(self) -> dict[str, Any]:
         return {**super().get_config(), "augment": self.augment, "jit_compile": self.jit_compile}
 
-
-@keras.saving.register_keras_serializable(package="object_input")
-class FusedColorLayer(DeviceAugmentation):
-    """Deprecated name of :class:`DeviceAugmentation` (from ``color_stage="device"``)."""
-
-    def __init__(self, augment: Sequence[Any], **kwargs: Any):
-        warnings.warn(
-            "FusedColorLayer is now DeviceAugmentation, and color_stage='device' is "
-            "trailing_steps='device'",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        super().__init__(augment, **kwargs)

@@ -2,7 +2,7 @@
 with XLA.
 
 A step takes part by its registration: its device form (:class:`~object_input.ops._batched.
-DeviceStep`) lists, for its config, the :class:`ColourPart` each of its parameters drives
+DeviceStep`) lists, for its config, the :class:`ColorPart` each of its parameters drives
 (``random_distort_color`` runs as the four parts it chains in its colour ordering). Nothing here
 names a step.
 
@@ -42,7 +42,6 @@ from typing import Any
 
 import tensorflow as tf
 
-from object_input.moved import moved_names
 from object_input.ops import _core as core
 from object_input.ops import _registry as registry
 from object_input.ops._backend import TENSORFLOW
@@ -375,6 +374,3 @@ HUE = ColorPart("random_adjust_hue", _hue, mixes=True)
 SATURATION = ColorPart("random_adjust_saturation", _saturation, mixes=True)
 #: Where the parameter is 1, the luma in all three channels.
 TO_GRAY = ColorPart("random_rgb_to_gray", _to_gray, mixes=True)
-
-# One spelling in identifiers: the part was first named ColourPart.
-__getattr__ = moved_names(__name__, {"ColourPart": f"{__name__}:ColorPart"})

@@ -28,26 +28,9 @@ import tensorflow as tf
 
 from object_input import fields
 from object_input.decoders import deferred_image
-from object_input.moved import moved_names
 from object_input.ops import _box_geometry as box_ops
 from object_input.ops import _core as core
 from object_input.ops import _field_handlers as field_handlers
-
-# The field-handler registry's names, now in field_handlers: kept here for one release.
-_MOVED = (
-    "Handler",
-    "boxes_handler",
-    "handled_fields",
-    "moved_fields",
-    "points_handler",
-    "raster_handler",
-    "register_handler",
-    "unregister_handler",
-)
-
-
-__getattr__ = moved_names(__name__, dict.fromkeys(_MOVED, "object_input.ops._field_handlers"))
-
 
 INTERPOLATIONS = ("NEAREST", "BILINEAR")
 

@@ -9,6 +9,7 @@ messages are parsed in the graph with ``tf.io.decode_proto``, one level at a tim
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import tensorflow as tf
@@ -17,7 +18,8 @@ from object_input import fields
 from object_input.reliability import errors
 from object_input.sources import _caffe_proto as caffe_proto
 from object_input.sources import _samples as samples
-from object_input.sources.caffe_lmdb import CaffeLMDB, sample_datum
+from object_input.sources._resolve import PathOptions, register_format
+from object_input.sources.caffe_lmdb import AnnotatedDatabaseError, CaffeLMDB, sample_datum
 
 # (message, [(field, dtype)]) of each level, as caffe.proto of the SSD fork numbers them.
 _ANNOTATED = ("datum", tf.string), ("type", tf.int32), ("annotation_group", tf.string)
@@ -155,3 +157,19 @@ def _boxes(groups: tf.Tensor, checks: errors.RecordChecks) -> dict[str, tf.Tenso
         fields.DIFFICULT: _optional(coordinates[4], False),
         fields.TRACK_IDS: _optional(instance_ids, 0),
     }
+
+
+def _from_paths(files: list[str], options: PathOptions) -> CaffeLMDB:
+    del options
+    folders = sorted({os.path.dirname(f) for f in files})
+    if len(folders) != 1:
+        raise ValueError(f"a Caffe LMDB source is one database folder, got files in {folders}")
+    try:
+        return CaffeLMDB(folders[0])
+    except AnnotatedDatabaseError:
+        return CaffeAnnotatedLMDB(folders[0])
+
+
+# The format is registered here, above both readers: a database folder is read by the one its
+# records are for (a plain Datum database, or an AnnotatedDatum one).
+register_format("caffe_lmdb", ("data.mdb", "lock.mdb"), _from_paths)

@@ -31,7 +31,6 @@ from object_input.reliability import errors
 from object_input.sources import _caffe_proto as caffe_proto
 from object_input.sources import _samples as samples
 from object_input.sources._base import ReadContext, Source
-from object_input.sources._resolve import PathOptions, register_format
 
 INSTALL_HINT = "pip install object-input[lmdb]"
 
@@ -375,23 +374,6 @@ def _planar_to_hwc(data: tf.Tensor, shape: tf.Tensor) -> tf.Tensor:
 def _scalar(values: tf.Tensor, default: Any) -> tf.Tensor:
     """The value of an optional field from ``decode_proto`` (a vector of 0 or 1 items)."""
     return tf.concat([values, tf.constant([default], values.dtype)], 0)[0]
-
-
-def _from_paths(files: list[str], options: PathOptions) -> CaffeLMDB:
-    del options
-    folders = sorted({os.path.dirname(f) for f in files})
-    if len(folders) != 1:
-        raise ValueError(f"a Caffe LMDB source is one database folder, got files in {folders}")
-    try:
-        return CaffeLMDB(folders[0])
-    except AnnotatedDatabaseError:
-        # Imported here: that module builds on this one.
-        from object_input.sources.caffe_annotated_lmdb import CaffeAnnotatedLMDB
-
-        return CaffeAnnotatedLMDB(folders[0])
-
-
-register_format("caffe_lmdb", ("data.mdb", "lock.mdb"), _from_paths)
 
 
 def sample_datum(index: int, spoiled: bool = False) -> Any:

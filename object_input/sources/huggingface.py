@@ -39,7 +39,6 @@ from object_input.decoders.annotation_checks import (
     kept_after_clip,
 )
 from object_input.decoders.image_files import PLACEHOLDER_PNG, looks_like_image
-from object_input.moved import moved_names
 from object_input.options import check_option
 from object_input.reliability import errors
 from object_input.sources import (
@@ -450,6 +449,3 @@ def _dataset_name(dataset: Any) -> str:
     info = dataset.info
     return info.dataset_name or info.builder_name or "huggingface"
 
-
-# Names that moved with the layout inference, kept here for one release.
-__getattr__ = moved_names(__name__, {"IMAGE_KEYS": "object_input.sources._hf_layout"})

@@ -19,7 +19,6 @@ from object_input.decoders.image_files import (
     image_magic,
     looks_like_image,
 )
-from object_input.moved import moved_names
 from object_input.reliability import errors
 from object_input.sources import _hub_layout as hub_layout
 from object_input.sources import _tfds_layout as tfds_layout
@@ -467,20 +466,3 @@ def _read_config(tfds: Any, given: Any) -> Any:
         )
     return given
 
-
-# Names that moved with the layout inference, kept here for one release.
-__getattr__ = moved_names(
-    __name__,
-    {
-        name: "object_input.sources._tfds_layout"
-        for name in (
-            "Feature",
-            "feature_leaves",
-            "automatic_fields",
-            "suggested_fields",
-            "PER_OBJECT_KEYS",
-            "SOURCE_ID_PATHS",
-            "FILENAME_PATHS",
-        )
-    },
-)

@@ -7,7 +7,7 @@ import tensorflow as tf
 
 import object_input as oi
 from object_input import fields, recipes
-from object_input.keras.layers import DeviceAugmentation, FusedColorLayer
+from object_input.keras.layers import DeviceAugmentation
 
 SIZE = (40, 48)
 HEAVY = [
@@ -117,17 +117,6 @@ def test_layer_passes_images_through_at_inference_and_takes_batch_dicts(syntheti
     )
     rebuilt = DeviceAugmentation.from_config(layer.get_config())
     assert rebuilt.stage.names == layer.stage.names
-
-
-def test_color_stage_is_the_old_name_of_trailing_steps(synthetic_dir):
-    with pytest.warns(DeprecationWarning, match="now trailing_steps"):
-        old = first_batch(synthetic_dir, HEAVY, color_stage="device")
-    new = first_batch(synthetic_dir, HEAVY, trailing_steps="device")
-    np.testing.assert_array_equal(old[fields.DEVICE_PARAMETERS], new[fields.DEVICE_PARAMETERS])
-    with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="disagree"):
-        first_batch(synthetic_dir, HEAVY, color_stage="exact", trailing_steps="device")
-    with pytest.warns(DeprecationWarning, match="now DeviceAugmentation"):
-        FusedColorLayer(HEAVY)
 
 
 def test_a_pipeline_whose_last_step_cannot_move_says_which_and_why(synthetic_dir):

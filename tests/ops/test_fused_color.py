@@ -185,13 +185,3 @@ def test_narrow_output_is_the_float_output_cast_like_the_steps(dtype):
             tf.bitcast(narrow, tf.uint16).numpy(),
             tf.bitcast(tf.cast(color, dtype), tf.uint16).numpy(),
         )
-
-
-def test_colour_part_is_the_old_name_of_color_part():
-    import object_input.ops._fused_color as fused_color
-
-    with pytest.warns(
-        DeprecationWarning, match="fused_color.ColourPart moved to .*fused_color.ColorPart"
-    ):
-        old = fused_color.ColourPart
-    assert old is fused_color.ColorPart

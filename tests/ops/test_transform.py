@@ -213,8 +213,3 @@ def test_a_warp_without_rotation_or_shear_samples_as_the_projective_kernel(
         transform.warp(image, turned, 114.0, interpolation="BILINEAR", output_size=out).numpy(),
         _projective(image, turned, 114.0, out).numpy(),
     )
-
-
-def test_the_handler_registry_names_still_resolve_from_transform_with_a_warning():
-    with pytest.warns(DeprecationWarning, match="field_handlers.register_handler"):
-        assert transform.register_handler is field_handlers.register_handler

@@ -685,7 +685,7 @@ def test_without_datasets_installed_the_error_says_how_to_install(monkeypatch):
         HuggingFace("coco")
 
 
-def test_layout_names_are_shared_with_tfds_and_moved_names_still_answer():
+def test_layout_names_are_shared_with_tfds():
     from object_input.sources import (
         _hf_layout as hf_layout,
     )
@@ -695,9 +695,6 @@ def test_layout_names_are_shared_with_tfds_and_moved_names_still_answer():
     from object_input.sources import (
         _tfds_layout as tfds_layout,
     )
-    from object_input.sources import (
-        huggingface,
-    )
 
     assert set(hub_layout.NAMES.items()) <= set(hf_layout._NAMES.items())
     assert set(tfds_layout.PER_OBJECT_KEYS) == {
@@ -706,5 +703,3 @@ def test_layout_names_are_shared_with_tfds_and_moved_names_still_answer():
     two_images = datasets.Features({"a": datasets.Image(), "b": datasets.Image()})
     with pytest.raises(hub_layout.LayoutError, match="several image columns"):
         HuggingFace(datasets.Dataset.from_dict({"a": [], "b": []}, features=two_images))
-    with pytest.warns(DeprecationWarning, match="moved to object_input.sources._hf_layout"):
-        assert huggingface.IMAGE_KEYS == hf_layout.IMAGE_KEYS

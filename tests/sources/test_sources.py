@@ -11,7 +11,7 @@ import tensorflow as tf
 import object_input as oi
 from object_input import fields
 from object_input.config.pipeline_config import PipelineConfig
-from object_input.pipeline import DEFAULTS
+from object_input.options import DEFAULTS
 from object_input.sources import Dataset, TFRecord, as_source
 
 

@@ -473,11 +473,3 @@ def test_without_tensorflow_datasets_the_error_says_how_to_install(monkeypatch):
     monkeypatch.setitem(__import__("sys").modules, "tensorflow_datasets", None)
     with pytest.raises(ImportError, match=r"pip install object-input\[tfds\]"):
         TFDS("mnist", split="train")
-
-
-def test_moved_layout_names_still_answer_with_a_warning():
-    from object_input.sources import _tfds_layout as tfds_layout
-    from object_input.sources import tfds
-
-    with pytest.warns(DeprecationWarning, match="moved to object_input.sources._tfds_layout"):
-        assert tfds.automatic_fields is tfds_layout.automatic_fields

@@ -1,6 +1,6 @@
 """The colour steps on the batch against the exact colour steps: pixel difference and CPU cost.
 
-    python benchmarks/color_stage.py [--images 400] [--rounds 3] [--sizes 512,320]
+    python benchmarks/batched_color.py [--images 400] [--rounds 3] [--sizes 512,320]
 
 For each image set (noisy and photographs) and each output size, ``make_dataset`` with the
 standard six steps runs with ``trailing_steps="exact"`` (colour on the crop, per example, native
