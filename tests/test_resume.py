@@ -87,6 +87,7 @@ def _run(script, *args) -> dict:
 
 
 # Saved in the first pass, and in the second (its file and record shuffles drawn anew).
+@pytest.mark.slow
 @pytest.mark.parametrize("steps", [3, 6])
 def test_restore_in_a_fresh_process_continues_exactly(tmp_path, steps):
     files = _files(tmp_path)
@@ -170,6 +171,7 @@ def _by_epoch(batches) -> dict[int, list[str]]:
     return epochs
 
 
+@pytest.mark.slow
 def test_keras_backup_and_restore_resumes_with_the_same_data(tmp_path):
     files = _files(tmp_path)
     code, whole, stderr = _fit(files, tmp_path / "backup-whole", tmp_path / "whole.jsonl")
@@ -219,6 +221,7 @@ def _iterations(files):
     return dataset, lambda: json.loads(json.dumps([namespace["summary"](b) for b in dataset]))
 
 
+@pytest.mark.slow
 def test_iteration_k_is_the_same_in_a_fresh_process_whatever_the_parallelism(tmp_path):
     files = _files(tmp_path)
     dataset, read = _iterations(files)
