@@ -193,6 +193,7 @@ except tf.errors.OpError as error:
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "gone, on_error, verified",
     [

@@ -22,6 +22,7 @@ from bad_records import (
 
 import object_input as oi
 from object_input import fields
+from object_input.reliability import errors
 from object_input.reliability.skips import stats
 from object_input.writers import encode_image
 
@@ -178,7 +179,7 @@ def test_bad_records_alone_are_skipped_counted_and_logged(tmp_path, group, caplo
         _, reason, text, _ = RECORD_CASES[case]
         where = f"{path}:{3 * number + 2}"
         offender = summary.offenders[number]
-        assert offender.startswith(f"{where}: {reason}: {oi.errors.REASONS[reason]}"), offender
+        assert offender.startswith(f"{where}: {reason}: {errors.REASONS[reason]}"), offender
         if reason != "undecodable":  # TensorFlow logs its own error for those
             assert f"; record {where} (source_id bad): " in offender and text in offender
         assert caplog.text.count(f"skipped record {where}: {reason}") == 1

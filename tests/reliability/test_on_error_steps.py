@@ -13,6 +13,7 @@ from bad_records import (
 
 import object_input as oi
 from object_input import fields
+from object_input.ops import _core as core
 from object_input.reliability.skips import stats
 from object_input.writers import build_example
 
@@ -40,7 +41,7 @@ def test_mask_boxes_counts_what_it_removes():
         fields.CLASSES: tf.constant([1, 2]),
         fields.NUM_DROPPED_BOXES: tf.constant(3),
     }
-    out = oi.ops.core.mask_boxes(features, tf.constant([False, True]))
+    out = core.mask_boxes(features, tf.constant([False, True]))
     assert out[fields.CLASSES].numpy().tolist() == [2] and int(out[fields.NUM_DROPPED_BOXES]) == 4
 
 

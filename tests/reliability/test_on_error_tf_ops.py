@@ -24,8 +24,8 @@ from bad_records import (
     write_records,
 )
 
-import object_input as oi
 from object_input import fields
+from object_input.reliability import skips
 from object_input.reliability.skips import stats
 from object_input.writers import build_example, encode_image
 
@@ -41,6 +41,7 @@ except tf.errors.InvalidArgumentError as error:
 """
 
 
+@pytest.mark.slow
 def test_repeating_records_that_all_fail_raise_instead_of_looping_forever(tmp_path):
     # A truncated JPEG fails in the map (an op error, not a flag) and no record ever survives:
     # the catch must still report it. A subprocess, so that a regression fails, not hangs.
@@ -174,7 +175,7 @@ def test_iterator_checkpoints_mid_window_with_caught_errors(tmp_path):
     def make():
         dataset = small_dataset(path, on_error="skip", seed=2, shuffle=True, shuffle_buffer_size=6)
         iterator = iter(dataset)
-        counts = oi.skips.counter_of(dataset)
+        counts = skips.counter_of(dataset)
         return iterator, counts, tf.train.Checkpoint(iterator=iterator, counts=counts)
 
     iterator, counts, checkpoint = make()
