@@ -232,6 +232,7 @@ def test_iteration_k_is_the_same_in_a_fresh_process_whatever_the_parallelism(tmp
     assert fresh["batches"] == streams[3]
 
 
+@pytest.mark.slow
 def test_iterations_differ_and_each_is_reproducible(tmp_path):
     files = _files(tmp_path)
     dataset, read = _iterations(files)
@@ -248,6 +249,7 @@ def test_iterations_differ_and_each_is_reproducible(tmp_path):
     assert _iterations(files)[1]() == first
 
 
+@pytest.mark.slow
 def test_the_counter_checkpoints_and_continues_the_numbering(tmp_path):
     files = _files(tmp_path)
     dataset, read = _iterations(files)
@@ -308,6 +310,7 @@ def test_counter_errors():
         oi.SyncEpochs(dataset.take(1))
 
 
+@pytest.mark.slow
 def test_the_global_seed_does_not_change_the_data(tmp_path):
     files = _files(tmp_path)
     expected = _iterations(files)[1]()
