@@ -1,5 +1,5 @@
 """Every registered source and its declared sample (``Source.sample``), for the suites that run
-each source through ``make_dataset``: tests/reliability/test_on_error.py and
+each source through ``make_dataset``: tests/reliability/test_on_error_sources.py and
 tests/sources/test_fuzz_sources.py."""
 
 from __future__ import annotations

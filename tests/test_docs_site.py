@@ -43,6 +43,7 @@ def _load_hook(name):
     return hook
 
 
+@pytest.mark.slow
 def test_site_builds_in_strict_mode(tmp_path):
     for module in ("mkdocs", "material", "mkdocstrings", "mkdocstrings_handlers.python"):
         if importlib.util.find_spec(module.split(".")[0]) is None:

@@ -29,6 +29,7 @@ def _run_example(name, *args, cwd, status=0):
     return result.stdout if status == 0 else result.stderr
 
 
+@pytest.mark.slow
 def test_train_keras_example_fits(tmp_path):
     out = _run_example("train_keras.py", "--epochs", "1", "--steps", "2", cwd=tmp_path)
     assert "2/2" in out and "loss:" in out
@@ -54,6 +55,7 @@ def test_train_keras_example_stops_at_a_bad_record_with_our_message(tmp_path):
     assert "function_node" not in err, err
 
 
+@pytest.mark.slow
 def test_earthengine_example_trains_writes_back_and_stitches(tmp_path):
     out = _run_example(
         "earthengine_segmentation.py", "--out", "ee", "--epochs", "1", "--steps", "3", cwd=tmp_path
@@ -65,6 +67,7 @@ def test_earthengine_example_trains_writes_back_and_stitches(tmp_path):
     assert sum(1 for _ in written) == 24
 
 
+@pytest.mark.slow
 def test_caffe_lmdb_example_trains_through_the_data_layer(tmp_path):
     folder = tmp_path / "caffe"
     out = _run_example(
@@ -74,6 +77,7 @@ def test_caffe_lmdb_example_trains_through_the_data_layer(tmp_path):
     assert (folder / "stripes_lmdb" / "data.mdb").exists()
 
 
+@pytest.mark.slow
 def test_cifar10_keras_example_fits_on_generated_records(tmp_path):
     out = _run_example(
         "cifar10_keras.py", "--generate", "64", "--epochs", "1", "--steps", "2", cwd=tmp_path

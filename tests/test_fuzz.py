@@ -6,6 +6,7 @@ import gzip
 import zlib
 
 import numpy as np
+import pytest
 import tensorflow as tf
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -83,6 +84,7 @@ records = (
 ).filter(_wire_format_ok)
 
 
+@pytest.mark.slow
 @FUZZ
 @given(records)
 def test_decode_raise_gives_features_or_a_named_error(record):
@@ -113,6 +115,7 @@ def test_decode_flag_flags_or_raises_only_tensorflow_codec_errors(record):
         assert "fuzz.tfrecord:0" in out[fields.ERROR_DETAIL].numpy().decode("utf-8", "replace")
 
 
+@pytest.mark.slow
 def test_the_unmutated_record_decodes_under_both_policies():
     assert int(FLAG(tf.constant(VALID))[fields.ERROR]) == errors.OK
     np.testing.assert_array_equal(RAISE(tf.constant(VALID))[fields.MASKS], MASKS)
@@ -152,6 +155,7 @@ def _records_file(directory, compression: str) -> tuple[bytes, list[bytes]]:
     return {"": bytes, "GZIP": gzip.compress, "ZLIB": zlib.compress}[compression](data), ids
 
 
+@pytest.mark.slow
 @settings(max_examples=4, deadline=None, database=None)
 @given(
     st.sampled_from(["", "GZIP", "ZLIB"]),

@@ -137,6 +137,7 @@ def _run(code, target, cwd):
     )  # fmt: skip
 
 
+@pytest.mark.slow
 def test_an_installed_plugin_adds_a_step_and_a_source_used_like_the_builtin_ones(tmp_path):
     target = _install(tmp_path)
     data = tmp_path / "data"

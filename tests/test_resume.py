@@ -88,6 +88,7 @@ def _run(script, *args) -> dict:
 
 
 # Saved in the first pass, and in the second (its file and record shuffles drawn anew).
+@pytest.mark.slow
 @pytest.mark.parametrize("steps", [3, 6])
 def test_restore_in_a_fresh_process_continues_exactly(tmp_path, steps):
     files = _files(tmp_path)
@@ -171,6 +172,7 @@ def _by_epoch(batches) -> dict[int, list[str]]:
     return epochs
 
 
+@pytest.mark.slow
 def test_keras_backup_and_restore_resumes_with_the_same_data(tmp_path):
     files = _files(tmp_path)
     code, whole, stderr = _fit(files, tmp_path / "backup-whole", tmp_path / "whole.jsonl")
@@ -220,6 +222,7 @@ def _iterations(files):
     return dataset, lambda: json.loads(json.dumps([namespace["summary"](b) for b in dataset]))
 
 
+@pytest.mark.slow
 def test_iteration_k_is_the_same_in_a_fresh_process_whatever_the_parallelism(tmp_path):
     files = _files(tmp_path)
     dataset, read = _iterations(files)
@@ -230,6 +233,7 @@ def test_iteration_k_is_the_same_in_a_fresh_process_whatever_the_parallelism(tmp
     assert fresh["batches"] == streams[3]
 
 
+@pytest.mark.slow
 def test_iterations_differ_and_each_is_reproducible(tmp_path):
     files = _files(tmp_path)
     dataset, read = _iterations(files)
@@ -246,6 +250,7 @@ def test_iterations_differ_and_each_is_reproducible(tmp_path):
     assert _iterations(files)[1]() == first
 
 
+@pytest.mark.slow
 def test_the_counter_checkpoints_and_continues_the_numbering(tmp_path):
     files = _files(tmp_path)
     dataset, read = _iterations(files)
@@ -306,6 +311,7 @@ def test_counter_errors():
         oi.SyncEpochs(dataset.take(1))
 
 
+@pytest.mark.slow
 def test_the_global_seed_does_not_change_the_data(tmp_path):
     files = _files(tmp_path)
     expected = _iterations(files)[1]()

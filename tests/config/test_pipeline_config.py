@@ -23,10 +23,12 @@ DATA = Path(__file__).parents[1] / "data"
 
 
 def requires_steps(*names):
-    """Skip (saying which) until every step in ``names`` is registered."""
+    """Fail, naming them, when a step in ``names`` is not registered.
+
+    A renamed or removed step must break the config tests that use it, not skip them.
+    """
     missing = [n for n in names if n not in registered_steps()]
-    if missing:
-        pytest.skip(f"augmentation steps not registered yet: {', '.join(missing)}")
+    assert not missing, f"augmentation steps not registered: {', '.join(missing)}"
 
 
 def write(tmp_path, text, name="pipeline.config"):

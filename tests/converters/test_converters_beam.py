@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
-from test_converters import QUIET, _image, _save, _write
+from converter_files import QUIET, random_image, save_image, write_file
 
 from object_input.converters import (
     ConversionError,
@@ -18,8 +18,6 @@ from object_input.converters import (
 )
 
 pytest.importorskip("apache_beam")
-# The converters' own fixtures: coco, voc, broken_voc.
-pytest_plugins = ("test_converters",)
 
 # Two worker threads. Beam pickles every step even then (its pipeline is a protobuf), so the
 # builds that run here are the ones a cluster's workers would unpickle.
@@ -59,18 +57,18 @@ def test_voc_with_broken_images_on_beam(broken_voc, tmp_path):
 def test_csv_and_folders_on_beam_more_shards_than_images(tmp_path, rng):
     images = tmp_path / "img"
     for name in ("a.png", "b.jpg", "c.png"):
-        _save(images / name, _image(rng, 12, 16))
+        save_image(images / name, random_image(rng, 12, 16))
     rows = (
         "filename,width,height,class,xmin,ymin,xmax,ymax\n"
         "a.png,16,12,x,1,1,9,9\nb.jpg,16,12,y,2,2,9,9\nc.png,16,12,x,3,1,9,9\n"
     )
-    table = _write(tmp_path / "boxes.csv", rows)
+    table = write_file(tmp_path / "boxes.csv", rows)
     local = convert_csv(table, images, tmp_path / "local" / "csv", num_shards=5, **QUIET)
     on_beam = convert_csv(table, images, tmp_path / "beam" / "csv", num_shards=5, **THREADS)
     _same_output(local, on_beam)
     assert sorted(Path(p).stat().st_size == 0 for p in on_beam.paths) == [0, 0, 0, 1, 1]
     for name in ("x", "y"):
-        _save(tmp_path / "tree" / name / f"{name}.png", _image(rng, 5, 5))
+        save_image(tmp_path / "tree" / name / f"{name}.png", random_image(rng, 5, 5))
     local = convert_folders(tmp_path / "tree", tmp_path / "lf" / "f", num_shards=1, **QUIET)
     # The label map elsewhere: the shards' folder is made all the same.
     on_beam = convert_folders(

@@ -32,6 +32,7 @@ def _ids(dataset):
     return [sid for batch in dataset for sid in batch[fields.SOURCE_ID].numpy().tolist()]
 
 
+@pytest.mark.slow
 def test_distributed_epoch_delivers_every_example_exactly_once(synthetic_dir, service):
     ds = oi.make_dataset(
         synthetic_dir,
@@ -46,6 +47,7 @@ def test_distributed_epoch_delivers_every_example_exactly_once(synthetic_dir, se
     assert {sid: ids.count(sid) for sid in set(ids)} == {str(i).encode(): 2 for i in range(24)}
 
 
+@pytest.mark.slow
 def test_parallel_epochs_each_worker_produces_whole_epochs(synthetic_dir, service):
     ds = oi.make_dataset(
         synthetic_dir,
@@ -70,6 +72,7 @@ def test_dataset_fn_refuses_batch_size():
         oi.dataset_fn("x", global_batch_size=8, batch_size=4)
 
 
+@pytest.mark.slow
 def test_mirrored_strategy_two_logical_cpus(synthetic_dir):
     # Logical devices must be configured before TensorFlow initializes: use a fresh process.
     script = textwrap.dedent(

@@ -204,6 +204,7 @@ def shared(tmp_path_factory):
         yield running
 
 
+@pytest.mark.slow
 def test_audit_counts_an_epoch_delivered_whole(verified_dir, shared):
     dataset = _dataset(verified_dir, shared.address, audit=True)
     ids = Consumer(dataset).finish()
@@ -213,6 +214,7 @@ def test_audit_counts_an_epoch_delivered_whole(verified_dir, shared):
     assert stats.epochs[-1].format() == f"epoch 1: all {NUM_EXAMPLES} examples delivered"
 
 
+@pytest.mark.slow
 def test_killed_worker_epoch_ends_every_time_and_the_audit_counts_the_loss(verified_dir, shared):
     # Each epoch, a worker is SIGKILLed after the first batch. TensorFlow ends a
     # distributed_epoch pass only when every worker's task ends; the supervisor starts the
@@ -239,6 +241,7 @@ def test_killed_worker_epoch_ends_every_time_and_the_audit_counts_the_loss(verif
     assert [r.epoch for r in oi.stats(dataset).epochs] == [1, 2]
 
 
+@pytest.mark.slow
 def test_restarted_dispatcher_resumes_the_job(verified_dir, shared):
     consumer = Consumer(_dataset(verified_dir, shared.address))
     consumer.take(2)
@@ -252,10 +255,11 @@ def test_restarted_dispatcher_resumes_the_job(verified_dir, shared):
     assert len(ids) > 4
 
 
+@pytest.mark.slow
 def test_worker_that_cannot_read_a_file_names_it(tmp_path, shared):
     # Verified files: their reader raises TensorFlow's own error where the file cannot be
     # opened. (The byte-counting reader of unverified files marks it unreadable_file:
-    # test_on_error.test_file_gone_after_listing_raises_naming_it_or_is_counted.)
+    # test_on_error_files.test_file_gone_after_listing_raises_naming_it_or_is_counted.)
     write_synthetic_dataset(tmp_path, num_examples=12, num_shards=3, seed=2)
     verify_files(str(tmp_path))
     gone = sorted(tmp_path.glob("*.tfrecord"))[1]
@@ -268,6 +272,7 @@ def test_worker_that_cannot_read_a_file_names_it(tmp_path, shared):
     assert re.search(r"Failed to get element from worker localhost:\d+", message), message
 
 
+@pytest.mark.slow
 def test_worker_added_mid_job_takes_work(verified_dir):
     with cluster(1) as running:
         ((first, _),) = running.workers

@@ -148,6 +148,7 @@ def assert_same_values(example: dict, expected: dict) -> None:
         np.testing.assert_array_equal(example[key], expected[key], err_msg=key)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", SAMPLED)
 @PIPELINE
 @given(seed=st.integers(1, 2**31), on_error=st.sampled_from(["raise", "skip"]))
@@ -918,6 +919,7 @@ def hf_reference(cell: tuple, size: tuple[int, int]) -> tuple[np.ndarray, str | 
     return normalized, reason
 
 
+@pytest.mark.slow
 @FUZZ
 @given(hf_cells)
 def test_hf_objects_decode_exactly_or_are_flagged_for_their_reason(hf_data, cell):
@@ -943,6 +945,7 @@ def hf_image_reference(data: bytes) -> np.ndarray | None:
     return expected if expected is not None and expected.shape[:2] == PNG_SIZE else None
 
 
+@pytest.mark.slow
 @FUZZ
 @given(images)
 def test_hf_image_bytes_decode_exactly_or_are_flagged(hf_data, image_bytes):
@@ -968,6 +971,7 @@ def hf_through_pipeline(hf_data, on_error, **fuzzed) -> dict | None:
     return by_row
 
 
+@pytest.mark.slow
 @PIPELINE
 @given(hf_cells, st.sampled_from(["raise", "skip"]))
 def test_hf_dataset_with_fuzzed_objects_through_make_dataset(hf_data, cell, on_error):
