@@ -14,8 +14,10 @@ from object_input.sources import Source
 #: Every source class ``object_input.sources`` exports, by name.
 SOURCES = {
     name: value
-    for name, value in vars(oi.sources).items()
-    if inspect.isclass(value) and issubclass(value, Source) and value is not Source
+    for name in oi.sources.__all__
+    if inspect.isclass(value := getattr(oi.sources, name))
+    and issubclass(value, Source)
+    and value is not Source
 }
 #: Sources whose sample is still a hand-written case in the suites (none may be added: a
 #: registered source declares its sample next to itself).
