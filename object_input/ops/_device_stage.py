@@ -42,6 +42,18 @@ def why_not(spec: StepSpec, params: Mapping[str, Any]) -> str | None:
 
 
 @dataclasses.dataclass(frozen=True)
+class _Unit:
+    """One pixel pass of the stage: a step (``spec`` with ``width`` parameter columns), a colour
+    pass (``color``, ``color_width`` columns after the step's), or a step then its colour."""
+
+    spec: StepSpec | None
+    params: Mapping[str, Any]
+    width: int
+    color: FusedColor | None = None
+    color_width: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
 class DeviceStage:
     """Steps ``start:`` of ``augment``, each with a device form."""
 
@@ -151,41 +163,34 @@ class DeviceStage:
             )
         images = xp.to_float(images)
         parameters = xp.cast(parameters, "float32")
-        groups = self.groups(images.shape[-1])
+        joined = compiled and xp is TENSORFLOW
+        units = self._units(images.shape[-1], joined)
         column = 0
-        for number, (fused, group) in enumerate(groups):
-            width = sum(spec.device.num_parameters(params) for _, spec, params in group)
-            drawn = parameters[:, column : column + width]
-            column += width
-            if fused and compiled and xp is TENSORFLOW and _joins(groups, number):
-                continue  # compiled with the step before it, below
-            if fused:
-                color = FusedColor(tuple((i, spec.name, params) for i, spec, params in group))
-                # The colour pass casts the last group's pixels in one compiled pass of its own.
-                last = number == len(groups) - 1
-                images = color(images, drawn, dtype if last else tf.float32, xp=xp)
-                continue
-            ((_, spec, params),) = group
-            if compiled and xp is TENSORFLOW and _joins(groups, number + 1):
-                color = FusedColor(tuple((i, s.name, p) for i, s, p in groups[number + 1][1]))
-                last = number + 1 == len(groups) - 1
-                colors = parameters[:, column : column + color.num_parameters]
-                images = _compiled_with_color(
-                    spec.device, params, color, dtype if last else tf.float32
-                )(images, drawn, colors)
-                continue
-            if compiled and xp is TENSORFLOW:
-                changed = _compiled(spec.device, params)(images, drawn)
-            else:
-                changed = spec.device.apply(images, drawn, xp, **params)
-            # Checked when traced: EnsureShape has no GPU kernel, it would pin the batch to the
-            # host.
-            if tuple(changed.shape)[1:] != shape[1:]:
-                raise ValueError(
-                    f"{spec.name!r}'s device form changed the batch's shape from {images.shape} "
-                    f"to {changed.shape}"
+        for number, unit in enumerate(units):
+            drawn = parameters[:, column : column + unit.width]
+            colors = parameters[:, column + unit.width : column + unit.width + unit.color_width]
+            column += unit.width + unit.color_width
+            # The last colour pass casts the pixels to ``dtype`` in its own compiled pass.
+            out = dtype if number == len(units) - 1 else tf.float32
+            if unit.spec is None:
+                images = unit.color(images, colors, out, xp=xp)
+            elif unit.color is not None:
+                images = _compiled_with_color(unit.spec.device, unit.params, unit.color, out)(
+                    images, drawn, colors
                 )
-            images = changed
+            else:
+                if joined:
+                    changed = _compiled(unit.spec.device, unit.params)(images, drawn)
+                else:
+                    changed = unit.spec.device.apply(images, drawn, xp, **unit.params)
+                # Checked when traced: EnsureShape has no GPU kernel, it would pin the batch to
+                # the host.
+                if tuple(changed.shape)[1:] != shape[1:]:
+                    raise ValueError(
+                        f"{unit.spec.name!r}'s device form changed the batch's shape from "
+                        f"{images.shape} to {changed.shape}"
+                    )
+                images = changed
         if xp is not TENSORFLOW or images.dtype == dtype:
             return images
         return compiled_like(dtype)(images) if dtype.is_integer else core.like(images, dtype)
@@ -203,6 +208,33 @@ class DeviceStage:
             else:
                 groups.append((fuses, [step]))
         return groups
+
+    def _units(self, channels: int, joined: bool) -> list[_Unit]:
+        """What runs, in order: each step alone, each colour pass alone, or (``joined``, for
+        the compiled host stage) a step with the colour pass after it in one function when
+        each pixel of the pass reads only the same pixel of the step's output. The step's
+        float32 batch is then neither written out nor read back; a pass that needs the batch's
+        means (contrast) runs alone."""
+        units: list[_Unit] = []
+        for fused, group in self.groups(channels):
+            if not fused:
+                ((_, spec, params),) = group
+                units.append(_Unit(spec, params, spec.device.num_parameters(params)))
+                continue
+            color = FusedColor(tuple((i, spec.name, params) for i, spec, params in group))
+            before = units[-1] if units else None
+            if (
+                joined
+                and before is not None
+                and before.color is None
+                and not any(part.reduces for part in color.parts)
+            ):
+                units[-1] = dataclasses.replace(
+                    before, color=color, color_width=color.num_parameters
+                )
+            else:
+                units.append(_Unit(None, {}, 0, color, color.num_parameters))
+        return units
 
     def as_config(self) -> list[dict[str, dict[str, Any]]]:
         """The whole augmentation's steps, as the stage was built from."""
@@ -223,19 +255,6 @@ def _compiled(step: Any, params: Mapping[str, Any]) -> Callable[[tf.Tensor, tf.T
             functools.partial(step.apply, **params), jit_compile=True, autograph=False
         )
     return _COMPILED[key]
-
-
-def _joins(
-    groups: Sequence[tuple[bool, list[tuple[int, StepSpec, dict[str, Any]]]]], number: int
-) -> bool:
-    """Whether group ``number`` is a colour pass compiled into the step before it: each pixel
-    of the colour pass reads only the same pixel of that step's output, and then the step's
-    float32 batch is neither written out nor read back (a colour step's mean, contrast's, needs
-    that batch stored: it runs alone)."""
-    if number == 0 or number >= len(groups) or not groups[number][0] or groups[number - 1][0]:
-        return False
-    color = FusedColor(tuple((i, spec.name, params) for i, spec, params in groups[number][1]))
-    return not any(part.reduces for part in color.parts)
 
 
 def _compiled_with_color(
