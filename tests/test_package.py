@@ -1,5 +1,8 @@
 """The package namespace: every public name resolves, lazily."""
 
+import re
+from pathlib import Path
+
 import object_input
 
 
@@ -40,8 +43,6 @@ def _module_imports(path, package_root):
 def test_no_import_cycles_between_modules():
     # Package __init__ files re-export their modules; a cycle through one of them is how a
     # package is built, not a cycle between modules.
-    from pathlib import Path
-
     root = Path(object_input.__file__).parent
     graph = {}
     for path in root.rglob("*.py"):
@@ -98,3 +99,19 @@ print(sorted(m for m in sys.modules if m.split(".")[:2] == ["object_input", "ops
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_ci_runs_the_readme_test_command():
+    root = Path(__file__).resolve().parents[1]
+
+    def commands(text: str) -> list[str]:
+        # One command per logical line: continuations joined, spaces collapsed.
+        joined = re.sub(r"\\\n\s*", " ", text)
+        return [" ".join(line.split()) for line in joined.splitlines() if line.strip()]
+
+    readme = (root / "README.md").read_text()
+    block = re.search(r"Run the test suite:\n\n```sh\n(.*?)```", readme, re.S)
+    assert block, "README.md has no 'Run the test suite:' sh block"
+    (readme_command,) = commands(block.group(1))
+    assert "pytest" in readme_command
+    assert readme_command in commands((root / ".ci" / "run").read_text())
