@@ -132,6 +132,14 @@ def add_on_error(parser: argparse.ArgumentParser) -> None:
 # config -> options -> source -------------------------------------------------------------------
 
 
+def add_source_and_config(parser: argparse.ArgumentParser, config_help: str) -> None:
+    """The SOURCE arguments and ``--config`` that :func:`dataset_options` reads."""
+    parser.add_argument(
+        "source", nargs="*", help="TFRecord glob, folder or files (default: the config's inputs)"
+    )
+    parser.add_argument("--config", help=config_help)
+
+
 def config_options(path: str | None) -> tuple[Any, dict[str, Any]]:
     """The pipeline config at ``path`` (None without one) and the ``make_dataset`` options it
     gives (none without one)."""

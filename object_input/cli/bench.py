@@ -11,6 +11,7 @@ from typing import Any
 from object_input import wording
 from object_input.cli._common import (
     add_on_error,
+    add_source_and_config,
     at_least,
     dataset_options,
     detect,
@@ -30,11 +31,8 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         description="Run make_dataset on your data (with your config) for a number of batches "
         "after a warm-up, and print images/s and the process's CPU milliseconds per image.",
     )
-    bench.add_argument(
-        "source", nargs="*", help="TFRecord glob, folder or files (default: the config's inputs)"
-    )
-    bench.add_argument(
-        "--config", help="pipeline.config or YAML whose pipeline to time (default: no augmentation)"
+    add_source_and_config(
+        bench, "pipeline.config or YAML whose pipeline to time (default: no augmentation)"
     )
     bench.add_argument(
         "--batch-size",

@@ -10,6 +10,7 @@ from typing import Any
 from object_input import wording
 from object_input.cli._common import (
     add_on_error,
+    add_source_and_config,
     at_least,
     dataset_options,
     detect,
@@ -30,12 +31,9 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         "to see what a config does before training on it. Masks and keypoints are drawn "
         "whenever the records have them. Needs matplotlib (pip install object-input[viz]).",
     )
-    show.add_argument(
-        "source", nargs="*", help="TFRecord glob, folder or files (default: the config's inputs)"
-    )
-    show.add_argument(
-        "--config",
-        help="pipeline.config or YAML; its augmentation, label map, masks, keypoints and shuffle "
+    add_source_and_config(
+        show,
+        "pipeline.config or YAML; its augmentation, label map, masks, keypoints and shuffle "
         "settings apply",
     )
     show.add_argument(
