@@ -51,6 +51,13 @@ PATCH_INDEX = "patch_index"  # int64 scalar: position in export order
 PATCH_ROW = "patch_row"  # int64 scalar: row of the patch grid
 PATCH_COL = "patch_col"  # int64 scalar: column of the patch grid
 PATCH_BOUNDS = "patch_bounds"  # float64 [4]: (xmin, ymin, xmax, ymax) of the unbuffered patch
+# The place of an example in its iteration, carried up to the batch and read there to track where
+# an iterator is (object_input.place); the pipeline strips them before its output.
+POSITION = "_position"  # int64 scalar: the record's position in the iteration's stream
+# int64 scalar: where a restored iterator would read again from, once this example is batched
+RESTART = "_restart"
+START = "_start"  # int64 scalar: where this example's partner group begins in the stream
+REPLAYED = "_replayed"  # bool scalar: read again after a restore, delivered before it: dropped
 # Deferred decoding: while these two are present, IMAGE is a zero-channel placeholder of the true
 # size and the pixels are decoded later, only inside the window the geometric ops chose.
 ENCODED_IMAGE = "encoded_image"  # string scalar: the undecoded image bytes

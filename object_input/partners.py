@@ -21,11 +21,14 @@ from typing import Any
 
 import tensorflow as tf
 
+from object_input import fields
 from object_input.ops import Augmentation
 from object_input.ops import _core as core
 
 GROUP_SIZE = 16
 SEED = "_example_seed"  # the example's stream seed, carried in its features up to here
+# The fields that follow an example's place: its own, never a partner's, and not the steps'.
+_PLACE = (fields.POSITION, fields.RESTART, fields.START, fields.REPLAYED)
 
 Features = dict[str, tf.Tensor]
 
@@ -60,6 +63,16 @@ def _member(
     value = tf.reshape(tf.slice(stack, begin, tf.concat([[1], shape], axis=0)), shape)
     value.set_shape(spec.shape)
     return value
+
+
+def _group_place(positions: tf.Tensor, member: tf.Tensor) -> dict[str, tf.Tensor]:
+    """Where a restored iterator must read from for a group member's partners to be drawn
+    again (:mod:`object_input.place`): the group's first position, while the group still has
+    members to come after ``member``; past its last position once the last member is out."""
+    last = tf.size(positions, out_type=tf.int64) - 1
+    first = positions[0]
+    restart = tf.where(tf.cast(member, tf.int64) == last, positions[last] + 1, first)
+    return {fields.START: first, fields.RESTART: restart}
 
 
 def with_partners(
@@ -100,9 +113,12 @@ def with_partners(
             {
                 n: _member(features[n], shapes[n][p] if n in shapes else None, p, spec[n])
                 for n in spec
+                if n not in _PLACE or i == 0
             }
-            for p in tf.unstack(picks, num=count + 1)
+            for i, p in enumerate(tf.unstack(picks, num=count + 1))
         ]
+        if fields.POSITION in spec:
+            examples[0].update(_group_place(features[fields.POSITION], picks[0]))
         return seeds[picks[0]], examples[0], tuple(examples[1:])
 
     groups = dataset.map(prepare).padded_batch(group_size)
@@ -139,17 +155,16 @@ def combine(
         @tf.autograph.experimental.do_not_convert
         def run(seed, features, partners, index=index, stop=stop):
             step_seed: Any = seed if use_seed else None
+            placed = {n: v for n, v in features.items() if n in _PLACE}
+            features = {n: v for n, v in features.items() if n not in _PLACE}
             out = augment.combine_step([features, *partners], step_seed, index)
             if stop is None:
-                return finish(step_seed, out, index + 1)
-            return seed, augment(out, step_seed, start=index + 1, stop=stop)
+                return {**finish(step_seed, out, index + 1), **placed}
+            return seed, {**augment(out, step_seed, start=index + 1, stop=stop), **placed}
 
         if augment.steps[index][0].prepare is not None:
             dataset = dataset.map(
-                lambda seed, features, index=index: (
-                    seed,
-                    augment.prepare_step(features, index),
-                ),
+                lambda seed, features, index=index: (seed, _prepared(augment, features, index)),
                 num_parallel_calls=num_parallel_calls,
                 deterministic=deterministic,
             )
@@ -163,4 +178,14 @@ def combine(
         dataset = paired.map(
             run, num_parallel_calls=num_parallel_calls, deterministic=deterministic
         )
+    if fields.REPLAYED in dataset.element_spec:
+        # Delivered before the place the iterator resumed from; read again only for its group.
+        dataset = dataset.filter(lambda features: tf.logical_not(features[fields.REPLAYED]))
     return dataset
+
+
+def _prepared(augment: Augmentation, features: Features, index: int) -> Features:
+    """``augment.prepare_step`` on the step's fields, the place fields set aside."""
+    placed = {n: v for n, v in features.items() if n in _PLACE}
+    rest = {n: v for n, v in features.items() if n not in _PLACE}
+    return {**augment.prepare_step(rest, index), **placed}

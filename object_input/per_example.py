@@ -43,6 +43,8 @@ class ExampleSteps:
         themselves when the image's channels are unknown when traced.
       image_size, pad_image_size: resize to, or pad up to, ``(height, width)``.
       output_dtype, max_boxes, box_overflow: as ``make_dataset`` takes them.
+      tracks_place: whether each example carries its stream position (and, when combining,
+        whether it is replayed) for the pipeline to follow its place (:mod:`object_input.place`).
     """
 
     source: Source
@@ -58,6 +60,7 @@ class ExampleSteps:
     output_dtype: str | None
     max_boxes: int | None
     box_overflow: str
+    tracks_place: bool = False
 
     @property
     def combining(self) -> tuple[int, ...]:
@@ -65,12 +68,13 @@ class ExampleSteps:
         return self.augment.combining()
 
     def process(self, seed_parts: tuple, record: tuple) -> dict:
-        """The features of one seeded record (``(position, salt)``, ``(record_id, payload,
-        ...)``): finished, or up to the first combining step with its seed in
+        """The features of one seeded record (``(position, salt, replayed)``, ``(record_id,
+        payload, ...)``): finished, or up to the first combining step with its seed in
         ``partners.SEED``."""
+        position, salt, replayed = seed_parts
         # The seed is folded here, in the parallel map: a stage of its own would cost every
         # record a hand-off between threads (docs/performance.md).
-        example_seed = iterations.example_seed(*seed_parts, self.shard_index)
+        example_seed = iterations.example_seed(position, salt, self.shard_index)
         seed = example_seed if self.seeded else None
         record_id, payload = record[:2]
         features = self.source.decode(record_id, payload, defer_image=self.deferred > 0)
@@ -79,9 +83,14 @@ class ExampleSteps:
             features = self.augment(features, seed, stop=self.deferred)
             features = self.source.realize(features, self.image_size)
         if not self.combining:
-            return self.finish(seed, features, self.deferred)
+            return self._placed(self.finish(seed, features, self.deferred), position)
         features = self.augment(features, seed, start=self.deferred, stop=self.combining[0])
-        return {**features, partners.SEED: example_seed}
+        features = self._placed({**features, partners.SEED: example_seed}, position)
+        return {**features, fields.REPLAYED: replayed} if self.tracks_place else features
+
+    def _placed(self, features: dict, position: tf.Tensor) -> dict:
+        """``features`` with the stream position when the pipeline follows its place."""
+        return {**features, fields.POSITION: position} if self.tracks_place else features
 
     def finish(self, seed: tf.Tensor | None, features: dict, start: int) -> dict:
         """Steps ``start:`` (but the trailing steps that go to the batch), resize or pad, their
@@ -152,6 +161,7 @@ def plan(
     output_dtype: str | None,
     max_boxes: int | None,
     box_overflow: str,
+    tracks_place: bool,
 ) -> ExampleSteps:
     """The :class:`ExampleSteps` of a pipeline: which steps run before decoding and which go
     to the batch."""
@@ -177,6 +187,7 @@ def plan(
         output_dtype=output_dtype,
         max_boxes=max_boxes,
         box_overflow=box_overflow,
+        tracks_place=tracks_place,
     )
 
 

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import tensorflow as tf
 
-from object_input import batching, fields, iterations, partners, per_example
+from object_input import batching, fields, iterations, partners, per_example, place
 from object_input.keras import layout as keras_layout
 from object_input.ops import Augmentation
 from object_input.options import (
@@ -29,7 +29,6 @@ from object_input.options import (
     checked_keywords,
     unknown_keyword,
 )
-from object_input.reliability import errors
 from object_input.reliability.audit import DeliveryAudit
 from object_input.reliability.error_policy import ErrorPolicy
 from object_input.sources import ReadContext, Source, as_source
@@ -275,7 +274,9 @@ def _build_dataset(opts: DatasetOptions) -> tf.data.Dataset:
         counting=local,
         trusted=opts.source.verified,
     )
-    iteration_counter = iterations.IterationCounter() if local else None
+    progress = None
+    if local:
+        progress = iterations.Progress(opts.reading.num_shards, opts.reading.shard_index)
     context = ReadContext(
         reading=opts.reading,
         shuffle=opts.shuffle,
@@ -290,7 +291,6 @@ def _build_dataset(opts: DatasetOptions) -> tf.data.Dataset:
         shuffle_buffer_size=opts.shuffle_buffer_size if opts.shuffle else None,
         num_epochs=opts.num_epochs,
     )
-    records = iterations.seeded_records(read, opts.seed, iteration_counter)
     steps = per_example.plan(
         opts.source,
         opts.augment,
@@ -304,6 +304,10 @@ def _build_dataset(opts: DatasetOptions) -> tf.data.Dataset:
         output_dtype=opts.output_dtype,
         max_boxes=opts.max_boxes,
         box_overflow=opts.box_overflow,
+        tracks_place=progress is not None,
+    )
+    records = iterations.seeded_records(
+        read, opts.seed, progress, drop_replayed=not steps.combining
     )
     dataset = policy.catch(records, steps.process, num_parallel_calls=opts.num_parallel_calls)
     if steps.combining:
@@ -314,6 +318,10 @@ def _build_dataset(opts: DatasetOptions) -> tf.data.Dataset:
             use_seed=steps.seeded,
             num_parallel_calls=opts.num_parallel_calls,
             deterministic=opts.deterministic,
+        )
+    if progress is not None and opts.group_by_aspect_ratio and opts.batch_size is not None:
+        dataset = place.with_restarts(
+            dataset, opts.batch_size, batching.aspect_bucket, len(batching.ASPECT_BOUNDARIES) + 1
         )
     dataset = _batch(
         dataset,
@@ -335,18 +343,18 @@ def _build_dataset(opts: DatasetOptions) -> tf.data.Dataset:
         classes=classes,
         num_parallel_calls=opts.num_parallel_calls,
     )
-    if delivery_audit is None:
+    if progress is not None:
+        # Each batch carries the place after it up to the consumer, where it is recorded.
+        dataset = place.end_marker(layout(place.track(dataset, progress.read_start), placed=True))
+    elif delivery_audit is None:
         dataset = layout(dataset)
-    length = _known_length(opts, combining=steps.combining)
-    if length is not None:
-        dataset = dataset.apply(tf.data.experimental.assert_cardinality(length))
     dataset = _deliver(dataset, opts.deterministic, opts.service)
     if delivery_audit is not None:
         # The record ids arrive with the batches; the Keras layout drops them after the count.
         dataset = layout(delivery_audit.track(dataset))
     dataset = dataset.prefetch(opts.prefetch)
-    if iteration_counter is not None:
-        dataset = iterations.attach(dataset, iteration_counter)
+    if progress is not None:
+        dataset = iterations.attach(place.record(dataset, progress.write), progress)
     if delivery_audit is not None:
         dataset = delivery_audit.attach(dataset)
     return keras_layout.attach_classes(policy.attach(dataset), classes)
@@ -364,32 +372,6 @@ def _audit(opts: DatasetOptions) -> DeliveryAudit | None:
             "object-input inspect --verify FILES)"
         )
     return DeliveryAudit(records * opts.num_epochs)
-
-
-def _known_length(opts: DatasetOptions, combining: bool) -> int | None:
-    """The number of elements (batches, or examples unbatched) when it is known before reading:
-    finite epochs over a source that knows its record count (verified files), one reader, and
-    nothing that drops, adds or groups examples on the way. Keras then needs no steps_per_epoch.
-    """
-    records = opts.source.known_records
-    exact = (
-        records is not None
-        and opts.num_epochs is not None
-        and opts.reading.num_shards == 1
-        and opts.on_error == errors.RAISE
-        and opts.empty_images == "keep"
-        and not combining
-        and not opts.group_by_aspect_ratio
-        and opts.service is None
-    )
-    if not exact:
-        return None
-    examples = records * opts.num_epochs
-    if opts.batch_size is None:
-        return examples
-    if opts.drop_remainder:
-        return examples // opts.batch_size
-    return -(-examples // opts.batch_size)
 
 
 def _read(
@@ -459,12 +441,18 @@ def _keras_layout(
     box_format: str | None,
     classes: keras_layout.LabelSpace | None,
     num_parallel_calls: int,
+    placed: bool = False,
 ) -> tf.data.Dataset:
     """``(images, targets)`` tuples for ``model.fit`` when ``keras`` asks for them, labels
-    numbered by ``classes``."""
+    numbered by ``classes``; of ``(features, place)`` pairs when ``placed``, the place kept."""
     to_keras = keras_layout.keras_output(keras, box_format, classes)
     if to_keras is None:
         return dataset
+    if placed:
+        return dataset.map(
+            lambda features, where: (to_keras(features), where),
+            num_parallel_calls=num_parallel_calls,
+        )
     return dataset.map(to_keras, num_parallel_calls=num_parallel_calls)
 
 

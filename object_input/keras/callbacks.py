@@ -79,7 +79,7 @@ class SyncEpochs(keras.callbacks.Callback):
 
     def __init__(self, dataset: tf.data.Dataset):
         super().__init__()
-        self.counter = iterations.counter_of(dataset)
+        self.progress = iterations.progress_of(dataset)
 
     def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
-        self.counter.set(int(epoch))
+        self.progress.set(int(epoch))
