@@ -257,14 +257,10 @@ def test_the_counter_checkpoints_and_continues_the_numbering(tmp_path):
     assert read_restored() == streams[2]
 
 
-def test_fit_with_steps_per_epoch_reads_the_initial_epochs_iteration(tmp_path):
-    """One iterator serves every epoch: it reads iteration ``initial_epoch``, not a
-    continuation (what a resumed run with steps_per_epoch gets, as documented)."""
+def _fit_steps(dataset, callbacks, **fit) -> list:
+    """The boxes of each batch ``fit`` trains on, over three steps an epoch."""
     import keras
 
-    files = _files(tmp_path)
-    kwargs = {"batch_size": 3, "seed": 2, "num_epochs": None, "on_error": "skip", "keras": True}
-    dataset = oi.make_dataset(files, image_size=(8, 8), **kwargs)
     seen = []
 
     class Recorder(keras.Model):
@@ -277,19 +273,42 @@ def test_fit_with_steps_per_epoch_reads_the_initial_epochs_iteration(tmp_path):
 
     model = Recorder()
     model.compile(run_eagerly=True)
-    model.fit(
-        dataset,
-        epochs=3,
-        initial_epoch=1,
-        steps_per_epoch=3,
-        verbose=0,
-        callbacks=[oi.SyncEpochs(dataset)],
-    )
-    expected = oi.make_dataset(files, image_size=(8, 8), **kwargs)
+    model.fit(dataset, steps_per_epoch=3, verbose=0, callbacks=callbacks, **fit)
+    return seen
+
+
+STEPS_OPTIONS = {"batch_size": 3, "seed": 2, "num_epochs": None, "on_error": "skip", "keras": True}
+
+
+def test_fit_with_steps_per_epoch_reads_the_initial_epochs_iteration(tmp_path):
+    """One iterator serves every epoch: without a backup_dir it reads iteration
+    ``initial_epoch`` from its start (what a resumed run then gets, as documented)."""
+    files = _files(tmp_path)
+    dataset = oi.make_dataset(files, image_size=(8, 8), **STEPS_OPTIONS)
+    seen = _fit_steps(dataset, [oi.SyncEpochs(dataset)], epochs=3, initial_epoch=1)
+    expected = oi.make_dataset(files, image_size=(8, 8), **STEPS_OPTIONS)
     oi.iterations.progress_of(expected).set(1)
     batches = [targets["boxes"].numpy() for _, targets in expected.take(6)]
     assert len(seen) == 6
     for got, want in zip(seen, batches, strict=True):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_fit_with_steps_per_epoch_continues_the_stream_from_the_backup(tmp_path):
+    files = _files(tmp_path)
+    whole_dataset = oi.make_dataset(files, image_size=(8, 8), **STEPS_OPTIONS)
+    whole = _fit_steps(whole_dataset, [oi.SyncEpochs(whole_dataset)], epochs=3)
+    backup = str(tmp_path / "backup")
+    first = oi.make_dataset(files, image_size=(8, 8), **STEPS_OPTIONS)
+    for got, want in zip(
+        _fit_steps(first, [oi.SyncEpochs(first, backup)], epochs=2), whole[:6], strict=True
+    ):
+        np.testing.assert_array_equal(got, want)
+    # A new process's dataset, resumed at epoch 2: the rest of the one iterator's stream.
+    resumed = oi.make_dataset(files, image_size=(8, 8), **STEPS_OPTIONS)
+    rest = _fit_steps(resumed, [oi.SyncEpochs(resumed, backup)], epochs=3, initial_epoch=2)
+    assert len(rest) == 3
+    for got, want in zip(rest, whole[6:], strict=True):
         np.testing.assert_array_equal(got, want)
 
 
