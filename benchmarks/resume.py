@@ -1,0 +1,235 @@
+"""What exact resume costs: checkpoint bytes, restore time against the position, and the place's
+tracking per image, on the 256 demo-size photographs (640 × 480 JPEG records, batches of 8).
+
+    python benchmarks/resume.py sizes                 # iterator checkpoint against the place's
+    python benchmarks/resume.py restore               # fresh process: restore + first batch
+    python benchmarks/resume.py tracking              # the place's own CPU per batch
+    python benchmarks/resume.py cost --before DIR     # standard pipeline CPU per image, against
+                                                      # a checkout of the commit before (DIR)
+
+``restore`` and ``cost`` run each measurement in a fresh process, alternating.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import tensorflow as tf
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import common  # noqa: E402
+import speed  # noqa: E402
+
+BATCH = 8
+
+
+def _dataset(steps: bool, **options) -> tf.data.Dataset:
+    return speed.standard_dataset(
+        _pattern(), BATCH, steps=speed.STANDARD_STEPS if steps else (), **options
+    )
+
+
+def _pattern() -> str:
+    return common.write_photo_records(os.environ.get("OI_BENCH_DATA", "/tmp/oi-bench"))
+
+
+def _bytes(directory: str) -> int:
+    return sum(os.path.getsize(os.path.join(directory, name)) for name in os.listdir(directory))
+
+
+def sizes(args: argparse.Namespace) -> None:
+    """Checkpoint bytes after 10 batches and in the second epoch: the iterator's own checkpoint
+    (its buffers) against the place (``progress_of``)."""
+    import object_input as oi
+
+    print("| pipeline | batches read | iterator checkpoint | place checkpoint | place |")
+    print("|---|---|---|---|---|")
+    for steps in (False, True):
+        for batches in (10, 40):
+            dataset = _dataset(steps, num_epochs=2)
+            iterator = iter(dataset)
+            for _ in range(batches):
+                next(iterator)
+            with tempfile.TemporaryDirectory() as buffers, tempfile.TemporaryDirectory() as place:
+                tf.train.Checkpoint(iterator=iterator).save(os.path.join(buffers, "c"))
+                progress = oi.iterations.progress_of(dataset)
+                tf.train.Checkpoint(data=progress).save(os.path.join(place, "c"))
+                label = "standard" if steps else "no steps"
+                state = [int(v) for v in progress.state().numpy()]
+                print(
+                    f"| {label} | {batches} | {_bytes(buffers) / 1e6:.1f} MB | "
+                    f"{_bytes(place)} B | {state} |"
+                )
+
+
+RESTORE = """
+import json, os, sys, time
+import tensorflow as tf
+sys.path.insert(0, {here!r})
+import common, speed
+import object_input as oi
+imported = time.perf_counter()
+position = int(sys.argv[1])
+dataset = speed.standard_dataset(common.write_photo_records({data!r}), 8, num_epochs=2)
+oi.iterations.progress_of(dataset).resume([0, position, position])
+first = next(iter(dataset))
+print(json.dumps({{"seconds": time.perf_counter() - imported}}))
+"""
+
+
+def _fresh(script: str, *argv: str, pythonpath: str | None = None) -> dict:
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    if pythonpath is not None:
+        env["PYTHONPATH"] = pythonpath
+    out = subprocess.run(
+        [sys.executable, "-c", script, *argv], capture_output=True, text=True, env=env, check=False
+    )
+    if out.returncode:
+        raise SystemExit(out.stderr[-3000:])
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def restore(args: argparse.Namespace) -> None:
+    """Build + restore + first batch after TensorFlow's import, in a fresh process, against the
+    position (records passed over undecoded): 0 is a fresh start."""
+    script = RESTORE.format(here=HERE, data=os.environ.get("OI_BENCH_DATA", "/tmp/oi-bench"))
+    _pattern()
+    positions = [0, 128, 256, 384, 504]
+    times: dict[int, list[float]] = {p: [] for p in positions}
+    for _ in range(args.rounds):
+        for position in positions:
+            times[position].append(_fresh(script, str(position))["seconds"])
+    print("| position (records passed over) | build + restore + first batch, s (median) |")
+    print("|---|---|")
+    for position in positions:
+        print(f"| {position} | {statistics.median(times[position]):.2f} |")
+
+
+def tracking(args: argparse.Namespace) -> None:
+    """The place's own work per batch, alone: the sequential step after batching and the write
+    as each batch is handed out, over batches of 8 positions with nothing else in them."""
+    from object_input import fields, iterations, place
+
+    progress = iterations.Progress()
+    count = 20000
+
+    def batches() -> tf.data.Dataset:
+        positions = tf.data.Dataset.range(count * BATCH).batch(BATCH)
+        return positions.map(lambda p: {fields.POSITION: p, "x": tf.zeros([BATCH])})
+
+    def plain() -> tf.data.Dataset:
+        return batches().map(lambda f: {"x": f["x"]}).prefetch(2)
+
+    def tracked() -> tf.data.Dataset:
+        dataset = place.end_marker(place.track(batches(), progress.read_start))
+        return place.record(dataset.prefetch(2), progress.write)
+
+    results: dict[str, list[float]] = {"plain": [], "tracked": []}
+    for _ in range(args.rounds):
+        for name, make in (("plain", plain), ("tracked", tracked)):
+            dataset = make()
+            began = common.cpu_seconds()
+            for _ in dataset:
+                pass
+            results[name].append((common.cpu_seconds() - began) / count * 1e6)
+    plain_us, tracked_us = (statistics.median(results[n]) for n in ("plain", "tracked"))
+    print(
+        f"per batch of {BATCH}: {tracked_us - plain_us:.0f} µs CPU for the place "
+        f"({tracked_us:.0f} tracked, {plain_us:.0f} plain); "
+        f"{(tracked_us - plain_us) / BATCH:.1f} µs per image"
+    )
+    # Each record's flag (delivered before the place?) and the filter on it, in the reader.
+    records = count * BATCH
+
+    def flagged() -> tf.data.Dataset:
+        return iterations._with_positions(
+            tf.data.Dataset.range(records), 0, tf.data.Dataset.range(records), tf.zeros([0], bool)
+        ).filter(lambda parts, record: tf.logical_not(parts[2]))
+
+    def unflagged() -> tf.data.Dataset:
+        return tf.data.Dataset.zip(
+            (
+                tf.data.Dataset.zip((tf.data.Dataset.counter(), tf.data.Dataset.range(records))),
+                tf.data.Dataset.range(records),
+            )
+        )
+
+    per_record: dict[str, list[float]] = {"flagged": [], "unflagged": []}
+    for _ in range(args.rounds):
+        for name, make in (("flagged", flagged), ("unflagged", unflagged)):
+            began = common.cpu_seconds()
+            for _ in make():
+                pass
+            per_record[name].append((common.cpu_seconds() - began) / records * 1e6)
+    flagged_us, unflagged_us = (statistics.median(per_record[n]) for n in per_record)
+    print(
+        f"per record: {flagged_us - unflagged_us:.1f} µs CPU for the flag and its filter "
+        f"({flagged_us:.1f} against {unflagged_us:.1f}, iterated in Python)"
+    )
+
+
+COST = """
+import json, sys, time
+import tensorflow as tf
+sys.path.insert(0, {here!r})
+import common, speed
+images = int(sys.argv[1])
+dataset = speed.standard_dataset(common.write_photo_records({data!r}), 8)
+iterator = iter(dataset)
+for _ in range(4):
+    next(iterator)
+began = common.cpu_seconds()
+for _ in range(images // 8):
+    next(iterator)
+print(json.dumps({{"ms": (common.cpu_seconds() - began) / images * 1000}}))
+"""
+
+
+def cost(args: argparse.Namespace) -> None:
+    """CPU ms per image of the standard pipeline, this tree against ``--before``, in alternating
+    fresh processes."""
+    if args.before is None:
+        raise SystemExit("cost needs --before DIR: a checkout of the commit to compare with")
+    script = COST.format(here=HERE, data=os.environ.get("OI_BENCH_DATA", "/tmp/oi-bench"))
+    _pattern()
+    trees = {"before": os.path.abspath(args.before), "after": os.path.dirname(HERE)}
+    results: dict[str, list[float]] = {name: [] for name in trees}
+    for _ in range(args.rounds):
+        for name, tree in trees.items():
+            results[name].append(_fresh(script, str(args.images), pythonpath=tree)["ms"])
+    before, after = (statistics.median(results[n]) for n in trees)
+    rounds = ", ".join(f"{b:.2f}/{a:.2f}" for b, a in zip(*results.values(), strict=True))
+    print(
+        f"standard pipeline CPU ms per image: before {before:.2f}, after {after:.2f} "
+        f"(after/before {after / before:.3f}; rounds before/after: {rounds})"
+    )
+
+
+COMMANDS = {"sizes": sizes, "restore": restore, "tracking": tracking, "cost": cost}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("command", choices=sorted(COMMANDS))
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--images", type=int, default=400, help="cost: images timed per process")
+    parser.add_argument("--before", help="cost: a checkout of the commit to compare with")
+    args = parser.parse_args()
+    began = time.perf_counter()
+    COMMANDS[args.command](args)
+    print(f"({time.perf_counter() - began:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
