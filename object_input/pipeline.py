@@ -2,8 +2,8 @@
 
 The pipeline composes the parts and knows nothing of any record format: iteration number →
 source (list, shard, shuffle and read records) → record shuffle → repeat → per-example seed →
-decode → augment → resize / box limit → padded batch → prefetch. Each stage lives in its own
-module.
+decode → augment → resize / box limit → padded batch → the iterator's place → prefetch. Each
+stage lives in its own module.
 """
 
 from __future__ import annotations
@@ -260,10 +260,11 @@ DatasetOptions = dataclasses.make_dataclass(
 # traced while this runs are not converted.
 @tf.autograph.experimental.do_not_convert
 def _build_dataset(opts: DatasetOptions) -> tf.data.Dataset:
-    """The stages: read → example seeds → decode and augment under the error policy's catch →
-    partners for combining steps → batch → trailing steps' pixels on the batch → Keras layout →
-    options, service → prefetch; with the epoch audit, the audit and then the Keras layout follow
-    the service. The dataset carries the data's ``class_names``
+    """The stages: read (from the iterator's place) → example seeds → decode and augment under
+    the error policy's catch → partners for combining steps → batch → trailing steps' pixels on
+    the batch → the place after each batch → Keras layout → options, service → prefetch → the
+    place recorded as each batch is handed out; with the epoch audit (service, no place), the
+    audit and then the Keras layout follow the service. The dataset carries the data's ``class_names``
     (:func:`keras_layout.class_names`)."""
     # Counting and iteration numbers need variables in this process: not on service workers.
     local = opts.service is None
