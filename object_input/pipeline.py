@@ -264,8 +264,8 @@ def _build_dataset(opts: DatasetOptions) -> tf.data.Dataset:
     the error policy's catch → partners for combining steps → batch → trailing steps' pixels on
     the batch → the place after each batch → Keras layout → options, service → prefetch → the
     place recorded as each batch is handed out; with the epoch audit (service, no place), the
-    audit and then the Keras layout follow the service. The dataset carries the data's ``class_names``
-    (:func:`keras_layout.class_names`)."""
+    audit and then the Keras layout follow the service. The dataset carries the data's
+    ``class_names`` (:func:`keras_layout.class_names`)."""
     # Counting and iteration numbers need variables in this process: not on service workers.
     local = opts.service is None
     policy = ErrorPolicy.build(
@@ -307,8 +307,10 @@ def _build_dataset(opts: DatasetOptions) -> tf.data.Dataset:
         box_overflow=opts.box_overflow,
         tracks_place=progress is not None,
     )
+    # Only buckets hold examples back past a place (partner groups are re-formed whole and
+    # dropped after them): without either, nothing before a place is read again.
     records = iterations.seeded_records(
-        read, opts.seed, progress, drop_replayed=not steps.combining
+        read, opts.seed, progress, drop_replayed=opts.group_by_aspect_ratio and not steps.combining
     )
     dataset = policy.catch(records, steps.process, num_parallel_calls=opts.num_parallel_calls)
     if steps.combining:
