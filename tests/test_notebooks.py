@@ -21,6 +21,7 @@ def test_notebooks_are_stored_without_outputs(path):
     assert not stored, f"{path.name}: cells {stored} keep outputs; clear them before committing"
 
 
+@pytest.mark.slow
 def test_quickstart_notebook_runs(tmp_path, monkeypatch):
     nbformat = pytest.importorskip("nbformat", reason="pip install '.[test]' brings nbformat")
     nbclient = pytest.importorskip("nbclient", reason="pip install '.[test]' brings nbclient")

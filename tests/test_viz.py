@@ -217,6 +217,7 @@ def test_show_draws_a_grid(data_dir, tmp_path, capsys, captured):
         assert hits > 50, (class_id, hits)
 
 
+@pytest.mark.slow
 def test_show_applies_a_yaml_config(data_dir, tmp_path, captured):
     config = tmp_path / "aug.yaml"
     config.write_text(

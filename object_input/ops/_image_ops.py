@@ -18,7 +18,7 @@ import tensorflow as tf
 
 from object_input.ops import _core as core
 from object_input.ops._backend import TENSORFLOW
-from object_input.ops._transform import affine_matrix
+from object_input.ops._transform import affine_matrix, translate_matrix
 
 
 def _clip(image: tf.Tensor, xp: Any = TENSORFLOW) -> tf.Tensor:
@@ -219,23 +219,23 @@ def rotation(degrees: Any) -> list[list[tf.Tensor]]:
     return [[cos, sin], [-sin, cos]]
 
 
-def rotate_matrix(degrees, height, width) -> tf.Tensor:
-    """Rotate content counter-clockwise (as seen on screen) by ``degrees`` about the centre.
-
-    The centre's shift is written out, where :func:`object_input.ops.affine.about_centre`
-    multiplies matrices: the two round differently in the last bit, and each is held by the
-    seeded digests of its steps (tests/test_golden_outputs.py).
-    """
-    (cos, sin), (minus_sin, _) = rotation(degrees)
+def about_centre(height, width, linear: Any, shift_x=0.0, shift_y=0.0) -> tf.Tensor:
+    """The forward matrix applying the 2 × 2 ``linear`` part about the centre of a ``height`` ×
+    ``width`` image, then moving the result by (``shift_x``, ``shift_y``) pixels."""
     cx = tf.cast(width, tf.float32) / 2.0
     cy = tf.cast(height, tf.float32) / 2.0
-    return affine_matrix(
-        [
-            [cos, sin, cx - cos * cx - sin * cy],
-            [minus_sin, cos, cy + sin * cx - cos * cy],
-            [0, 0, 1],
-        ]
+    embed = affine_matrix(
+        [[linear[0][0], linear[0][1], 0], [linear[1][0], linear[1][1], 0], [0, 0, 1]]
     )
+    # A matrix product, not the shift written out: the two round differently in the last bit,
+    # and the seeded digests (tests/test_golden_outputs.py) hold this one.
+    return translate_matrix(cx + shift_x, cy + shift_y) @ embed @ translate_matrix(-cx, -cy)
+
+
+def rotate_matrix(degrees, height, width) -> tf.Tensor:
+    """Rotate content counter-clockwise (as seen on screen) by ``degrees`` about the centre: the
+    one rotation matrix of random_rotation and of AutoAugment's and RandAugment's Rotate."""
+    return about_centre(height, width, rotation(degrees))
 
 
 def shear_x_matrix(shear) -> tf.Tensor:

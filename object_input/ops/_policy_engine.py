@@ -284,10 +284,6 @@ def _no_arg(level: int) -> float:
     return 0.0
 
 
-def _rotate(arg, height, width):
-    return ops.rotate_matrix(arg, height, width)
-
-
 def _shear_x(arg, height, width):
     return ops.shear_x_matrix(arg)
 
@@ -320,12 +316,12 @@ OPS: dict[str, _Op] = {
     "Sharpness": _Op("pixel", lambda c, a, s: ops.sharpness(c, a), _enhance),
     "Cutout": _Op("pixel", _cutout, _scaled_int(100)),
     "BBox_Cutout": _Op("box_cutout", _bbox_cutout, _scaled(0.75)),
-    "Rotate_BBox": _Op("warp", _rotate, _scaled(30.0), signed=True),
+    "Rotate_BBox": _Op("warp", ops.rotate_matrix, _scaled(30.0), signed=True),
     "ShearX_BBox": _Op("warp", _shear_x, _scaled(0.3), signed=True),
     "ShearY_BBox": _Op("warp", _shear_y, _scaled(0.3), signed=True),
     "TranslateX_BBox": _Op("warp", _translate_x, _scaled(250.0), signed=True),
     "TranslateY_BBox": _Op("warp", _translate_y, _scaled(250.0), signed=True),
-    "Rotate_Only_BBoxes": _Op("region_warp", _rotate, _scaled(30.0), signed=True),
+    "Rotate_Only_BBoxes": _Op("region_warp", ops.rotate_matrix, _scaled(30.0), signed=True),
     "ShearX_Only_BBoxes": _Op("region_warp", _shear_x, _scaled(0.3), signed=True),
     "ShearY_Only_BBoxes": _Op("region_warp", _shear_y, _scaled(0.3), signed=True),
     "TranslateX_Only_BBoxes": _Op("region_warp", _translate_x, _scaled(120.0), signed=True),

@@ -36,7 +36,7 @@ from object_input.ops import (
     _transform as transform,
 )
 from object_input.ops._backend import TENSORFLOW
-from object_input.ops._image_ops import rotation
+from object_input.ops._image_ops import about_centre, rotate_matrix, rotation
 from object_input.ops._registry import (
     MOVED,
     PER_BOX,
@@ -107,21 +107,6 @@ def warp_example(
     return out
 
 
-def about_centre(height, width, linear: tf.Tensor, shift_x=0.0, shift_y=0.0) -> tf.Tensor:
-    """The forward matrix applying the 2 × 2 ``linear`` part about the image centre, then moving
-    the result by (``shift_x``, ``shift_y``) pixels."""
-    cx = tf.cast(width, tf.float32) / 2.0
-    cy = tf.cast(height, tf.float32) / 2.0
-    embed = transform.affine_matrix(
-        [[linear[0][0], linear[0][1], 0], [linear[1][0], linear[1][1], 0], [0, 0, 1]]
-    )
-    return (
-        transform.translate_matrix(cx + shift_x, cy + shift_y)
-        @ embed
-        @ transform.translate_matrix(-cx, -cy)
-    )
-
-
 def _rotation_matrix(
     features: core.Features, seed: Any, *, max_angle: float, probability: float, **params: Any
 ) -> draws.Drawn:
@@ -131,7 +116,7 @@ def _rotation_matrix(
     angle = core.uniform(angle_seed, -max_angle, max_angle)
     angle = tf.where(core.bernoulli(gate_seed, probability), angle, 0.0)
     height, width = core.image_size(features[fields.IMAGE])
-    return {"matrix": about_centre(height, width, rotation(angle))}
+    return {"matrix": rotate_matrix(angle, height, width)}
 
 
 def _affine_matrix(

@@ -35,6 +35,7 @@ SMALL = {
 }
 
 
+@pytest.mark.slow
 def test_demo_keeps_its_data_and_the_printed_and_readme_commands_run(tmp_path, monkeypatch, capsys):
     pytest.importorskip("matplotlib")
     monkeypatch.chdir(tmp_path)
@@ -63,6 +64,7 @@ def test_demo_keeps_its_data_and_the_printed_and_readme_commands_run(tmp_path, m
     assert ran == {"inspect", "show", "bench"}
 
 
+@pytest.mark.slow
 def test_demo_again_leaves_no_stale_manifest_and_warnings_are_one_line(
     tmp_path, monkeypatch, capsys
 ):

@@ -81,6 +81,7 @@ def detection_source(request, tmp_path):
     return detection_dataset(), {}  # a datasets.Dataset, passed as it is
 
 
+@pytest.mark.slow
 def test_retinanet_fits_on_make_dataset_output(detection_source, detector):
     source, options = detection_source
     train = oi.make_dataset(

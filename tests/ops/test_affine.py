@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 import object_input as oi
 from object_input import fields
 from object_input.ops import ConfigError, get_step, random_affine, random_rotation, rotate90
-from object_input.ops.affine import about_centre, mask_boxes, rotation, warp_example
+from object_input.ops._image_ops import about_centre, rotation
+from object_input.ops.affine import mask_boxes, warp_example
 from object_input.ops.resize import resize_features
 from object_input.writers.synthetic import write_synthetic_dataset
 

@@ -111,7 +111,7 @@ def _compressed(data: bytes, compression: str) -> bytes:
     "case",
     [
         "checksum_cut",
-        "stream_cut",
+        pytest.param("stream_cut", marks=pytest.mark.slow),
         "crc_mismatch",
         "mid_record",
         "inside_header",
@@ -147,6 +147,7 @@ def test_damaged_zlib_file_raises_naming_it_or_is_counted(tmp_path, case):
     assert f"; file {damaged}: cannot read record {read} at byte " in summary.offenders[0]
 
 
+@pytest.mark.slow
 def test_intact_zlib_files_read_whole_under_both_policies(tmp_path):
     records = [good_example(i).SerializeToString() for i in range(3)]
     (tmp_path / "z.tfrecord").write_bytes(zlib.compress(_tfrecord_bytes(tmp_path, records)))

@@ -66,6 +66,7 @@ def test_a_step_check_raises_its_own_message_naming_the_record(tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_a_step_check_skips_the_record_alone_by_its_reason(tmp_path):
     path = _step_input_file(tmp_path)
     dataset = small_dataset(

@@ -116,6 +116,7 @@ def test_tensorflow_op_errors_skip_the_record_alone(tmp_path, calls, caplog):
     assert re.findall(r"skipped record (\S+): undecodable", caplog.text) == where
 
 
+@pytest.mark.slow
 def test_clean_data_gives_the_same_batches_under_either_policy_whatever_the_parallelism(
     tmp_path,
 ):

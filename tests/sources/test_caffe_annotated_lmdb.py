@@ -134,6 +134,7 @@ def test_bad_record_named(bad_db, key, message):
         _examples(Only(bad_db))
 
 
+@pytest.mark.slow
 def test_bad_records_skipped_and_counted(bad_db):
     dataset = oi.make_dataset(bad_db, batch_size=None, augment=[], on_error="skip")
     assert [e[fields.KEY].numpy() for e in dataset] == [b"a_good"]

@@ -89,6 +89,7 @@ def test_manifest_records_clean_files(tmp_path):
     assert TFRecord(str(tmp_path), masks="png").verified
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "options",
     [{}, {"on_error": "skip"}, {"empty_images": "drop"}, {"batch_size": None, "image_size": None}],
@@ -173,6 +174,7 @@ def test_bad_file_loses_its_entry(tmp_path):
     assert manifest.load(str(tmp_path / manifest.MANIFEST_NAME)) == {}
 
 
+@pytest.mark.slow
 def test_other_settings_fall_back_with_one_sentence_on_what_differs(tmp_path):
     _dataset(tmp_path, count=2)
     verify_files(str(tmp_path))
