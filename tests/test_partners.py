@@ -78,6 +78,7 @@ def _batches(directory, seed, num_parallel_calls=tf.data.AUTOTUNE):
     ]
 
 
+@pytest.mark.slow
 def test_mosaic_and_mixup_in_make_dataset_are_reproducible_and_aligned(tmp_path):
     directory = _write(tmp_path)
     # The same examples run after run, whatever the parallelism.
