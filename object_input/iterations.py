@@ -144,11 +144,13 @@ def seeded_records(
     seed: int | None,
     progress: Progress | None,
     *,
+    replays: bool,
     drop_replayed: bool,
 ) -> tf.data.Dataset:
-    """``((position, salt, replayed), record)``: the records of one iteration with what each
-    record's example seed is folded from (:func:`example_seed`), and whether it was delivered
-    before the place the iterator resumes from.
+    """``((position, salt[, replayed]), record)``: the records of one iteration with what each
+    record's example seed is folded from (:func:`example_seed`), and, when ``replays`` (the
+    pipeline holds examples back past a place: partner groups, buckets), whether it was
+    delivered before the place the iterator resumes from.
 
     ``read(seed)`` gives the iteration's records (its passes, shuffled as the pipeline asks)
     for the iteration's seed (None when the pipeline has none). Each iterator first takes its
@@ -165,14 +167,14 @@ def seeded_records(
         # and hold no variables: tf.data's own generators then key each iteration, anew in
         # every process.
         salts = tf.data.Dataset.random(seed=base, rerandomize_each_iteration=True)
-        return _with_positions(read(seed), 0, salts, tf.zeros([0], tf.bool))
+        return _with_positions(read(seed), 0, salts, None)
 
     def one_iteration(starting_place: tf.Tensor) -> tf.data.Dataset:
         iteration, restart, _, delivered = place.unpack(starting_place)
         iteration_seed = pass_seed(base, iteration)
         records = read(iteration_seed if seed is not None else None).skip(restart)
         salts = tf.data.Dataset.from_tensors(iteration_seed).repeat()
-        records = _with_positions(records, restart, salts, delivered)
+        records = _with_positions(records, restart, salts, delivered if replays else None)
         if drop_replayed:
             records = records.filter(lambda parts, record: tf.logical_not(parts[2]))
         return records
@@ -181,16 +183,22 @@ def seeded_records(
 
 
 def _with_positions(
-    records: tf.data.Dataset, first: int | tf.Tensor, salts: tf.data.Dataset, replayed: tf.Tensor
+    records: tf.data.Dataset,
+    first: int | tf.Tensor,
+    salts: tf.data.Dataset,
+    replayed: tf.Tensor | None,
 ) -> tf.data.Dataset:
-    """``((position, salt, replayed), record)``: positions count from ``first``, ``salts``
-    gives one int64 salt per record, new each iteration, and ``replayed`` flags the first
-    records (the rest are not). Zips, no function per record."""
-    flags = tf.data.Dataset.from_tensor_slices(replayed).concatenate(
-        tf.data.Dataset.from_tensors(tf.constant(False)).repeat()
-    )
-    parts = tf.data.Dataset.zip((tf.data.Dataset.counter(first), salts, flags))
-    return tf.data.Dataset.zip((parts, records))
+    """``((position, salt[, replayed]), record)``: positions count from ``first``, ``salts``
+    gives one int64 salt per record, new each iteration, and ``replayed`` (None: no flags)
+    flags the first records (the rest are not). Zips, no function per record."""
+    parts = [tf.data.Dataset.counter(first), salts]
+    if replayed is not None:
+        parts.append(
+            tf.data.Dataset.from_tensor_slices(replayed).concatenate(
+                tf.data.Dataset.from_tensors(tf.constant(False)).repeat()
+            )
+        )
+    return tf.data.Dataset.zip((tf.data.Dataset.zip(tuple(parts)), records))
 
 
 def example_seed(position: tf.Tensor, salt: tf.Tensor, shard: int) -> tf.Tensor:

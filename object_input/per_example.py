@@ -68,10 +68,10 @@ class ExampleSteps:
         return self.augment.combining()
 
     def process(self, seed_parts: tuple, record: tuple) -> dict:
-        """The features of one seeded record (``(position, salt, replayed)``, ``(record_id,
+        """The features of one seeded record (``(position, salt[, replayed])``, ``(record_id,
         payload, ...)``): finished, or up to the first combining step with its seed in
         ``partners.SEED``."""
-        position, salt, replayed = seed_parts
+        position, salt = seed_parts[:2]
         # The seed is folded here, in the parallel map: a stage of its own would cost every
         # record a hand-off between threads (docs/performance.md).
         example_seed = iterations.example_seed(position, salt, self.shard_index)
@@ -86,7 +86,9 @@ class ExampleSteps:
             return self._placed(self.finish(seed, features, self.deferred), position)
         features = self.augment(features, seed, start=self.deferred, stop=self.combining[0])
         features = self._placed({**features, partners.SEED: example_seed}, position)
-        return {**features, fields.REPLAYED: replayed} if self.tracks_place else features
+        if not self.tracks_place:
+            return features
+        return {**features, fields.REPLAYED: seed_parts[2]}
 
     def _placed(self, features: dict, position: tf.Tensor) -> dict:
         """``features`` with the stream position when the pipeline follows its place."""

@@ -310,7 +310,11 @@ def _build_dataset(opts: DatasetOptions) -> tf.data.Dataset:
     # Only buckets hold examples back past a place (partner groups are re-formed whole and
     # dropped after them): without either, nothing before a place is read again.
     records = iterations.seeded_records(
-        read, opts.seed, progress, drop_replayed=opts.group_by_aspect_ratio and not steps.combining
+        read,
+        opts.seed,
+        progress,
+        replays=opts.group_by_aspect_ratio or bool(steps.combining),
+        drop_replayed=opts.group_by_aspect_ratio and not steps.combining,
     )
     dataset = policy.catch(records, steps.process, num_parallel_calls=opts.num_parallel_calls)
     if steps.combining:

@@ -108,12 +108,13 @@ def track(dataset: tf.data.Dataset, read_start: Callable[[], tf.Tensor]) -> tf.d
         started, place = state
         place = tf.cond(started, lambda: place, read_start)
         positions = tf.reshape(features[fields.POSITION], [-1])
-        last = tf.argmax(positions)
         if fields.RESTART in features:
-            restart = tf.reshape(features[fields.RESTART], [-1])[last]
+            last = tf.argmax(positions)
+            place = advance(place, positions, tf.reshape(features[fields.RESTART], [-1])[last])
         else:
-            restart = positions[last] + 1
-        place = advance(place, positions, restart)
+            # Nothing holds examples back: everything before the furthest position is out.
+            seen = tf.reduce_max(positions) + 1
+            place = tf.stack([place[0], seen, seen])
         public = {name: value for name, value in features.items() if name not in _PRIVATE}
         return (tf.constant(True), place), (public, place)
 
