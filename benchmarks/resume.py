@@ -147,30 +147,6 @@ def tracking(args: argparse.Namespace) -> None:
         f"({tracked_us:.0f} tracked, {plain_us:.0f} plain); "
         f"{(tracked_us - plain_us) / BATCH:.1f} µs per image"
     )
-    # With aspect-ratio buckets, each record's flag (delivered before the place?) and the
-    # filter on it, in the reader; reduced in the graph, so no Python per record.
-    records = count * BATCH * 4
-
-    def flagged() -> tf.data.Dataset:
-        return iterations._with_positions(
-            tf.data.Dataset.range(records), 0, tf.data.Dataset.range(records), tf.zeros([0], bool)
-        ).filter(lambda parts, record: tf.logical_not(parts[2]))
-
-    def unflagged() -> tf.data.Dataset:
-        positions = tf.data.Dataset.zip((tf.data.Dataset.counter(), tf.data.Dataset.range(records)))
-        return tf.data.Dataset.zip((positions, tf.data.Dataset.range(records)))
-
-    per_record: dict[str, list[float]] = {"flagged": [], "unflagged": []}
-    for _ in range(args.rounds):
-        for name, make in (("flagged", flagged), ("unflagged", unflagged)):
-            began = common.cpu_seconds()
-            make().reduce(tf.constant(0, tf.int64), lambda total, _: total + 1)
-            per_record[name].append((common.cpu_seconds() - began) / records * 1e6)
-    flagged_us, unflagged_us = (statistics.median(per_record[n]) for n in per_record)
-    print(
-        f"per record, with group_by_aspect_ratio: {flagged_us - unflagged_us:.2f} µs CPU for "
-        f"the flag and its filter ({flagged_us:.2f} against {unflagged_us:.2f})"
-    )
 
 
 COST = """

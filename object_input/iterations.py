@@ -139,27 +139,30 @@ def progress_of(dataset: tf.data.Dataset) -> Progress:
     )
 
 
+#: What a restored iterator does with the records delivered before its place that it reads
+#: again: nothing is read again (``NO_REPLAY``: nothing holds examples back past a place), the
+#: reader drops them (``DROP_REPLAYED``: the aspect-ratio buckets held later records), or they
+#: carry a flag for the pipeline to drop after their partner groups form (``FLAG_REPLAYED``).
+NO_REPLAY, DROP_REPLAYED, FLAG_REPLAYED = "none", "drop", "flag"
+
+
 def seeded_records(
     read: Callable[[int | tf.Tensor | None], tf.data.Dataset],
     seed: int | None,
     progress: Progress | None,
     *,
-    replays: bool,
-    drop_replayed: bool,
+    replayed: str = NO_REPLAY,
 ) -> tf.data.Dataset:
     """``((position, salt[, replayed]), record)``: the records of one iteration with what each
-    record's example seed is folded from (:func:`example_seed`), and, when ``replays`` (the
-    pipeline holds examples back past a place: partner groups, buckets), whether it was
-    delivered before the place the iterator resumes from.
+    record's example seed is folded from (:func:`example_seed`), and with ``FLAG_REPLAYED``
+    whether it was delivered before the place the iterator resumes from.
 
     ``read(seed)`` gives the iteration's records (its passes, shuffled as the pipeline asks)
     for the iteration's seed (None when the pipeline has none). Each iterator first takes its
     starting place from ``progress`` (:mod:`object_input.place`), then reads with the shuffles
     and the example seeds keyed by the pipeline seed and its iteration number, passing over the
     records before the place's restart undecoded. Given the place, nothing random depends on
-    the process or the parallelism: iteration ``k`` is the same in any process. With
-    ``drop_replayed`` the records delivered before the place are dropped here; else the caller
-    drops them (after the partner groups they belong to are formed).
+    the process or the parallelism: iteration ``k`` is the same in any process.
     """
     base = seed if seed is not None else 0
     if progress is None:
@@ -170,14 +173,23 @@ def seeded_records(
         return _with_positions(read(seed), 0, salts, None)
 
     def one_iteration(starting_place: tf.Tensor) -> tf.data.Dataset:
-        iteration, restart, _, delivered = place.unpack(starting_place)
+        iteration, restart, seen, delivered = place.unpack(starting_place)
         iteration_seed = pass_seed(base, iteration)
-        records = read(iteration_seed if seed is not None else None).skip(restart)
+        read_seed = iteration_seed if seed is not None else None
         salts = tf.data.Dataset.from_tensors(iteration_seed).repeat()
-        records = _with_positions(records, restart, salts, delivered if replays else None)
-        if drop_replayed:
-            records = records.filter(lambda parts, record: tf.logical_not(parts[2]))
-        return records
+        if replayed == FLAG_REPLAYED:
+            return _with_positions(read(read_seed).skip(restart), restart, salts, delivered)
+        if replayed == NO_REPLAY:
+            return _with_positions(read(read_seed).skip(restart), restart, salts, None)
+        # The records the buckets held, then, read anew, the rest: a filter on the first
+        # alone, so the stream past the place costs no function per record.
+        held = read(read_seed).skip(restart).take(seen - restart)
+        held = _with_positions(held, restart, salts, delivered).filter(
+            lambda parts, record: tf.logical_not(parts[2])
+        )
+        held = held.map(lambda parts, record: (parts[:2], record))
+        rest = _with_positions(read(read_seed).skip(seen), seen, salts, None)
+        return held.concatenate(rest)
 
     return keys(progress).flat_map(one_iteration)
 

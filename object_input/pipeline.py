@@ -307,15 +307,7 @@ def _build_dataset(opts: DatasetOptions) -> tf.data.Dataset:
         box_overflow=opts.box_overflow,
         tracks_place=progress is not None,
     )
-    # Only buckets hold examples back past a place (partner groups are re-formed whole and
-    # dropped after them): without either, nothing before a place is read again.
-    records = iterations.seeded_records(
-        read,
-        opts.seed,
-        progress,
-        replays=opts.group_by_aspect_ratio or bool(steps.combining),
-        drop_replayed=opts.group_by_aspect_ratio and not steps.combining,
-    )
+    records = iterations.seeded_records(read, opts.seed, progress, replayed=_replayed(opts, steps))
     dataset = policy.catch(records, steps.process, num_parallel_calls=opts.num_parallel_calls)
     if steps.combining:
         dataset = partners.combine(
@@ -365,6 +357,17 @@ def _build_dataset(opts: DatasetOptions) -> tf.data.Dataset:
     if delivery_audit is not None:
         dataset = delivery_audit.attach(dataset)
     return keras_layout.attach_classes(policy.attach(dataset), classes)
+
+
+def _replayed(opts: DatasetOptions, steps: per_example.ExampleSteps) -> str:
+    """What a restored iterator does with the records it reads again (see
+    :func:`iterations.seeded_records`): partner groups re-form whole and drop them after;
+    aspect-ratio buckets alone, the reader drops them; else none are read again."""
+    if steps.combining:
+        return iterations.FLAG_REPLAYED
+    if opts.group_by_aspect_ratio:
+        return iterations.DROP_REPLAYED
+    return iterations.NO_REPLAY
 
 
 def _audit(opts: DatasetOptions) -> DeliveryAudit | None:
