@@ -47,11 +47,15 @@ def _bytes(directory: str) -> int:
 
 
 def sizes(args: argparse.Namespace) -> None:
-    """Checkpoint bytes after 10 batches and in the second epoch: the iterator's own checkpoint
-    (its buffers) against the place (``progress_of``)."""
+    """Checkpoint bytes and times after 10 batches and in the second epoch: the iterator's own
+    checkpoint (its buffers) against the place (``progress_of``). Restored in this process
+    into a dataset built anew: restore, then its first batch."""
     import object_input as oi
 
-    print("| pipeline | batches read | iterator checkpoint | place checkpoint | place |")
+    print(
+        "| pipeline | batches read | iterator checkpoint: bytes, save, restore + batch | "
+        "place checkpoint: bytes, save, restore + batch | place |"
+    )
     print("|---|---|---|---|---|")
     for steps in (False, True):
         for batches in (10, 40):
@@ -59,16 +63,32 @@ def sizes(args: argparse.Namespace) -> None:
             iterator = iter(dataset)
             for _ in range(batches):
                 next(iterator)
-            with tempfile.TemporaryDirectory() as buffers, tempfile.TemporaryDirectory() as place:
-                tf.train.Checkpoint(iterator=iterator).save(os.path.join(buffers, "c"))
-                progress = oi.iterations.progress_of(dataset)
-                tf.train.Checkpoint(data=progress).save(os.path.join(place, "c"))
-                label = "standard" if steps else "no steps"
-                state = [int(v) for v in progress.state().numpy()]
-                print(
-                    f"| {label} | {batches} | {_bytes(buffers) / 1e6:.1f} MB | "
-                    f"{_bytes(place)} B | {state} |"
-                )
+            progress = oi.iterations.progress_of(dataset)
+            cells = []
+            for kind in ("iterator", "place"):
+                with tempfile.TemporaryDirectory() as directory:
+                    began = time.perf_counter()
+                    if kind == "iterator":
+                        path = tf.train.Checkpoint(iterator=iterator).save(f"{directory}/c")
+                    else:
+                        path = tf.train.Checkpoint(data=progress).save(f"{directory}/c")
+                    saved = time.perf_counter() - began
+                    size = _bytes(directory)
+                    fresh = _dataset(steps, num_epochs=2)
+                    began = time.perf_counter()
+                    if kind == "iterator":
+                        restored = iter(fresh)
+                        tf.train.Checkpoint(iterator=restored).restore(path)
+                    else:
+                        tf.train.Checkpoint(data=oi.iterations.progress_of(fresh)).restore(path)
+                        restored = iter(fresh)
+                    next(restored)
+                    loaded = time.perf_counter() - began
+                text = f"{size / 1e6:.1f} MB" if size > 1e5 else f"{size} B"
+                cells.append(f"{text}, {saved:.2f} s, {loaded:.2f} s")
+            label = "standard" if steps else "no steps"
+            state = [int(v) for v in progress.state().numpy()]
+            print(f"| {label} | {batches} | {cells[0]} | {cells[1]} | {state} |")
 
 
 RESTORE = """
