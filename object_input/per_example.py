@@ -163,7 +163,7 @@ def plan(
     output_dtype: str | None,
     max_boxes: int | None,
     box_overflow: str,
-    tracks_place: bool,
+    tracks_place: bool = False,
 ) -> ExampleSteps:
     """The :class:`ExampleSteps` of a pipeline: which steps run before decoding and which go
     to the batch."""

@@ -128,6 +128,7 @@ def test_tensorflow_start_up_lines_are_silenced(tmp_path):
     assert result.stderr == ""
 
 
+@pytest.mark.slow
 def test_verbose_shows_tensorflow_logs_and_no_buffer_size_of_ours(tmp_path):
     paths = write_tfrecords([build_example(np.zeros((4, 4, 3), np.uint8))], tmp_path / "x")
     code = "import sys; from object_input.cli import main; sys.exit(main(sys.argv[1:]))"

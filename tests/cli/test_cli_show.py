@@ -33,6 +33,7 @@ def test_show_draws_masks_and_keypoints_whenever_the_records_have_them(
     np.testing.assert_array_equal(shown[fields.KEYPOINTS], np.full((2, 3, 2), 0.5, np.float32))
 
 
+@pytest.mark.slow
 def test_show_names_classes_by_the_label_map_beside_the_files(tmp_path, monkeypatch):
     pytest.importorskip("matplotlib")
     from object_input.label_map import write_label_map

@@ -141,6 +141,7 @@ def test_single_operation_forced():
     assert matches == 12 * 15 - 8 * 10 + 1
 
 
+@pytest.mark.slow
 def test_in_graph_with_unknown_shapes():
     # Two operations per step keep tracing short while still going through tf.switch_case.
     features = make_features(12, 9, [[0.1, 0.1, 0.6, 0.7], [0.5, 0.2, 0.9, 0.9]])

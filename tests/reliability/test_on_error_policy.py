@@ -40,6 +40,7 @@ def test_on_error_is_validated(tmp_path):
         stats(small_dataset(path).take(1))
 
 
+@pytest.mark.slow
 def test_cli_bench_prints_the_skip_summary(tmp_path, capsys):
     from object_input import cli
 

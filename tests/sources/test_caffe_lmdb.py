@@ -146,6 +146,7 @@ def many_db(tmp_path_factory):
     return caffe_db.write_lmdb(tmp_path_factory.mktemp("many") / "db", records)
 
 
+@pytest.mark.slow
 def test_key_order_without_shuffle_and_seeded_shuffle(many_db):
     source = CaffeLMDB(many_db, shuffle_block=4)
     assert _labels(source) == list(range(40))  # as Caffe reads, unless asked to shuffle

@@ -353,6 +353,7 @@ def test_a_seeded_shuffle_is_reproducible_and_reads_every_row_once():
     assert ids(first) != sorted(ids(first))
 
 
+@pytest.mark.slow
 def test_the_chunk_order_is_shuffled_by_the_seed():
     source = HuggingFace(detection_dataset(), chunk_size=1)
     orders = [

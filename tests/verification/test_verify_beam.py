@@ -13,6 +13,7 @@ from object_input.verification.verify import verify_files
 pytest.importorskip("apache_beam")
 
 
+@pytest.mark.slow
 def test_verify_on_beam_writes_the_local_manifest(tmp_path, capsys):
     from object_input.verification.beam import verify_files_on_beam
 
