@@ -26,8 +26,11 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-# A worker that does not heartbeat for this long is reported missing by the dispatcher.
-WORKER_TIMEOUT_MS = 10_000
+from object_input.scale_out.lost_workers import LostWorkers
+
+# A worker that does not answer for this long is lost: its unfinished tasks are ended
+# (lost_workers.LostWorkers), so that no pass waits for it forever.
+WORKER_TIMEOUT_MS = 60_000
 # A job without consumers is dropped after this long; a consumer that stopped heartbeating is
 # released after client_timeout (TensorFlow's default, 2 minutes).
 JOB_GC_TIMEOUT_MS = 5 * 60_000
@@ -48,7 +51,8 @@ class DispatcherSettings:
       work_dir: where the dispatcher journals its state (durable storage: a restart reads it).
       fault_tolerant_mode: journal the state so that a restarted dispatcher resumes its jobs;
         None: on when ``work_dir`` is given.
-      worker_timeout_ms: a worker silent this long is reported missing.
+      worker_timeout_ms: a worker silent this long is lost: the dispatcher's watch ends its
+        unfinished tasks (:class:`~object_input.scale_out.lost_workers.LostWorkers`).
       job_gc_timeout_ms: a job without consumers is dropped after this long (-1: never).
     """
 
@@ -134,13 +138,18 @@ _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 def run_dispatcher(settings: DispatcherSettings, say: Callable[[str], None]) -> int:
-    """Serve a dispatcher until SIGTERM or SIGINT, then stop it; ``say`` gets its address."""
+    """Serve a dispatcher until SIGTERM or SIGINT, then stop it; ``say`` gets its address and
+    the workers lost (silent for ``worker_timeout_ms``: their unfinished tasks ended)."""
     import tensorflow as tf
 
     server = tf.data.experimental.service.DispatchServer(settings.config())
     journal = f", journal in {settings.work_dir}" if settings.fault_tolerant else ""
     say(f"dispatcher serving at grpc://{settings.host}:{_port(server)}{journal}")
+    watch = LostWorkers(
+        f"localhost:{_port(server)}", settings.worker_timeout_ms / 1000, say
+    ).start()
     wait_for_stop()
+    watch.stop()
     server.stop()
     return 0
 

@@ -25,17 +25,32 @@ from object_input.verification.verify import verify_files
 from object_input.writers.synthetic import write_synthetic_dataset
 
 DEADLINE_S = 90
+# The lost-worker bound the dispatchers here run with (seconds).
+BOUND_S = 5
 NUM_EXAMPLES = 48
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", GRPC_VERBOSITY="ERROR")
 
 
+SERVE = (sys.executable, "-m", "object_input.cli", "serve")
+# TensorFlow's own worker server, with no supervisor: killed, it stays dead.
+TF_WORKER = (
+    sys.executable,
+    "-c",
+    "import os, sys, tensorflow as tf; "
+    "server = tf.data.experimental.service.WorkerServer("
+    "tf.data.experimental.service.WorkerConfig(sys.argv[1], heartbeat_interval_ms=500)); "
+    "print(f'tf worker serving at {server._address} (pid {os.getpid()})', flush=True); "
+    "server.join()",
+)
+
+
 class Server:
     """One ``object-input serve`` process (its own process group: the supervisor and its
-    worker), its output read line by line on a thread."""
+    worker), or another ``program``, its output read line by line on a thread."""
 
-    def __init__(self, *args: str):
+    def __init__(self, *args: str, program: tuple[str, ...] = SERVE):
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "object_input.cli", "serve", *args],
+            [*program, *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -98,8 +113,14 @@ class Cluster:
         server = self._start("worker", "--dispatcher", self.address, "--host", "localhost")
         return server, worker_pid(server)
 
-    def _start(self, *args: str) -> Server:
-        server = Server(*args)
+    def start_tf_worker(self) -> tuple[str, int]:
+        """TensorFlow's own worker server (no supervisor): its address and pid."""
+        server = self._start(self.address.removeprefix("grpc://"), program=TF_WORKER)
+        match = server.expect(r"tf worker serving at (\S+) \(pid (\d+)\)")
+        return match.group(1), int(match.group(2))
+
+    def _start(self, *args: str, program: tuple[str, ...] = SERVE) -> Server:
+        server = Server(*args, program=program)
         self.servers.append(server)
         return server
 
@@ -239,6 +260,38 @@ def test_killed_worker_epoch_ends_every_time_and_the_audit_counts_the_loss(verif
         assert report.format() == f"epoch {epoch}: {lost if report.missing else whole}"
     shared.workers = [(first, pids[first]), (second, pids[second])]
     assert [r.epoch for r in oi.stats(dataset).epochs] == [1, 2]
+
+
+@pytest.mark.slow
+def test_worker_lost_for_good_ends_the_pass_within_the_bound_and_the_audit_counts_it(
+    verified_dir,
+):
+    # TensorFlow's own workers, one SIGKILLed for good after the first batch. Without the
+    # dispatcher's watch the pass would wait for the dead worker's task forever whenever the
+    # worker had not reported its end; with it the task is ended once the worker has been
+    # silent for the bound (5 s here), and each later pass ends it as soon as it is created.
+    with cluster(0, "--port", "0", "--worker-timeout-ms", str(BOUND_S * 1000)) as running:
+        (victim, victim_pid), _ = [running.start_tf_worker() for _ in range(2)]
+        dataset = _dataset(verified_dir, running.address, num_epochs=1, audit=True)
+        consumer = Consumer(dataset)
+        consumer.take(1)
+        os.kill(victim_pid, signal.SIGKILL)
+        killed = time.monotonic()
+        ids = consumer.finish(timeout=BOUND_S + DEADLINE_S)
+        assert time.monotonic() - killed < BOUND_S + 15
+        assert len(ids) == len(set(ids)), "at most once: nothing delivered twice"
+        report = oi.stats(dataset).epochs[-1]
+        assert (report.delivered, report.missing) == (len(ids), NUM_EXAMPLES - len(ids))
+        # The next pass: the dead worker still has a task (the dispatcher gives one to every
+        # worker it knows); the watch ends it at once and the other worker reads every file.
+        started = time.monotonic()
+        ids = Consumer(dataset).finish()
+        assert time.monotonic() - started < BOUND_S + 15
+        assert oi.stats(dataset).epochs[-1].format() == (
+            f"epoch 2: all {NUM_EXAMPLES} examples delivered"
+        )
+        said = running.dispatcher.expect(r"worker (\S+) of dispatcher \S+ silent for \d+ s")
+        assert said.group(1) == victim
 
 
 @pytest.mark.slow
