@@ -26,10 +26,13 @@ message leaves out.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
+
+logger = logging.getLogger("object_input")
 
 # The default bound: a worker silent this long is lost.
 TIMEOUT_S = 60.0
@@ -45,10 +48,16 @@ _INT64, _BOOL, _STRING, _MESSAGE = 3, 8, 9, 11
 _MESSAGES = {
     "WorkerInfo": [("address", 1, _OPTIONAL, _STRING, None)],
     "GetWorkersResponse": [("workers", 1, _REPEATED, _MESSAGE, "WorkerInfo")],
-    "TaskDef": [("task_id", 4, _OPTIONAL, _INT64, None), ("iteration_id", 5, _OPTIONAL, _INT64, None)],
+    "TaskDef": [
+        ("task_id", 4, _OPTIONAL, _INT64, None),
+        ("iteration_id", 5, _OPTIONAL, _INT64, None),
+    ],
     "WorkerHeartbeatRequest": [("worker_address", 1, _OPTIONAL, _STRING, None)],
     "WorkerHeartbeatResponse": [("new_tasks", 1, _REPEATED, _MESSAGE, "TaskDef")],
-    "TaskProgress": [("task_id", 1, _OPTIONAL, _INT64, None), ("completed", 2, _OPTIONAL, _BOOL, None)],
+    "TaskProgress": [
+        ("task_id", 1, _OPTIONAL, _INT64, None),
+        ("completed", 2, _OPTIONAL, _BOOL, None),
+    ],
     "WorkerUpdateRequest": [
         ("worker_address", 1, _OPTIONAL, _STRING, None),
         ("updates", 2, _REPEATED, _MESSAGE, "TaskProgress"),
@@ -151,7 +160,9 @@ class LostWorkers:
 
     def check(self, now: float) -> None:
         """One round: every worker the dispatcher knows asked, the lost ones' tasks ended."""
-        response = self._call(self.dispatcher, _DISPATCHER + "GetWorkers", b"", "GetWorkersResponse")
+        response = self._call(
+            self.dispatcher, _DISPATCHER + "GetWorkers", b"", "GetWorkersResponse"
+        )
         for address in sorted(worker.address for worker in response.workers):
             worker = self.workers.setdefault(address, _Worker(answered=now))
             if self._answers(address):
@@ -212,3 +223,18 @@ class LostWorkers:
         call = self._channels[address].unary_unary(method)
         answer = call(request, timeout=self.interval_s)
         return None if response is None else _message(response).FromString(answer)
+
+
+_watches: dict[tuple[str, float], LostWorkers] = {}
+_watches_lock = threading.Lock()
+
+
+def watch(dispatcher: str, timeout_s: float = TIMEOUT_S) -> LostWorkers:
+    """The running watch of ``dispatcher`` in this process, started on first use and shared by
+    every dataset that asks for the same bound; it says what it does as warnings of the
+    ``object_input`` logger."""
+    key = (dispatcher.removeprefix("grpc://"), float(timeout_s))
+    with _watches_lock:
+        if key not in _watches:
+            _watches[key] = LostWorkers(key[0], key[1], logger.warning).start()
+        return _watches[key]

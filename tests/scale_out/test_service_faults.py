@@ -98,10 +98,14 @@ class Server:
 class Cluster:
     """A dispatcher and workers started with ``object-input serve``; closes them all."""
 
-    def __init__(self, *dispatcher_args: str):
+    def __init__(self, *dispatcher_args: str, address: str | None = None):
+        """``address``: a dispatcher served elsewhere (none is started)."""
         self.servers: list[Server] = []
         self.dispatcher_args = dispatcher_args or ("--port", "0")
-        self.dispatcher = self.start_dispatcher()
+        if address is None:
+            self.dispatcher = self.start_dispatcher()
+        else:
+            self.address = address
 
     def start_dispatcher(self) -> Server:
         server = self._start("dispatcher", "--host", "localhost", *self.dispatcher_args)
@@ -262,17 +266,37 @@ def test_killed_worker_epoch_ends_every_time_and_the_audit_counts_the_loss(verif
     assert [r.epoch for r in oi.stats(dataset).epochs] == [1, 2]
 
 
+@contextlib.contextmanager
+def watched_cluster(watcher: str):
+    """A dispatcher that ends lost workers' tasks after ``BOUND_S``, and no workers:
+    ``object-input serve dispatcher`` (its own watch), or TensorFlow's own in this process
+    (the consumer's watch, ``ServiceOptions(lost_worker_timeout_s=...)``)."""
+    if watcher == "serve dispatcher":
+        with cluster(0, "--port", "0", "--worker-timeout-ms", str(BOUND_S * 1000)) as running:
+            yield running, {"lost_worker_timeout_s": None}
+        return
+    dispatcher = tf.data.experimental.service.DispatchServer()
+    running = Cluster(address=dispatcher.target)
+    try:
+        yield running, {"lost_worker_timeout_s": BOUND_S}
+    finally:
+        running.close()
+        dispatcher._stop()
+
+
 @pytest.mark.slow
+@pytest.mark.parametrize("watcher", ["serve dispatcher", "consumer"])
 def test_worker_lost_for_good_ends_the_pass_within_the_bound_and_the_audit_counts_it(
-    verified_dir,
+    verified_dir, watcher, caplog
 ):
-    # TensorFlow's own workers, one SIGKILLed for good after the first batch. Without the
-    # dispatcher's watch the pass would wait for the dead worker's task forever whenever the
-    # worker had not reported its end; with it the task is ended once the worker has been
-    # silent for the bound (5 s here), and each later pass ends it as soon as it is created.
-    with cluster(0, "--port", "0", "--worker-timeout-ms", str(BOUND_S * 1000)) as running:
+    # TensorFlow's own workers, one SIGKILLed for good after the first batch. Unwatched, the
+    # pass waits forever for the dead worker's task whenever the worker had not reported its
+    # end, and every later pass always does (the dispatcher gives a task to every worker it
+    # knows). Watched, the task is ended once the worker has been silent for the bound, and
+    # each later pass's task as soon as it is created.
+    with watched_cluster(watcher) as (running, watch), caplog.at_level("WARNING"):
         (victim, victim_pid), _ = [running.start_tf_worker() for _ in range(2)]
-        dataset = _dataset(verified_dir, running.address, num_epochs=1, audit=True)
+        dataset = _dataset(verified_dir, running.address, audit=True, **watch)
         consumer = Consumer(dataset)
         consumer.take(1)
         os.kill(victim_pid, signal.SIGKILL)
@@ -282,16 +306,17 @@ def test_worker_lost_for_good_ends_the_pass_within_the_bound_and_the_audit_count
         assert len(ids) == len(set(ids)), "at most once: nothing delivered twice"
         report = oi.stats(dataset).epochs[-1]
         assert (report.delivered, report.missing) == (len(ids), NUM_EXAMPLES - len(ids))
-        # The next pass: the dead worker still has a task (the dispatcher gives one to every
-        # worker it knows); the watch ends it at once and the other worker reads every file.
         started = time.monotonic()
-        ids = Consumer(dataset).finish()
+        Consumer(dataset).finish()
         assert time.monotonic() - started < BOUND_S + 15
         assert oi.stats(dataset).epochs[-1].format() == (
             f"epoch 2: all {NUM_EXAMPLES} examples delivered"
         )
-        said = running.dispatcher.expect(r"worker (\S+) of dispatcher \S+ silent for \d+ s")
-        assert said.group(1) == victim
+        said = rf"worker {victim} of dispatcher \S+ silent for \d+ s \(bound {BOUND_S} s\)"
+        if watcher == "serve dispatcher":
+            running.dispatcher.expect(said)
+        else:
+            assert any(re.match(said, message) for message in caplog.messages), caplog.messages
 
 
 @pytest.mark.slow
