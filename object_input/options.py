@@ -304,7 +304,8 @@ class ServiceOptions:
         if self.mode not in SERVICE_MODES:
             raise ValueError(f"service mode must be one of {SERVICE_MODES}, got {self.mode!r}")
         timeout = self.lost_worker_timeout_s
-        if timeout is not None and (isinstance(timeout, bool) or not timeout > 0):
+        seconds = isinstance(timeout, (int, float)) and not isinstance(timeout, bool)
+        if timeout is not None and not (seconds and timeout > 0):
             raise ValueError(
                 f"lost_worker_timeout_s must be a positive number of seconds or None, "
                 f"got {timeout!r}"

@@ -151,12 +151,25 @@ class LostWorkers:
     def _run(self) -> None:
         import grpc
 
+        answered, said = time.monotonic(), False
         while not self._stopping.wait(self.interval_s):
+            now = time.monotonic()
             try:
-                self.check(time.monotonic())
-            except grpc.RpcError:
-                # The dispatcher is down or restarting: nothing to judge until it answers.
+                self.check(now)
+            except grpc.RpcError as err:
+                # The dispatcher is down or restarting: no worker to judge until it answers,
+                # and no pass can end meanwhile (TensorFlow's client waits for it).
+                if not said and now - answered >= self.timeout_s:
+                    said = True
+                    self.say(
+                        f"dispatcher {self.dispatcher} has not answered for {now - answered:.0f} s "
+                        f"({err.code().name}): no pass can end until it is back. Start it again "
+                        "at the same address, with the same --work-dir to resume its jobs"
+                    )
                 continue
+            if said:
+                self.say(f"dispatcher {self.dispatcher} answers again")
+            answered, said = now, False
 
     def check(self, now: float) -> None:
         """One round: every worker the dispatcher knows asked, the lost ones' tasks ended."""
@@ -235,6 +248,6 @@ def watch(dispatcher: str, timeout_s: float = TIMEOUT_S) -> LostWorkers:
     ``object_input`` logger."""
     key = (dispatcher.removeprefix("grpc://"), float(timeout_s))
     with _watches_lock:
-        if key not in _watches:
+        if key not in _watches or _watches[key]._stopping.is_set():
             _watches[key] = LostWorkers(key[0], key[1], logger.warning).start()
         return _watches[key]

@@ -334,6 +334,21 @@ def test_restarted_dispatcher_resumes_the_job(verified_dir, shared):
 
 
 @pytest.mark.slow
+def test_dispatcher_restarted_without_journal_fails_the_pass_with_not_found(verified_dir):
+    # Without --work-dir the restarted dispatcher knows neither the job nor its iteration:
+    # the next split a worker asks for, or the consumer's next heartbeat, is refused with
+    # NotFound, which the consumer raises (it does not wait).
+    with cluster(2, "--port", str(service.free_port())) as running:
+        consumer = Consumer(_dataset(verified_dir, running.address))
+        consumer.take(2)
+        running.dispatcher.stop(signal.SIGKILL)
+        running.dispatcher.process.wait(timeout=DEADLINE_S)
+        running.dispatcher = running.start_dispatcher()
+        with pytest.raises(tf.errors.NotFoundError, match=r"(Iteration|Job|client).* not found"):
+            consumer.finish(timeout=DEADLINE_S)
+
+
+@pytest.mark.slow
 def test_worker_that_cannot_read_a_file_names_it(tmp_path, shared):
     # Verified files: their reader raises TensorFlow's own error where the file cannot be
     # opened. (The byte-counting reader of unverified files marks it unreadable_file:
