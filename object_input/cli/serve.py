@@ -45,7 +45,8 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         "--worker-timeout-ms",
         type=int,
         default=service.WORKER_TIMEOUT_MS,
-        help="a worker silent this long is reported missing (default %(default)s)",
+        help="a worker that answers nothing this long is lost: its unfinished tasks are ended, "
+        "so that a pass goes on without it instead of waiting forever (default %(default)s)",
     )
     dispatcher.add_argument(
         "--job-gc-timeout-ms",

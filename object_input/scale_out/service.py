@@ -4,11 +4,12 @@
 run these. A worker keeps one address for its life: TensorFlow's dispatcher binds a job's tasks
 to worker addresses and ends a ``distributed_epoch`` pass only when every task has reported its
 end, and it never hands the task of a worker that stopped heartbeating to another (in TF 2.21
-``worker_timeout_ms`` only serves snapshots). A worker that dies and never comes back at its
-address would hold its consumers' epoch open forever; a worker that comes back at the same
-address takes its unfinished task over and finishes it. So the worker command runs the
-TensorFlow server in a child process and starts it again, at the same address, when it dies
-(:func:`supervise_worker`). docs/scale_out.md says what each mode delivers.
+``worker_timeout_ms`` only serves snapshots). A worker that comes back at the same address takes
+its unfinished task over and finishes it; so the worker command runs the TensorFlow server in a
+child process and starts it again, at the same address, when it dies (:func:`supervise_worker`).
+A worker that never comes back would hold its consumers' pass open forever: the dispatcher
+command ends such a worker's tasks once it has been silent for ``worker_timeout_ms``
+(:mod:`object_input.scale_out.lost_workers`). docs/scale_out.md says what each mode delivers.
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 this process; tests/scale_out/test_service_faults.py runs it with separate processes."""
 
 import queue
+import re
 import threading
 import time
 
@@ -76,3 +77,22 @@ def test_consumers_share_one_watch_per_dispatcher_and_bound():
 def test_lost_worker_timeout_must_be_positive_seconds(timeout):
     with pytest.raises(ValueError, match="lost_worker_timeout_s must be a positive number"):
         oi.ServiceOptions("grpc://localhost:1", lost_worker_timeout_s=timeout)
+
+
+def test_a_dispatcher_silent_for_the_bound_is_said_once():
+    said: list[str] = []
+    watch = lost_workers.LostWorkers("grpc://localhost:1", timeout_s=0.4, say=said.append).start()
+    try:
+        deadline = time.monotonic() + 10
+        while not said and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(1)  # more checks, no more lines
+    finally:
+        watch.stop()
+    (line,) = said
+    assert re.fullmatch(
+        r"dispatcher localhost:1 has not answered for \d+ s \(UNAVAILABLE\): no pass can end "
+        r"until it is back\. Start it again at the same address, with the same --work-dir to "
+        r"resume its jobs",
+        line,
+    ), line
