@@ -336,15 +336,16 @@ def test_restarted_dispatcher_resumes_the_job(verified_dir, shared):
 @pytest.mark.slow
 def test_dispatcher_restarted_without_journal_fails_the_pass_with_not_found(verified_dir):
     # Without --work-dir the restarted dispatcher knows neither the job nor its iteration:
-    # the next split a worker asks for, or the consumer's next heartbeat, is refused with
-    # NotFound, which the consumer raises (it does not wait).
+    # the next split a worker asks for, or the consumer's next heartbeat, whichever comes
+    # first, is refused with NotFound, which the consumer raises (it does not wait).
     with cluster(2, "--port", str(service.free_port())) as running:
         consumer = Consumer(_dataset(verified_dir, running.address))
         consumer.take(2)
         running.dispatcher.stop(signal.SIGKILL)
         running.dispatcher.process.wait(timeout=DEADLINE_S)
         running.dispatcher = running.start_dispatcher()
-        with pytest.raises(tf.errors.NotFoundError, match=r"(Iteration|Job|client).* not found"):
+        unknown = r"Iteration id \d+ not found|Unknown iteration client id \d+\..* restart"
+        with pytest.raises(tf.errors.NotFoundError, match=unknown):
             consumer.finish(timeout=DEADLINE_S)
 
 
