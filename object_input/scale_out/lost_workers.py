@@ -176,9 +176,16 @@ class LostWorkers:
         response = self._call(
             self.dispatcher, _DISPATCHER + "GetWorkers", b"", "GetWorkersResponse"
         )
-        for address in sorted(worker.address for worker in response.workers):
+        # All asked at once: a machine gone without a trace costs one deadline, not one each.
+        pending = {
+            worker.address: self._method(worker.address, _WORKER + "GetWorkerTasks").future(
+                b"", timeout=self.interval_s
+            )
+            for worker in response.workers
+        }
+        for address, answer in sorted(pending.items()):
             worker = self.workers.setdefault(address, _Worker(answered=now))
-            if self._answers(address):
+            if _answered(answer):
                 if worker.lost:
                     self.say(f"worker {address} answers again: it takes part in later passes")
                 self.workers[address] = _Worker(answered=now)
@@ -187,19 +194,6 @@ class LostWorkers:
             if silent_s >= self.timeout_s:
                 worker.lost = True
                 self._end_tasks(address, worker, silent_s)
-
-    def _answers(self, address: str) -> bool:
-        import grpc
-
-        try:
-            self._call(address, _WORKER + "GetWorkerTasks", b"", None)
-        except grpc.RpcError as err:
-            # Any answer, even an error the worker itself returns, shows it alive.
-            return err.code() not in (
-                grpc.StatusCode.UNAVAILABLE,
-                grpc.StatusCode.DEADLINE_EXCEEDED,
-            )
-        return True
 
     def _end_tasks(self, address: str, worker: _Worker, silent_s: float) -> None:
         """Report the lost worker's unfinished tasks completed to the dispatcher."""
@@ -229,13 +223,28 @@ class LostWorkers:
         )
 
     def _call(self, address: str, method: str, request: bytes, response: str | None) -> Any:
+        answer = self._method(address, method)(request, timeout=self.interval_s)
+        return None if response is None else _message(response).FromString(answer)
+
+    def _method(self, address: str, method: str) -> Any:
+        """A callable for ``method`` at ``address`` (one channel per address, kept)."""
         import grpc
 
         if address not in self._channels:
             self._channels[address] = grpc.insecure_channel(address)
-        call = self._channels[address].unary_unary(method)
-        answer = call(request, timeout=self.interval_s)
-        return None if response is None else _message(response).FromString(answer)
+        return self._channels[address].unary_unary(method)
+
+
+def _answered(answer: Any) -> bool:
+    """Whether a worker answered the call: any answer, even an error the worker itself
+    returns, shows it alive; no connection or no answer in time does not."""
+    import grpc
+
+    try:
+        answer.result()
+    except grpc.RpcError as err:
+        return err.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+    return True
 
 
 _watches: dict[tuple[str, float], LostWorkers] = {}
@@ -251,3 +260,11 @@ def watch(dispatcher: str, timeout_s: float = TIMEOUT_S) -> LostWorkers:
         if key not in _watches or _watches[key]._stopping.is_set():
             _watches[key] = LostWorkers(key[0], key[1], logger.warning).start()
         return _watches[key]
+
+
+def stop_watches() -> None:
+    """Stop every watch :func:`watch` started in this process (a test's cluster is gone)."""
+    with _watches_lock:
+        for running in _watches.values():
+            running.stop()
+        _watches.clear()
