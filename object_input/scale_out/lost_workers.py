@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -91,6 +92,17 @@ def _message_classes() -> dict[str, type]:
     }
 
 
+def _grpc() -> Any:
+    """grpcio, with its fork handlers off unless the environment says otherwise. This process
+    may start others (``serve worker`` its worker, a trainer anything) while it has channels
+    open: with the handlers on, grpcio 1.81+ aborts the child between fork and exec (epoll
+    "Bad file descriptor", grpc/grpc#43055); a fork followed by exec needs no handler."""
+    os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+    import grpc
+
+    return grpc
+
+
 _classes: dict[str, type] = {}
 
 
@@ -126,7 +138,7 @@ class LostWorkers:
             raise ValueError(f"the lost-worker timeout must be positive, got {timeout_s}")
         self.dispatcher = dispatcher.removeprefix("grpc://")
         self.timeout_s = timeout_s
-        self.interval_s = min(timeout_s / 4, MAX_CHECK_INTERVAL_S)
+        self.interval_s = check_interval(timeout_s)
         self.say = say
         self.workers: dict[str, _Worker] = {}
         self._stopping = threading.Event()
@@ -149,7 +161,7 @@ class LostWorkers:
         self._channels.clear()
 
     def _run(self) -> None:
-        import grpc
+        grpc = _grpc()
 
         answered, said = time.monotonic(), False
         while not self._stopping.wait(self.interval_s):
@@ -228,17 +240,37 @@ class LostWorkers:
 
     def _method(self, address: str, method: str) -> Any:
         """A callable for ``method`` at ``address`` (one channel per address, kept)."""
-        import grpc
-
         if address not in self._channels:
-            self._channels[address] = grpc.insecure_channel(address)
+            self._channels[address] = _channel(address)
         return self._channels[address].unary_unary(method)
+
+
+def check_interval(timeout_s: float) -> float:
+    """Seconds between two checks of a bound of ``timeout_s`` (each call's deadline too)."""
+    return min(timeout_s / 4, MAX_CHECK_INTERVAL_S)
+
+
+def probe(address: str, deadline_s: float) -> Callable[[], bool]:
+    """A call that says whether the worker at ``address`` answers within ``deadline_s``."""
+    method = _channel(address).unary_unary(_WORKER + "GetWorkerTasks")
+    return lambda: _answered(method.future(b"", timeout=deadline_s))
+
+
+def _channel(address: str) -> Any:
+    """A channel to ``address`` that tries to connect again within a second: gRPC's default
+    backoff grows to two minutes, and a worker that is back would look silent that long."""
+    options = [
+        ("grpc.initial_reconnect_backoff_ms", 200),
+        ("grpc.min_reconnect_backoff_ms", 200),
+        ("grpc.max_reconnect_backoff_ms", 1000),
+    ]
+    return _grpc().insecure_channel(address, options=options)
 
 
 def _answered(answer: Any) -> bool:
     """Whether a worker answered the call: any answer, even an error the worker itself
     returns, shows it alive; no connection or no answer in time does not."""
-    import grpc
+    grpc = _grpc()
 
     try:
         answer.result()

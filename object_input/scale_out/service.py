@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from object_input.scale_out.lost_workers import LostWorkers
+from object_input.scale_out.lost_workers import LostWorkers, check_interval
 
 # A worker that does not answer for this long is lost: its unfinished tasks are ended
 # (lost_workers.LostWorkers), so that no pass waits for it forever.
@@ -39,6 +39,8 @@ JOB_GC_TIMEOUT_MS = 5 * 60_000
 # lived less than STABLE_S before the supervisor gives up.
 RESTART_DELAY_S = 0.5
 STABLE_S = 30.0
+# Seconds a supervised worker may take to answer for the first time.
+START_S = 20.0
 MAX_QUICK_RESTARTS = 5
 
 
@@ -180,10 +182,37 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+@dataclasses.dataclass(frozen=True)
+class HangCheck:
+    """How the supervisor tells a hung worker from a busy one.
+
+    Attributes:
+      answers: one call to the worker: True when it answered.
+      timeout_s: how long a worker that has answered may then answer nothing before it is
+        killed (and started again).
+      start_s: how long a worker that has not answered yet may take to start (importing
+        TensorFlow on a busy machine takes a while); the longer of the two applies.
+    """
+
+    answers: Callable[[], bool]
+    timeout_s: float
+    start_s: float = START_S
+
+    @property
+    def interval_s(self) -> float:
+        """Seconds between two calls."""
+        return check_interval(self.timeout_s)
+
+
 def supervise_worker(
-    command: Sequence[str], say: Callable[[str], None], *, delay_s: float = RESTART_DELAY_S
+    command: Sequence[str],
+    say: Callable[[str], None],
+    *,
+    delay_s: float = RESTART_DELAY_S,
+    hang: HangCheck | None = None,
 ) -> int:
-    """Run ``command`` (a worker serving at a fixed address) and start it again when it dies.
+    """Run ``command`` (a worker serving at a fixed address) and start it again when it dies,
+    or when it stops answering (``hang``: it is then killed first).
 
     SIGTERM or SIGINT stop the worker and end the supervision (status 0). A worker that dies
     quickly ``MAX_QUICK_RESTARTS`` times in a row (a bad flag, a port in use) ends it with the
@@ -203,7 +232,7 @@ def supervise_worker(
         while True:
             started = time.monotonic()
             child[:] = [subprocess.Popen(list(command), preexec_fn=_die_with_parent)]
-            status = _wait(child[0], stopping)
+            status = _wait(child[0], stopping, hang, say)
             if stopping.is_set():
                 return 0
             quick = quick + 1 if time.monotonic() - started < STABLE_S else 0
@@ -218,14 +247,35 @@ def supervise_worker(
             signal.signal(sig, handler)
 
 
-def _wait(process: subprocess.Popen, stopping: threading.Event) -> int:
+def _wait(
+    process: subprocess.Popen,
+    stopping: threading.Event,
+    hang: HangCheck | None,
+    say: Callable[[str], None],
+) -> int:
     """The process's exit status; signals interrupt the wait without ending it. A stop that
-    came while the process was being started (before the handler could see it) ends it too."""
+    came while the process was being started (before the handler could see it) ends it too.
+    A process that answers none of ``hang``'s calls for its timeout is killed: a consumer's
+    request to a frozen worker would never return, and its pass never end."""
+    started = checked = time.monotonic()
+    answered: float | None = None
     while True:
         with contextlib.suppress(subprocess.TimeoutExpired):
             return process.wait(timeout=1.0)
         if stopping.is_set():
             process.terminate()
+        now = time.monotonic()
+        # Until its first answer, asked every second: a worker frozen early is judged sooner.
+        if hang is None or stopping.is_set() or (answered and now - checked < hang.interval_s):
+            continue
+        checked = now
+        if hang.answers():
+            answered = now
+            continue
+        limit = hang.timeout_s if answered else max(hang.timeout_s, hang.start_s)
+        if now - (answered or started) >= limit:
+            say(f"worker answered nothing for {now - (answered or started):.0f} s; killing it")
+            process.kill()
 
 
 def _status(status: int) -> str:

@@ -25,8 +25,9 @@ from object_input.verification.verify import verify_files
 from object_input.writers.synthetic import write_synthetic_dataset
 
 DEADLINE_S = 90
-# The lost-worker bound the dispatchers here run with (seconds).
+# The bound of the dispatchers and workers that end or kill a silent worker here (seconds).
 BOUND_S = 5
+BOUND = ("--worker-timeout-ms", str(BOUND_S * 1000))
 NUM_EXAMPLES = 48
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", GRPC_VERBOSITY="ERROR")
 
@@ -112,16 +113,25 @@ class Cluster:
         self.address = server.expect(r"serving at (grpc://\S+?)(,|$)").group(1)
         return server
 
-    def start_worker(self) -> tuple[Server, int]:
+    def start_worker(self, *args: str) -> tuple[Server, int]:
         """A supervised worker and the pid of its TensorFlow server."""
-        server = self._start("worker", "--dispatcher", self.address, "--host", "localhost")
-        return server, worker_pid(server)
+        return self.start_workers(1, *args)[0]
 
-    def start_tf_worker(self) -> tuple[str, int]:
-        """TensorFlow's own worker server (no supervisor): its address and pid."""
-        server = self._start(self.address.removeprefix("grpc://"), program=TF_WORKER)
-        match = server.expect(r"tf worker serving at (\S+) \(pid (\d+)\)")
-        return match.group(1), int(match.group(2))
+    def start_workers(self, count: int, *args: str) -> list[tuple[Server, int]]:
+        """``count`` supervised workers, started together: each server and its pid."""
+        servers = [
+            self._start("worker", "--dispatcher", self.address, "--host", "localhost", *args)
+            for _ in range(count)
+        ]
+        return [(server, worker_pid(server)) for server in servers]
+
+    def start_tf_workers(self, count: int) -> list[tuple[str, int]]:
+        """``count`` of TensorFlow's own worker servers (no supervisor), started together:
+        each address and pid."""
+        dispatcher = self.address.removeprefix("grpc://")
+        servers = [self._start(dispatcher, program=TF_WORKER) for _ in range(count)]
+        matches = [server.expect(r"tf worker serving at (\S+) \(pid (\d+)\)") for server in servers]
+        return [(match.group(1), int(match.group(2))) for match in matches]
 
     def _start(self, *args: str, program: tuple[str, ...] = SERVE) -> Server:
         server = Server(*args, program=program)
@@ -141,7 +151,7 @@ def worker_pid(server: Server) -> int:
 def cluster(workers: int, *dispatcher_args: str):
     running = Cluster(*dispatcher_args)
     try:
-        running.workers = [running.start_worker() for _ in range(workers)]
+        running.workers = running.start_workers(workers)
         yield running
     finally:
         running.close()
@@ -280,7 +290,7 @@ def watched_cluster(watcher: str):
     ``object-input serve dispatcher`` (its own watch), or TensorFlow's own in this process
     (the consumer's watch, ``ServiceOptions(lost_worker_timeout_s=...)``)."""
     if watcher == "serve dispatcher":
-        with cluster(0, "--port", "0", "--worker-timeout-ms", str(BOUND_S * 1000)) as running:
+        with cluster(0, "--port", "0", *BOUND) as running:
             yield running, {"lost_worker_timeout_s": None}
         return
     dispatcher = tf.data.experimental.service.DispatchServer()
@@ -303,7 +313,7 @@ def test_worker_lost_for_good_ends_the_pass_within_the_bound_and_the_audit_count
     # knows). Watched, the task is ended once the worker has been silent for the bound, and
     # each later pass's task as soon as it is created.
     with watched_cluster(watcher) as (running, watch), caplog.at_level("WARNING"):
-        (victim, victim_pid), _ = [running.start_tf_worker() for _ in range(2)]
+        (victim, victim_pid), _ = running.start_tf_workers(2)
         dataset = _dataset(verified_dir, running.address, audit=True, **watch)
         consumer = Consumer(dataset)
         consumer.take(1)
@@ -325,6 +335,25 @@ def test_worker_lost_for_good_ends_the_pass_within_the_bound_and_the_audit_count
             running.dispatcher.expect(said)
         else:
             assert any(re.match(said, message) for message in caplog.messages), caplog.messages
+
+
+@pytest.mark.slow
+def test_frozen_worker_is_killed_and_started_again_and_the_pass_ends(verified_dir):
+    # A frozen worker (SIGSTOP) keeps the consumer's request open forever: no watch of the
+    # dispatcher can end that. Its supervisor kills it once it has answered nothing for the
+    # bound, and starts it again at its address, where it finishes its task.
+    with cluster(0) as running:
+        (victim, victim_pid), _ = running.start_workers(2, *BOUND)
+        dataset = _dataset(verified_dir, running.address, audit=True, lost_worker_timeout_s=None)
+        consumer = Consumer(dataset)
+        consumer.take(1)
+        os.kill(victim_pid, signal.SIGSTOP)
+        victim.expect(r"worker answered nothing for \d+ s; killing it")
+        victim.expect("worker exited on signal SIGKILL; starting it again at the same address")
+        ids = consumer.finish()
+        assert len(ids) == len(set(ids)), "at most once: nothing delivered twice"
+        report = oi.stats(dataset).epochs[-1]
+        assert (report.delivered, report.missing) == (len(ids), NUM_EXAMPLES - len(ids))
 
 
 @pytest.mark.slow
