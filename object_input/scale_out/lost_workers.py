@@ -6,14 +6,14 @@ reported its end, and in TF 2.21 nothing ends the task of a worker that stopped 
 release jobs and consumers, not tasks. The consumer's client skips an unreachable worker and
 waits, with no batch and no error, for the dispatcher to say that the pass is over.
 
-:class:`LostWorkers` is the missing bound, run by ``object-input serve dispatcher`` and by
-every training process (:func:`watch`, ``ServiceOptions(lost_worker_timeout_s=...)``). Every few
+:class:`LostWorkers` is the missing bound, run by ``object-input serve dispatcher`` and by every
+training process (:func:`watch`, ``ServiceOptions(lost_worker_timeout_s=...)``). Every few
 seconds it asks the dispatcher for its workers (``GetWorkers``) and asks each worker for its
 tasks (``GetWorkerTasks``, a cheap call that any live worker answers). A worker that has not
 answered for ``timeout_s`` is lost: the watch asks the dispatcher for that address's unfinished
-tasks (a ``WorkerHeartbeat`` in the worker's name: the dispatcher answers a known address
-with its tasks and changes nothing a pass depends on) and reports them completed
-(``WorkerUpdate``). The pass then ends without what the lost worker had read and not sent, which the epoch audit
+tasks (a ``WorkerHeartbeat`` in the worker's name: the dispatcher answers a known address with
+its tasks and changes nothing a pass depends on) and reports them completed (``WorkerUpdate``).
+The pass then ends without what the lost worker had read and not sent, which the epoch audit
 (``ServiceOptions(audit=True)``) counts, and the watch says which worker, which tasks and what
 to do. A lost worker's tasks of later passes are ended as soon as they appear, until the worker
 answers again.
