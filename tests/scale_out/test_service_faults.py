@@ -20,7 +20,7 @@ import tensorflow as tf
 
 import object_input as oi
 from object_input import fields
-from object_input.scale_out import lost_workers, service
+from object_input.scale_out import service
 from object_input.verification.verify import verify_files
 from object_input.writers.synthetic import write_synthetic_dataset
 
@@ -207,14 +207,6 @@ class Consumer:
         if item is not None:
             self.ids += item
         return item
-
-
-@pytest.fixture(autouse=True)
-def no_watch_left():
-    """The consumers' watches of a test's dispatchers end with it (they would warn, later,
-    that a dispatcher no longer answers)."""
-    yield
-    lost_workers.stop_watches()
 
 
 @pytest.fixture(scope="module")
