@@ -129,13 +129,27 @@ class ServiceOptions:
         (:mod:`object_input.reliability.audit`; read with ``object_input.stats`` or
         ``object_input.AuditLogger``). Needs finite ``num_epochs`` and files whose record count
         is known (verified: ``object-input inspect --verify``).
+      lost_worker_timeout_s: seconds a worker may go unanswering before this process ends its
+        unfinished tasks at the dispatcher, so that a pass never waits forever for a worker
+        that died: the pass ends without what that worker had read and not sent (the audit
+        counts it) and a warning names the worker (:mod:`object_input.scale_out.lost_workers`,
+        run on a thread of this process; ``object-input serve dispatcher`` runs it too). None:
+        no watch here.
     """
 
     address: str
     mode: str = "distributed_epoch"
     job_name: str | None = None
     audit: bool = False
+    lost_worker_timeout_s: float | None = 60.0
 
     def __post_init__(self) -> None:
         if self.mode not in SERVICE_MODES:
             raise ValueError(f"service mode must be one of {SERVICE_MODES}, got {self.mode!r}")
+        timeout = self.lost_worker_timeout_s
+        seconds = isinstance(timeout, (int, float)) and not isinstance(timeout, bool)
+        if timeout is not None and not (seconds and timeout > 0):
+            raise ValueError(
+                f"lost_worker_timeout_s must be a positive number of seconds or None, "
+                f"got {timeout!r}"
+            )

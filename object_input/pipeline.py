@@ -482,6 +482,12 @@ def _deliver(
     options.experimental_external_state_policy = tf.data.experimental.ExternalStatePolicy.IGNORE
     dataset = dataset.with_options(options)
     if service is not None:
+        if service.lost_worker_timeout_s is not None:
+            # Outside the graph: a thread of this process that ends a dead worker's tasks at
+            # the dispatcher, the only way a pass waiting for them can end.
+            from object_input.scale_out import lost_workers
+
+            lost_workers.watch(service.address, service.lost_worker_timeout_s)
         # Everything above runs on the tf.data service workers; this process only receives batches.
         dataset = dataset.apply(
             tf.data.experimental.service.distribute(

@@ -15,6 +15,16 @@ settings.register_profile("ci", deadline=None, max_examples=25, derandomize=True
 settings.load_profile("ci" if os.environ.get("CI") else "default")
 
 
+@pytest.fixture(autouse=True)
+def no_lost_worker_watch_left():
+    """The lost-worker watches a test's service datasets started end with it: a later test's
+    log would otherwise get their warning that the test's dispatcher no longer answers."""
+    yield
+    from object_input.scale_out import lost_workers
+
+    lost_workers.stop_watches()
+
+
 @pytest.fixture(scope="session")
 def synthetic_dir(tmp_path_factory):
     """24 synthetic examples (three image sizes, 0-4 boxes, PNG masks) in 3 shards."""

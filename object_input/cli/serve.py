@@ -45,7 +45,8 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
         "--worker-timeout-ms",
         type=int,
         default=service.WORKER_TIMEOUT_MS,
-        help="a worker silent this long is reported missing (default %(default)s)",
+        help="a worker that answers nothing this long is lost: its unfinished tasks are ended, "
+        "so that a pass goes on without it instead of waiting forever (default %(default)s)",
     )
     dispatcher.add_argument(
         "--job-gc-timeout-ms",
@@ -73,6 +74,13 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
     worker.add_argument(
         "--no-restart", action="store_true", help="serve once; do not start again after a crash"
     )
+    worker.add_argument(
+        "--worker-timeout-ms",
+        type=int,
+        default=service.WORKER_TIMEOUT_MS,
+        help="a worker that has served and then answers nothing this long is killed and started "
+        "again (default %(default)s)",
+    )
     for parser in (dispatcher, worker):
         parser.add_argument(
             "--host",
@@ -84,7 +92,7 @@ def add_parser(commands: Any, common: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``serve``; the exit status."""
-    from object_input.scale_out import service
+    from object_input.scale_out import lost_workers, service
 
     def say(line: str) -> None:
         print(f"object-input serve: {line}", flush=True)
@@ -112,6 +120,13 @@ def run(args: argparse.Namespace) -> int:
             return service.run_worker(worker, say)
         # The supervisor keeps the worker's address across restarts: fix the port first.
         worker = dataclasses.replace(worker, port=worker.port or service.free_port())
-        return service.supervise_worker(service.worker_command(worker, args.verbose), say)
+        timeout_s = args.worker_timeout_ms / 1000
+        answers = lost_workers.probe(
+            f"localhost:{worker.port}", lost_workers.check_interval(timeout_s)
+        )
+        hang = service.HangCheck(answers, timeout_s)
+        return service.supervise_worker(
+            service.worker_command(worker, args.verbose), say, hang=hang
+        )
     except (ImportError, OSError, ValueError) as err:
         return fail("serve", err)

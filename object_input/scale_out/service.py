@@ -4,11 +4,12 @@
 run these. A worker keeps one address for its life: TensorFlow's dispatcher binds a job's tasks
 to worker addresses and ends a ``distributed_epoch`` pass only when every task has reported its
 end, and it never hands the task of a worker that stopped heartbeating to another (in TF 2.21
-``worker_timeout_ms`` only serves snapshots). A worker that dies and never comes back at its
-address would hold its consumers' epoch open forever; a worker that comes back at the same
-address takes its unfinished task over and finishes it. So the worker command runs the
-TensorFlow server in a child process and starts it again, at the same address, when it dies
-(:func:`supervise_worker`). docs/scale_out.md says what each mode delivers.
+``worker_timeout_ms`` only serves snapshots). A worker that comes back at the same address takes
+its unfinished task over and finishes it; so the worker command runs the TensorFlow server in a
+child process and starts it again, at the same address, when it dies (:func:`supervise_worker`).
+A worker that never comes back would hold its consumers' pass open forever: the dispatcher
+command ends such a worker's tasks once it has been silent for ``worker_timeout_ms``
+(:mod:`object_input.scale_out.lost_workers`). docs/scale_out.md says what each mode delivers.
 """
 
 from __future__ import annotations
@@ -26,8 +27,11 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-# A worker that does not heartbeat for this long is reported missing by the dispatcher.
-WORKER_TIMEOUT_MS = 10_000
+from object_input.scale_out.lost_workers import LostWorkers, check_interval
+
+# A worker that does not answer for this long is lost: its unfinished tasks are ended
+# (lost_workers.LostWorkers), so that no pass waits for it forever.
+WORKER_TIMEOUT_MS = 60_000
 # A job without consumers is dropped after this long; a consumer that stopped heartbeating is
 # released after client_timeout (TensorFlow's default, 2 minutes).
 JOB_GC_TIMEOUT_MS = 5 * 60_000
@@ -35,6 +39,8 @@ JOB_GC_TIMEOUT_MS = 5 * 60_000
 # lived less than STABLE_S before the supervisor gives up.
 RESTART_DELAY_S = 0.5
 STABLE_S = 30.0
+# Seconds a supervised worker may take to answer for the first time.
+START_S = 20.0
 MAX_QUICK_RESTARTS = 5
 
 
@@ -48,7 +54,8 @@ class DispatcherSettings:
       work_dir: where the dispatcher journals its state (durable storage: a restart reads it).
       fault_tolerant_mode: journal the state so that a restarted dispatcher resumes its jobs;
         None: on when ``work_dir`` is given.
-      worker_timeout_ms: a worker silent this long is reported missing.
+      worker_timeout_ms: a worker silent this long is lost: the dispatcher's watch ends its
+        unfinished tasks (:class:`~object_input.scale_out.lost_workers.LostWorkers`).
       job_gc_timeout_ms: a job without consumers is dropped after this long (-1: never).
     """
 
@@ -134,13 +141,18 @@ _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 def run_dispatcher(settings: DispatcherSettings, say: Callable[[str], None]) -> int:
-    """Serve a dispatcher until SIGTERM or SIGINT, then stop it; ``say`` gets its address."""
+    """Serve a dispatcher until SIGTERM or SIGINT, then stop it; ``say`` gets its address and
+    the workers lost (silent for ``worker_timeout_ms``: their unfinished tasks ended)."""
     import tensorflow as tf
 
     server = tf.data.experimental.service.DispatchServer(settings.config())
     journal = f", journal in {settings.work_dir}" if settings.fault_tolerant else ""
     say(f"dispatcher serving at grpc://{settings.host}:{_port(server)}{journal}")
+    watch = LostWorkers(
+        f"localhost:{_port(server)}", settings.worker_timeout_ms / 1000, say
+    ).start()
     wait_for_stop()
+    watch.stop()
     server.stop()
     return 0
 
@@ -170,10 +182,37 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+@dataclasses.dataclass(frozen=True)
+class HangCheck:
+    """How the supervisor tells a hung worker from a busy one.
+
+    Attributes:
+      answers: one call to the worker: True when it answered.
+      timeout_s: how long a worker that has answered may then answer nothing before it is
+        killed (and started again).
+      start_s: how long a worker that has not answered yet may take to start (importing
+        TensorFlow on a busy machine takes a while); the longer of the two applies.
+    """
+
+    answers: Callable[[], bool]
+    timeout_s: float
+    start_s: float = START_S
+
+    @property
+    def interval_s(self) -> float:
+        """Seconds between two calls."""
+        return check_interval(self.timeout_s)
+
+
 def supervise_worker(
-    command: Sequence[str], say: Callable[[str], None], *, delay_s: float = RESTART_DELAY_S
+    command: Sequence[str],
+    say: Callable[[str], None],
+    *,
+    delay_s: float = RESTART_DELAY_S,
+    hang: HangCheck | None = None,
 ) -> int:
-    """Run ``command`` (a worker serving at a fixed address) and start it again when it dies.
+    """Run ``command`` (a worker serving at a fixed address) and start it again when it dies,
+    or when it stops answering (``hang``: it is then killed first).
 
     SIGTERM or SIGINT stop the worker and end the supervision (status 0). A worker that dies
     quickly ``MAX_QUICK_RESTARTS`` times in a row (a bad flag, a port in use) ends it with the
@@ -193,7 +232,7 @@ def supervise_worker(
         while True:
             started = time.monotonic()
             child[:] = [subprocess.Popen(list(command), preexec_fn=_die_with_parent)]
-            status = _wait(child[0], stopping)
+            status = _wait(child[0], stopping, hang, say)
             if stopping.is_set():
                 return 0
             quick = quick + 1 if time.monotonic() - started < STABLE_S else 0
@@ -208,14 +247,35 @@ def supervise_worker(
             signal.signal(sig, handler)
 
 
-def _wait(process: subprocess.Popen, stopping: threading.Event) -> int:
+def _wait(
+    process: subprocess.Popen,
+    stopping: threading.Event,
+    hang: HangCheck | None,
+    say: Callable[[str], None],
+) -> int:
     """The process's exit status; signals interrupt the wait without ending it. A stop that
-    came while the process was being started (before the handler could see it) ends it too."""
+    came while the process was being started (before the handler could see it) ends it too.
+    A process that answers none of ``hang``'s calls for its timeout is killed: a consumer's
+    request to a frozen worker would never return, and its pass never end."""
+    started = checked = time.monotonic()
+    answered: float | None = None
     while True:
         with contextlib.suppress(subprocess.TimeoutExpired):
             return process.wait(timeout=1.0)
         if stopping.is_set():
             process.terminate()
+        now = time.monotonic()
+        # Until its first answer, asked every second: a worker frozen early is judged sooner.
+        if hang is None or stopping.is_set() or (answered and now - checked < hang.interval_s):
+            continue
+        checked = now
+        if hang.answers():
+            answered = now
+            continue
+        limit = hang.timeout_s if answered else max(hang.timeout_s, hang.start_s)
+        if now - (answered or started) >= limit:
+            say(f"worker answered nothing for {now - (answered or started):.0f} s; killing it")
+            process.kill()
 
 
 def _status(status: int) -> str:

@@ -25,17 +25,33 @@ from object_input.verification.verify import verify_files
 from object_input.writers.synthetic import write_synthetic_dataset
 
 DEADLINE_S = 90
+# The bound of the dispatchers and workers that end or kill a silent worker here (seconds).
+BOUND_S = 5
+BOUND = ("--worker-timeout-ms", str(BOUND_S * 1000))
 NUM_EXAMPLES = 48
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", GRPC_VERBOSITY="ERROR")
 
 
+SERVE = (sys.executable, "-m", "object_input.cli", "serve")
+# TensorFlow's own worker server, with no supervisor: killed, it stays dead.
+TF_WORKER = (
+    sys.executable,
+    "-c",
+    "import os, sys, tensorflow as tf; "
+    "server = tf.data.experimental.service.WorkerServer("
+    "tf.data.experimental.service.WorkerConfig(sys.argv[1], heartbeat_interval_ms=500)); "
+    "print(f'tf worker serving at {server._address} (pid {os.getpid()})', flush=True); "
+    "server.join()",
+)
+
+
 class Server:
     """One ``object-input serve`` process (its own process group: the supervisor and its
-    worker), its output read line by line on a thread."""
+    worker), or another ``program``, its output read line by line on a thread."""
 
-    def __init__(self, *args: str):
+    def __init__(self, *args: str, program: tuple[str, ...] = SERVE):
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "object_input.cli", "serve", *args],
+            [*program, *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -83,23 +99,42 @@ class Server:
 class Cluster:
     """A dispatcher and workers started with ``object-input serve``; closes them all."""
 
-    def __init__(self, *dispatcher_args: str):
+    def __init__(self, *dispatcher_args: str, address: str | None = None):
+        """``address``: a dispatcher served elsewhere (none is started)."""
         self.servers: list[Server] = []
         self.dispatcher_args = dispatcher_args or ("--port", "0")
-        self.dispatcher = self.start_dispatcher()
+        if address is None:
+            self.dispatcher = self.start_dispatcher()
+        else:
+            self.address = address
 
     def start_dispatcher(self) -> Server:
         server = self._start("dispatcher", "--host", "localhost", *self.dispatcher_args)
         self.address = server.expect(r"serving at (grpc://\S+?)(,|$)").group(1)
         return server
 
-    def start_worker(self) -> tuple[Server, int]:
+    def start_worker(self, *args: str) -> tuple[Server, int]:
         """A supervised worker and the pid of its TensorFlow server."""
-        server = self._start("worker", "--dispatcher", self.address, "--host", "localhost")
-        return server, worker_pid(server)
+        return self.start_workers(1, *args)[0]
 
-    def _start(self, *args: str) -> Server:
-        server = Server(*args)
+    def start_workers(self, count: int, *args: str) -> list[tuple[Server, int]]:
+        """``count`` supervised workers, started together: each server and its pid."""
+        servers = [
+            self._start("worker", "--dispatcher", self.address, "--host", "localhost", *args)
+            for _ in range(count)
+        ]
+        return [(server, worker_pid(server)) for server in servers]
+
+    def start_tf_workers(self, count: int) -> list[tuple[str, int]]:
+        """``count`` of TensorFlow's own worker servers (no supervisor), started together:
+        each address and pid."""
+        dispatcher = self.address.removeprefix("grpc://")
+        servers = [self._start(dispatcher, program=TF_WORKER) for _ in range(count)]
+        matches = [server.expect(r"tf worker serving at (\S+) \(pid (\d+)\)") for server in servers]
+        return [(match.group(1), int(match.group(2))) for match in matches]
+
+    def _start(self, *args: str, program: tuple[str, ...] = SERVE) -> Server:
+        server = Server(*args, program=program)
         self.servers.append(server)
         return server
 
@@ -116,7 +151,7 @@ def worker_pid(server: Server) -> int:
 def cluster(workers: int, *dispatcher_args: str):
     running = Cluster(*dispatcher_args)
     try:
-        running.workers = [running.start_worker() for _ in range(workers)]
+        running.workers = running.start_workers(workers)
         yield running
     finally:
         running.close()
@@ -241,6 +276,78 @@ def test_killed_worker_epoch_ends_every_time_and_the_audit_counts_the_loss(verif
     assert [r.epoch for r in oi.stats(dataset).epochs] == [1, 2]
 
 
+@contextlib.contextmanager
+def watched_cluster(watcher: str):
+    """A dispatcher that ends lost workers' tasks after ``BOUND_S``, and no workers:
+    ``object-input serve dispatcher`` (its own watch), or TensorFlow's own in this process
+    (the consumer's watch, ``ServiceOptions(lost_worker_timeout_s=...)``)."""
+    if watcher == "serve dispatcher":
+        with cluster(0, "--port", "0", *BOUND) as running:
+            yield running, {"lost_worker_timeout_s": None}
+        return
+    dispatcher = tf.data.experimental.service.DispatchServer()
+    running = Cluster(address=dispatcher.target)
+    try:
+        yield running, {"lost_worker_timeout_s": BOUND_S}
+    finally:
+        running.close()
+        dispatcher._stop()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("watcher", ["serve dispatcher", "consumer"])
+def test_worker_lost_for_good_ends_the_pass_within_the_bound_and_the_audit_counts_it(
+    verified_dir, watcher, caplog
+):
+    # TensorFlow's own workers, one SIGKILLed for good after the first batch. Unwatched, the
+    # pass waits forever for the dead worker's task whenever the worker had not reported its
+    # end, and every later pass always does (the dispatcher gives a task to every worker it
+    # knows). Watched, the task is ended once the worker has been silent for the bound, and
+    # each later pass's task as soon as it is created.
+    with watched_cluster(watcher) as (running, watch), caplog.at_level("WARNING"):
+        (victim, victim_pid), _ = running.start_tf_workers(2)
+        dataset = _dataset(verified_dir, running.address, audit=True, **watch)
+        consumer = Consumer(dataset)
+        consumer.take(1)
+        os.kill(victim_pid, signal.SIGKILL)
+        killed = time.monotonic()
+        ids = consumer.finish(timeout=BOUND_S + DEADLINE_S)
+        assert time.monotonic() - killed < BOUND_S + 15
+        assert len(ids) == len(set(ids)), "at most once: nothing delivered twice"
+        report = oi.stats(dataset).epochs[-1]
+        assert (report.delivered, report.missing) == (len(ids), NUM_EXAMPLES - len(ids))
+        started = time.monotonic()
+        Consumer(dataset).finish()
+        assert time.monotonic() - started < BOUND_S + 15
+        assert oi.stats(dataset).epochs[-1].format() == (
+            f"epoch 2: all {NUM_EXAMPLES} examples delivered"
+        )
+        said = rf"worker {victim} of dispatcher \S+ silent for \d+ s \(bound {BOUND_S} s\)"
+        if watcher == "serve dispatcher":
+            running.dispatcher.expect(said)
+        else:
+            assert any(re.match(said, message) for message in caplog.messages), caplog.messages
+
+
+@pytest.mark.slow
+def test_frozen_worker_is_killed_and_started_again_and_the_pass_ends(verified_dir):
+    # A frozen worker (SIGSTOP) keeps the consumer's request open forever: no watch of the
+    # dispatcher can end that. Its supervisor kills it once it has answered nothing for the
+    # bound, and starts it again at its address, where it finishes its task.
+    with cluster(0) as running:
+        (victim, victim_pid), _ = running.start_workers(2, *BOUND)
+        dataset = _dataset(verified_dir, running.address, audit=True, lost_worker_timeout_s=None)
+        consumer = Consumer(dataset)
+        consumer.take(1)
+        os.kill(victim_pid, signal.SIGSTOP)
+        victim.expect(r"worker answered nothing for \d+ s; killing it")
+        victim.expect("worker exited on signal SIGKILL; starting it again at the same address")
+        ids = consumer.finish()
+        assert len(ids) == len(set(ids)), "at most once: nothing delivered twice"
+        report = oi.stats(dataset).epochs[-1]
+        assert (report.delivered, report.missing) == (len(ids), NUM_EXAMPLES - len(ids))
+
+
 @pytest.mark.slow
 def test_restarted_dispatcher_resumes_the_job(verified_dir, shared):
     consumer = Consumer(_dataset(verified_dir, shared.address))
@@ -253,6 +360,22 @@ def test_restarted_dispatcher_resumes_the_job(verified_dir, shared):
     # file cursor, so the consumer goes on to the end of the epoch.
     assert len(ids) == len(set(ids))
     assert len(ids) > 4
+
+
+@pytest.mark.slow
+def test_dispatcher_restarted_without_journal_fails_the_pass_with_not_found(verified_dir):
+    # Without --work-dir the restarted dispatcher knows neither the job nor its iteration:
+    # the next split a worker asks for, or the consumer's next heartbeat, whichever comes
+    # first, is refused with NotFound, which the consumer raises (it does not wait).
+    with cluster(2, "--port", str(service.free_port())) as running:
+        consumer = Consumer(_dataset(verified_dir, running.address))
+        consumer.take(2)
+        running.dispatcher.stop(signal.SIGKILL)
+        running.dispatcher.process.wait(timeout=DEADLINE_S)
+        running.dispatcher = running.start_dispatcher()
+        unknown = r"Iteration id \d+ not found|Unknown iteration client id \d+\..* restart"
+        with pytest.raises(tf.errors.NotFoundError, match=unknown):
+            consumer.finish(timeout=DEADLINE_S)
 
 
 @pytest.mark.slow
