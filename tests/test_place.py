@@ -6,6 +6,7 @@ import pytest
 import tensorflow as tf
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_golden_outputs import STANDARD
 
 import object_input as oi
 from object_input import iterations, place
@@ -167,14 +168,7 @@ def test_a_checkpoint_of_the_standard_pipeline_in_its_second_epoch_is_small(tmp_
         seed=1,
         num_epochs=3,
         image_size=(64, 64),
-        augment=[
-            "random_horizontal_flip",
-            "random_crop_image",
-            "random_adjust_brightness",
-            "random_adjust_contrast",
-            "random_adjust_hue",
-            "random_adjust_saturation",
-        ],
+        augment=list(STANDARD),
     )
     iterator = iter(dataset)
     for _ in range(7):  # into the second epoch of the iteration
