@@ -22,6 +22,7 @@ from collections.abc import Callable
 import tensorflow as tf
 
 from object_input import place
+from object_input._maps import map_on_cpu
 from object_input.ops import _core as core
 from object_input.reliability import dataset_state
 
@@ -114,7 +115,8 @@ class Progress(tf.__internal__.tracking.Trackable):
 
 def keys(progress: Progress) -> tf.data.Dataset:
     """One element per iterator: its starting place, taken from ``progress`` as it starts."""
-    return tf.data.Dataset.from_tensors(tf.constant(0, tf.int64)).map(lambda _: progress.start())
+    one = tf.data.Dataset.from_tensors(tf.constant(0, tf.int64))
+    return map_on_cpu(one, lambda _: progress.start())
 
 
 def pass_seed(seed: int, key: tf.Tensor) -> tf.Tensor:
@@ -187,7 +189,7 @@ def seeded_records(
         held = _with_positions(held, restart, salts, delivered).filter(
             lambda parts, record: tf.logical_not(parts[2])
         )
-        held = held.map(lambda parts, record: (parts[:2], record))
+        held = map_on_cpu(held, lambda parts, record: (parts[:2], record))
         rest = _with_positions(read(read_seed).skip(seen), seen, salts, None)
         return held.concatenate(rest)
 

@@ -22,6 +22,7 @@ from typing import Any
 import tensorflow as tf
 
 from object_input import fields
+from object_input._maps import map_on_cpu
 from object_input.ops import Augmentation
 from object_input.ops import _core as core
 
@@ -103,9 +104,10 @@ def with_partners(
         # Each element refers to the whole group (no copy); its parallel map cuts out the few
         # examples it needs.
         positions = tf.data.Dataset.from_tensor_slices(_picks(scores, count))
-        return positions.map(
-            tf.autograph.experimental.do_not_convert(lambda picks: (seeds, features, shapes, picks))
+        with_picks = tf.autograph.experimental.do_not_convert(
+            lambda picks: (seeds, features, shapes, picks)
         )
+        return map_on_cpu(positions, with_picks)
 
     @tf.autograph.experimental.do_not_convert
     def split(seeds, features, shapes, picks):
@@ -121,9 +123,12 @@ def with_partners(
             examples[0].update(_group_place(features[fields.POSITION], picks[0]))
         return seeds[picks[0]], examples[0], tuple(examples[1:])
 
-    groups = dataset.map(prepare).padded_batch(group_size)
-    return groups.flat_map(members).map(
-        split, num_parallel_calls=num_parallel_calls, deterministic=deterministic
+    groups = map_on_cpu(dataset, prepare).padded_batch(group_size)
+    return map_on_cpu(
+        groups.flat_map(members),
+        split,
+        num_parallel_calls=num_parallel_calls,
+        deterministic=deterministic,
     )
 
 
@@ -144,8 +149,9 @@ def combine(
     and finishes the example. ``use_seed`` False gives the steps no seed (fresh draws); partners
     are drawn from the example seeds either way.
     """
-    dataset = dataset.map(
-        lambda features: (features[SEED], {k: v for k, v in features.items() if k != SEED})
+    dataset = map_on_cpu(
+        dataset,
+        lambda features: (features[SEED], {k: v for k, v in features.items() if k != SEED}),
     )
     positions = augment.combining()
     for number, index in enumerate(positions):
@@ -163,7 +169,8 @@ def combine(
             return seed, {**augment(out, step_seed, start=index + 1, stop=stop), **placed}
 
         if augment.steps[index][0].prepare is not None:
-            dataset = dataset.map(
+            dataset = map_on_cpu(
+                dataset,
                 lambda seed, features, index=index: (seed, _prepared(augment, features, index)),
                 num_parallel_calls=num_parallel_calls,
                 deterministic=deterministic,
@@ -175,8 +182,8 @@ def combine(
             num_parallel_calls=num_parallel_calls,
             deterministic=deterministic,
         )
-        dataset = paired.map(
-            run, num_parallel_calls=num_parallel_calls, deterministic=deterministic
+        dataset = map_on_cpu(
+            paired, run, num_parallel_calls=num_parallel_calls, deterministic=deterministic
         )
     if fields.REPLAYED in dataset.element_spec:
         # Delivered before the place the iterator resumed from; read again only for its group.

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import tensorflow as tf
 
 from object_input import batching, fields, iterations, partners, per_example, place
+from object_input._maps import map_on_cpu
 from object_input.keras import layout as keras_layout
 from object_input.ops import Augmentation
 from object_input.options import (
@@ -436,7 +437,8 @@ def _batch_stage(
         return dataset
     if fields.DEVICE_PARAMETERS not in dataset.element_spec:
         return dataset  # the image's channels were unknown: the steps ran per example
-    return dataset.map(
+    return map_on_cpu(
+        dataset,
         functools.partial(
             per_example.batch_stage, stage=steps.trailing, output_dtype=steps.output_dtype
         ),
@@ -459,11 +461,12 @@ def _keras_layout(
     if to_keras is None:
         return dataset
     if placed:
-        return dataset.map(
+        return map_on_cpu(
+            dataset,
             lambda features, where: (to_keras(features), where),
             num_parallel_calls=num_parallel_calls,
         )
-    return dataset.map(to_keras, num_parallel_calls=num_parallel_calls)
+    return map_on_cpu(dataset, to_keras, num_parallel_calls=num_parallel_calls)
 
 
 def _deliver(

@@ -24,6 +24,7 @@ from collections.abc import Callable
 import tensorflow as tf
 
 from object_input import fields
+from object_input._maps import map_on_cpu
 
 _HEADER = 3  # iteration, restart, seen
 _BITS = 63  # bits per int64 word, the sign bit unused
@@ -133,8 +134,9 @@ def end_marker(dataset: tf.data.Dataset) -> tf.data.Dataset:
 
     # Made when the marker is reached, not held in the graph as constants.
     spec = dataset.element_spec[0]
-    marker = tf.data.Dataset.from_tensors(tf.constant(0)).map(
-        lambda _: (tf.nest.map_structure(zeros, spec), tf.zeros([0], tf.int64))
+    marker = map_on_cpu(
+        tf.data.Dataset.from_tensors(tf.constant(0)),
+        lambda _: (tf.nest.map_structure(zeros, spec), tf.zeros([0], tf.int64)),
     )
     return dataset.concatenate(marker)
 
@@ -149,5 +151,5 @@ def record(dataset: tf.data.Dataset, write: Callable[[tf.Tensor], tf.Operation])
         with tf.control_dependencies([write(place)]):
             return tf.nest.map_structure(tf.identity, payload), tf.size(place) > 0
 
-    dataset = dataset.map(written).filter(lambda payload, real: real)
-    return dataset.map(lambda payload, real: payload)
+    dataset = map_on_cpu(dataset, written).filter(lambda payload, real: real)
+    return map_on_cpu(dataset, lambda payload, real: payload)

@@ -20,6 +20,7 @@ import dataclasses
 import tensorflow as tf
 
 from object_input import fields
+from object_input._maps import map_on_cpu
 from object_input.reliability import dataset_state
 
 
@@ -84,7 +85,7 @@ class DeliveryAudit(tf.Module):
     def track(self, dataset: tf.data.Dataset) -> tf.data.Dataset:
         """``dataset`` (batches or examples with ``fields.RECORD_ID``) recording each element;
         the first element of an iterator starts a new pass."""
-        return dataset.enumerate().map(self._record)
+        return map_on_cpu(dataset.enumerate(), self._record)
 
     @tf.autograph.experimental.do_not_convert
     def _record(self, position: tf.Tensor, element: dict) -> dict:

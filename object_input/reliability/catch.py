@@ -15,6 +15,7 @@ from typing import Any
 import tensorflow as tf
 
 from object_input import fields
+from object_input._maps import map_on_cpu
 from object_input.reliability import errors
 from object_input.reliability.skips import SkipCounter
 
@@ -69,11 +70,12 @@ def catch_errors(
         # by its position in the window.
         ids = record_id(*element).batch(block).repeat()
         positions = tf.data.Dataset.range(block)
-        return (
-            tf.data.Dataset.zip((positions, ids, element, end))
-            .map(attempt_at, num_parallel_calls=num_parallel_calls, deterministic=True)
-            .ignore_errors(log_warning=True)
-        )
+        return map_on_cpu(
+            tf.data.Dataset.zip((positions, ids, element, end)),
+            attempt_at,
+            num_parallel_calls=num_parallel_calls,
+            deterministic=True,
+        ).ignore_errors(log_warning=True)
 
     @tf.autograph.experimental.do_not_convert
     def step(expected: tf.Tensor, item: tuple) -> tuple:
@@ -149,11 +151,12 @@ def catch_marked(
         failed = previous[history - (position - expected) :]
         return position + tf.cast(~end, tf.int64), (failed, end, features)
 
-    mapped = (
-        stream.scan(start, number)
-        .map(attempt_at, num_parallel_calls=num_parallel_calls, deterministic=True)
-        .ignore_errors(log_warning=True)
-    )
+    mapped = map_on_cpu(
+        stream.scan(start, number),
+        attempt_at,
+        num_parallel_calls=num_parallel_calls,
+        deterministic=True,
+    ).ignore_errors(log_warning=True)
     return mapped.scan(tf.constant(0, tf.int64), step)
 
 
@@ -256,7 +259,7 @@ def raise_caught(dataset: tf.data.Dataset, allowed: tuple[str, ...] = ()) -> tf.
             return tf.identity(~end)
 
     flags = () if allowed else (fields.ERROR, fields.ERROR_DETAIL)
-    return dataset.filter(keep).map(_features(flags))
+    return map_on_cpu(dataset.filter(keep), _features(flags))
 
 
 def count_caught(dataset: tf.data.Dataset, counter: SkipCounter) -> tf.data.Dataset:
@@ -279,4 +282,4 @@ def count_caught(dataset: tf.data.Dataset, counter: SkipCounter) -> tf.data.Data
         with tf.control_dependencies([counted]):
             return tf.cond(end, lambda: tf.constant(False), lambda: counter.count_example(features))
 
-    return dataset.filter(keep).map(_features((fields.ERROR, fields.ERROR_DETAIL)))
+    return map_on_cpu(dataset.filter(keep), _features((fields.ERROR, fields.ERROR_DETAIL)))

@@ -31,6 +31,7 @@ from typing import Any
 import tensorflow as tf
 
 from object_input import fields
+from object_input._maps import map_on_cpu
 from object_input.reliability import catch, errors, skips
 
 
@@ -139,7 +140,9 @@ class ErrorPolicy:
     def _plain(self, records: tf.data.Dataset, fn: Any, num_parallel_calls: int) -> tf.data.Dataset:
         """:meth:`catch` without the catch: flags raised in the map, or counted after it."""
         if self.on_error == errors.SKIP:
-            dataset = records.map(fn, num_parallel_calls=num_parallel_calls, deterministic=True)
+            dataset = map_on_cpu(
+                records, fn, num_parallel_calls=num_parallel_calls, deterministic=True
+            )
             return skips.drop_and_count(dataset, self.counter)
 
         def checked(*record: Any) -> dict:
@@ -147,7 +150,9 @@ class ErrorPolicy:
 
         # A deterministic map hands on each element's error in order: the first flagged
         # record in the stream is the one raised.
-        dataset = records.map(checked, num_parallel_calls=num_parallel_calls, deterministic=True)
+        dataset = map_on_cpu(
+            records, checked, num_parallel_calls=num_parallel_calls, deterministic=True
+        )
         if self.counter is not None and self.allowed:
             dataset = skips.drop_and_count(dataset, self.counter)
         return dataset

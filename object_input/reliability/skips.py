@@ -18,6 +18,7 @@ from typing import Any
 import tensorflow as tf
 
 from object_input import fields, wording
+from object_input._maps import map_on_cpu
 from object_input.reliability import audit, dataset_state, errors
 
 logger = logging.getLogger("object_input")
@@ -212,7 +213,7 @@ def count_passed(dataset: tf.data.Dataset, counter: SkipCounter, batched: bool) 
         with tf.control_dependencies([passed, added]):
             return {k: tf.identity(v) for k, v in features.items()}
 
-    return dataset.map(count)
+    return map_on_cpu(dataset, count)
 
 
 def drop_and_count(dataset: tf.data.Dataset, counter: SkipCounter) -> tf.data.Dataset:
@@ -228,4 +229,5 @@ def drop_and_count(dataset: tf.data.Dataset, counter: SkipCounter) -> tf.data.Da
         keep = counter.count_example(features)
         return keep, {k: v for k, v in features.items() if k not in flags}
 
-    return dataset.map(flag).filter(lambda keep, _: keep).map(lambda _, features: features)
+    kept = map_on_cpu(dataset, flag).filter(lambda keep, _: keep)
+    return map_on_cpu(kept, lambda _, features: features)

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 
 import tensorflow as tf
 
+from object_input._maps import map_on_cpu
 from object_input.sources._base import ReadContext
 
 PathSource = str | os.PathLike | Sequence[str | os.PathLike]
@@ -92,7 +93,7 @@ def read_files(
 
         if checked:
             return read(path, record_id)
-        return read(path).enumerate().map(lambda i, payload: (record_id(i), payload))
+        return map_on_cpu(read(path).enumerate(), lambda i, payload: (record_id(i), payload))
 
     dataset = dataset.interleave(
         with_ids,

@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import tensorflow as tf
 
+from object_input._maps import map_on_cpu
 from object_input.reliability import errors
 
 _FRAMING = 16  # length (8) + length CRC (4) + data CRC (4)
@@ -102,8 +103,7 @@ def checked_records(
     # unreadable, a directory): under ignore_errors it would fail on it again forever. The file
     # is opened once first, in a map, whose failure ignore_errors drops once: ``opened``.
     opened = (
-        tf.data.Dataset.from_tensors(path)
-        .map(_opens)
+        map_on_cpu(tf.data.Dataset.from_tensors(path), _opens)
         .ignore_errors()
         .concatenate(tf.data.Dataset.from_tensors(tf.constant(False)))
         .take(1)
@@ -158,7 +158,7 @@ def checked_records(
     scanned = stream.scan((zero, zero), step)
     # One lambda a line, with their own argument names: AutoGraph tells them apart by the source.
     kept = scanned.filter(lambda keep, _: keep)
-    return kept.map(lambda _, record: record)
+    return map_on_cpu(kept, lambda _, record: record)
 
 
 def _opens(path: tf.Tensor) -> tf.Tensor:

@@ -27,6 +27,7 @@ import tensorflow as tf
 from google.protobuf.message import DecodeError
 
 from object_input import fields
+from object_input._maps import map_on_cpu
 from object_input.reliability import errors
 from object_input.sources import _caffe_proto as caffe_proto
 from object_input.sources import _samples as samples
@@ -233,8 +234,9 @@ class CaffeLMDB(Source):
                 block_length=1,
             )
         prefix = self.path + ":"
-        return entries.map(
-            lambda key, value, is_datum: (tf.strings.join([prefix, key]), (key, value, is_datum))
+        return map_on_cpu(
+            entries,
+            lambda key, value, is_datum: (tf.strings.join([prefix, key]), (key, value, is_datum)),
         )
 
     # --- decoding --------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from typing import Any
 import tensorflow as tf
 
 from object_input import fields
+from object_input._maps import map_on_cpu
 from object_input.decoders.annotation_checks import (
     check_boxes,
     check_class_count,
@@ -48,16 +49,13 @@ class Dataset(Source):
     def records(self, context: ReadContext) -> tf.data.Dataset:
         reading = context.reading
         prefix = self.name + ":"
-        return (
-            self.dataset.enumerate()
-            .shard(reading.num_shards, reading.shard_index)
-            .map(
-                lambda i, example: (
-                    tf.strings.join([prefix, tf.strings.as_string(i)]),
-                    example,
-                    *context.unmarked(),
-                )
-            )
+        return map_on_cpu(
+            self.dataset.enumerate().shard(reading.num_shards, reading.shard_index),
+            lambda i, example: (
+                tf.strings.join([prefix, tf.strings.as_string(i)]),
+                example,
+                *context.unmarked(),
+            ),
         )
 
     def decode(

@@ -10,6 +10,7 @@ import numpy as np
 import tensorflow as tf
 
 from object_input import fields
+from object_input._maps import map_on_cpu
 from object_input.converters.common import label_map_for
 from object_input.converters.detection_csv import COLUMNS, CsvImage, read_detection_csv
 from object_input.decoders.annotation_checks import default_per_box_fields
@@ -125,7 +126,7 @@ class DetectionCSV(Source):
         if context.shuffle and reading.file_shuffle:
             indices = context.shuffled(indices, self.num_images)
         record_ids = self._arrays["record_ids"]
-        return indices.map(lambda i: (tf.gather(record_ids, i), i, *context.unmarked()))
+        return map_on_cpu(indices, lambda i: (tf.gather(record_ids, i), i, *context.unmarked()))
 
     def decode(
         self, record_id: tf.Tensor, payload: Any, *, defer_image: bool = False

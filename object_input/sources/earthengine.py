@@ -20,6 +20,7 @@ import numpy as np
 import tensorflow as tf
 
 from object_input import fields
+from object_input._maps import map_on_cpu
 from object_input.earthengine import Mixer, buffer_of, pair, patch_bounds
 from object_input.options import ReadOptions
 from object_input.reliability import errors
@@ -96,13 +97,14 @@ def _reader(files: Sequence[str], codes: Sequence[str], marks: bool):
 
     def read(path: tf.Tensor, record_id: Callable[[tf.Tensor], tf.Tensor]) -> tf.data.Dataset:
         position = tf.argmax(tf.cast(tf.equal(tf.constant(list(files)), path), tf.int32))
-        return integrity.checked_records(
+        records = integrity.checked_records(
             path,
             tf.gather(tf.constant(sizes, tf.int64), position),
             tf.gather(tf.constant(list(codes)), position),
             marks,
             record_id,
-        ).map(lambda name, record, *mark: (name, (path, record), *mark))
+        )
+        return map_on_cpu(records, lambda name, record, *mark: (name, (path, record), *mark))
 
     return read
 
@@ -262,11 +264,12 @@ class EarthEngine(Source):
         in_order = ReadContext(reading=ReadOptions(num_readers=1), shuffle=False)
         read = _reader(self.files, self.codes, marks=False)
         stream = read_files(self.files, read, in_order, checked=True)
-        stream = stream.map(lambda _, item: item)
+        stream = map_on_cpu(stream, lambda _, item: item)
         if self.sequence_data:
             stream = stream.batch(self.buffered_size[0] * self.buffered_size[1])
         reading = context.reading
-        return stream.enumerate().shard(reading.num_shards, reading.shard_index).map(self._with_id)
+        shard = stream.enumerate().shard(reading.num_shards, reading.shard_index)
+        return map_on_cpu(shard, self._with_id)
 
     def _with_id(self, index: tf.Tensor, item: tuple[tf.Tensor, tf.Tensor]) -> tuple:
         path, serialized = item
@@ -446,8 +449,9 @@ class EarthEngineTable(Source):
 
     def records(self, context: ReadContext) -> tf.data.Dataset:
         read = _reader(self.files, self.codes, context.marks)
-        return read_files(self.files, read, context, checked=True).map(
-            lambda record_id, item, *mark: (record_id, item[1], *mark)
+        return map_on_cpu(
+            read_files(self.files, read, context, checked=True),
+            lambda record_id, item, *mark: (record_id, item[1], *mark),
         )
 
     def decode(

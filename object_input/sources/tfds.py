@@ -12,6 +12,7 @@ from typing import Any
 import tensorflow as tf
 
 from object_input import box_formats, fields
+from object_input._maps import map_on_cpu
 from object_input.decoders import deferred_image
 from object_input.decoders.image_files import (
     PLACEHOLDER_PNG,
@@ -321,7 +322,7 @@ class TFDS(Source):
             record_id = tf.strings.join([prefix, example["tfds_id"]])
             return (record_id, payload, *context.unmarked())
 
-        return examples.map(record)
+        return map_on_cpu(examples, record)
 
     def decode(
         self, record_id: tf.Tensor, payload: Any, *, defer_image: bool = False

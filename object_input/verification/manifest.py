@@ -24,6 +24,7 @@ from typing import Any
 import tensorflow as tf
 
 from object_input import __version__, schema
+from object_input._maps import map_on_cpu
 
 #: The manifest file, one per folder of verified files.
 MANIFEST_NAME = "object_input_manifest.json"
@@ -130,10 +131,9 @@ def class_facts(path: str, compression: str = "") -> dict[str, Any]:
         schema.CLASS_LABEL: tf.io.RaggedFeature(tf.int64),
         schema.CLASS_TEXT: tf.io.RaggedFeature(tf.string),
     }
-    batches = (
-        tf.data.TFRecordDataset(path, compression)
-        .batch(_FACT_BATCH)
-        .map(lambda records: tf.io.parse_example(records, spec))
+    batches = map_on_cpu(
+        tf.data.TFRecordDataset(path, compression).batch(_FACT_BATCH),
+        lambda records: tf.io.parse_example(records, spec),
     )
     by_id = one_name_per_box = True
     names: dict[str, set[int]] = {}

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from object_input import fields, wording
+from object_input._maps import map_on_cpu
 from object_input.label_map import LabelMapSource
 from object_input.options import DecodeOptions, build
 from object_input.pipeline import make_dataset
@@ -127,7 +128,7 @@ def verify_file(
     )
     before = manifest.file_facts(path)
     dataset = make_dataset(tfrecord, batch_size=None, shuffle=False, on_error="skip")
-    dataset.map(lambda features: features[fields.RECORD_ID]).reduce(0, lambda n, _: n + 1)
+    map_on_cpu(dataset, lambda features: features[fields.RECORD_ID]).reduce(0, lambda n, _: n + 1)
     counts = skips.counter_of(dataset).snapshot()
     verdict = FileVerdict(path, counts.passed, counts.total_skipped, counts.offenders)
     if not verdict.verified:
