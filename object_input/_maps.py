@@ -8,7 +8,9 @@ marked ``experimental_ints_on_device`` is instantiated as a function of one devi
 CPU where tf.data runs it, with TensorFlow's plain graph optimizations (common subexpressions,
 constant folding) and no Grappler pass.
 
-A function that captures something placed off the CPU (a variable on a GPU) is not marked.
+Only the maps of the pipeline's top level are marked, and only when their function captures
+nothing placed off the CPU (a variable on a GPU); maps inside another dataset function (a
+``flat_map``'s) stay as ``Dataset.map`` traces them, since tf.data's rewrites look inside those.
 tf.data's ``experimental_slack`` rewrite fails on marked functions.
 """
 
@@ -40,11 +42,11 @@ def map_on_cpu(
 ) -> tf.data.Dataset:
     """``dataset.map(fn, num_parallel_calls, deterministic)``, its function instantiated on
     the CPU alone (module docstring); the same elements in the same order."""
-    mapped = _OneDeviceMap(dataset, fn, num_parallel_calls, deterministic)
-    if not mapped.on_cpu:
-        return dataset.map(fn, num_parallel_calls=num_parallel_calls, deterministic=deterministic)
-    # Options inside another dataset function do not reach the pipeline's.
-    return mapped if tf.inside_function() else mapped.with_options(_OPTIONS)
+    if not tf.inside_function():
+        mapped = _OneDeviceMap(dataset, fn, num_parallel_calls, deterministic)
+        if mapped.on_cpu:
+            return mapped.with_options(_OPTIONS)
+    return dataset.map(fn, num_parallel_calls=num_parallel_calls, deterministic=deterministic)
 
 
 def _on_cpu(tensor: tf.Tensor) -> bool:
