@@ -159,31 +159,29 @@ class Progress(tf.__internal__.tracking.Trackable):
             raise ValueError("resume_shards needs the Progress of a make_dataset pipeline")
         number = _check_split(states)
         splits = [_split(s.state) for s in sorted(states, key=lambda s: s.shard_index)]
-        iteration = _common("iteration", [int(where[0]) for where, _ in splits], states)
-        consumed = _common("re-sharded set", [tuple(keys) for _, keys in splits], states)
+        iteration = min(int(where[0]) for where, _ in splits)
+        # A shard that finished the iteration saved the start of the next: it delivered (or
+        # dropped) all of its share.
+        shards = [
+            (where, keys, int(where[0]) == iteration + 1 and not where[2] and not keys.size)
+            for where, keys in splits
+        ]
+        _common("iteration", [iteration if done else int(w[0]) for w, _, done in shards], states)
+        consumed = _common(
+            "re-sharded set", [tuple(keys) for _, keys, done in shards if not done], states
+        )
         reads = self._reads
-        started = any(int(where[2]) for where, _ in splits)
-        if started and not reads.reproducible:
-            raise ValueError(
-                "a place inside an iteration moves to other shards only when the record order "
-                "is a function of the seed: give make_dataset a seed (or shuffle=False)"
-            )
-        if started and reads.passes != 1:
-            raise ValueError(
-                f"iteration {iteration} reads the data {reads.passes or 'without end'} times: "
-                "a place inside it moves to other shards only with num_epochs=1 (the records "
-                "repeat within the iteration). Start the next iteration instead: "
-                f"progress.set({iteration + 1})"
-            )
+        if any(done or where[2] for where, _, done in shards):
+            _check_resharding(reads, iteration)
         delivered = [np.asarray(consumed, np.int64)]
-        for index, (where, _) in enumerate(splits):
-            if int(where[2]):
+        for index, (where, _, done) in enumerate(shards):
+            if done or where[2]:
                 stream = _unconsumed(
                     reads.read(number, index)(_read_seed(reads.seed, iteration)),
                     iteration,
                     _consumed_vector(iteration, consumed),
                 )
-                delivered.append(_delivered_keys(stream, where))
+                delivered.append(_delivered_keys(stream, None if done else where))
         keys = np.concatenate(delivered)
         if np.unique(keys).size != keys.size:
             raise ValueError(
@@ -256,6 +254,22 @@ def _check_split(states: list[ShardState]) -> int:
     return numbers[0]
 
 
+def _check_resharding(reads: ShardReads, iteration: int) -> None:
+    """Raise unless the old shards' streams of ``iteration`` can be read again as they were."""
+    if not reads.reproducible:
+        raise ValueError(
+            "a place inside an iteration moves to other shards only when the record order "
+            "is a function of the seed: give make_dataset a seed (or shuffle=False)"
+        )
+    if reads.passes != 1:
+        raise ValueError(
+            f"iteration {iteration} reads the data {reads.passes or 'without end'} times: "
+            "a place inside it moves to other shards only with num_epochs=1 (the records "
+            "repeat within the iteration). Start the next iteration instead: "
+            f"progress.set({iteration + 1})"
+        )
+
+
 def _common(what: str, values: list, states: list[ShardState]):
     """The one ``what`` of every state."""
     if len(set(values)) != 1:
@@ -304,19 +318,25 @@ def _unconsumed(records: tf.data.Dataset, iteration: tf.Tensor, consumed: tf.Ten
     )
 
 
-def _delivered_keys(stream: tf.data.Dataset, where: np.ndarray) -> np.ndarray:
+def _delivered_keys(stream: tf.data.Dataset, where: np.ndarray | None) -> np.ndarray:
     """The keys of the records of ``stream`` (a shard's records of an iteration) that the place
-    ``where`` in it says were delivered."""
+    ``where`` in it says were delivered (or dropped); None: the shard finished it, all."""
+    if where is None:
+        return _keys(stream)
     _, restart, seen, bits = place.unpack(tf.constant(where))
-    delivered = np.concatenate([np.ones([int(restart)], bool), bits.numpy()])
-    ids = stream.take(int(seen)).map(lambda record_id, *rest: record_keys(record_id))
-    keys = np.concatenate([np.zeros([0], np.int64), *ids.batch(4096).as_numpy_iterator()])
+    keys = _keys(stream.take(int(seen)))
     if keys.size < int(seen):
         raise ValueError(
             f"a place {int(seen)} records into its shard's stream, which holds {keys.size}: "
             "the states are not of this pipeline (its data, seed and options)"
         )
-    return keys[delivered]
+    return keys[np.concatenate([np.ones([int(restart)], bool), bits.numpy()])]
+
+
+def _keys(records: tf.data.Dataset) -> np.ndarray:
+    """The keys of the ids of ``records`` (``(record_id, ...)`` elements), in order."""
+    ids = records.map(lambda record_id, *rest: record_keys(record_id))
+    return np.concatenate([np.zeros([0], np.int64), *ids.batch(4096).as_numpy_iterator()])
 
 
 def _read_seed(seed: int | None, iteration: tf.Tensor) -> tf.Tensor | None:
