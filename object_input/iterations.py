@@ -151,9 +151,11 @@ class Progress(tf.__internal__.tracking.Trackable):
         ``(num_shards, shard_index, state)``) gives one old shard's :meth:`state`.
 
         The next iterator reads this shard's records of that iteration but those the old shards
-        delivered (each reads its old share again for their ids, undecoded), so that with every
-        new shard resumed so the iteration ends with no record repeated or lost; later
-        iterations run as on this number of shards. Python at the edge: call it eagerly."""
+        delivered (their streams are read again up to their places, ids only, nothing decoded):
+        once every new shard resumed from the same states, the iteration ends with no record
+        repeated or lost. Later iterations run as on this number of shards. An old shard whose
+        state is the start of the next iteration finished its share. Call it eagerly, before
+        the iterator is made (docs/reliability.md, "On another number of input shards")."""
         states = [ShardState(int(n), int(i), s) for n, i, s in states]
         if self._reads is None:
             raise ValueError("resume_shards needs the Progress of a make_dataset pipeline")
