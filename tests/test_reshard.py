@@ -64,45 +64,37 @@ def _iteration(dataset, number):
     return list(dataset)
 
 
-def _old_states(files, number, batches, tmp_path, **options):
+def _old_states(files, number, batches, tmp_path, resumed=None, **options):
     """Shard ``i`` of ``number`` reads ``batches[i]`` batches of the iteration (None: all of
-    them) and saves its checkpoint: the ids delivered and the states read back from them."""
+    them; after ``resume_shards(resumed)`` when given) and saves its checkpoint: the ids
+    delivered and the states read back from the checkpoints."""
     delivered, states = [], []
     for index in range(number):
         dataset = _make(files, number, index, **options)
         progress = iterations.progress_of(dataset)
-        progress.set(ITERATION)
+        if resumed is None:
+            progress.set(ITERATION)
+        else:
+            progress.resume_shards(resumed)
         iterator = iter(dataset)
         if batches[index] is None:
             delivered += _ids(iterator)
             assert progress.state().numpy().tolist() == [ITERATION + 1, 0, 0]
         else:
             delivered += _ids(next(iterator) for _ in range(batches[index]))
-        path = tf.train.Checkpoint(data=progress).save(str(tmp_path / f"old-{index}" / "c"))
+        path = tf.train.Checkpoint(data=progress).save(str(tmp_path / f"{number}-{index}" / "c"))
         states.append(iterations.saved_shard_state(path))
         assert states[-1] == iterations.ShardState(number, index, states[-1].state)
         np.testing.assert_array_equal(states[-1].state, progress.state().numpy())
     return delivered, states
 
 
-CASES = {
-    # files, old shards, new shards, batches each old shard delivered (None: all), options
-    "by file, 2 to 3": (5, 2, 3, [2, 0], {}),
-    "by file, 3 to 2, one finished": (5, 3, 2, [1, None, 2], {}),
-    "by file, 2 to 1": (5, 2, 1, [3, 1], {}),
-    "by record, 2 to 3": (1, 2, 3, [1, 2], {}),
-    "by record to by file, 3 to 2": (2, 3, 2, [1, 2, 0], {}),
-    "aspect-ratio buckets, 2 to 3": (5, 2, 3, [3, 2], {"group_by_aspect_ratio": True}),
-}
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_an_iteration_continues_on_another_number_of_shards(tmp_path, name):
-    count, old, new, batches, options = CASES[name]
-    files = _files(tmp_path, count, records=35 // count)
+def _check_reshard(tmp_path, count, records, old, new, batches, **options):
+    """``old`` shards deliver ``batches`` of the iteration, ``new`` shards deliver the rest:
+    each record once; the next iteration is a fresh run's."""
+    files = _files(tmp_path, count, records)
     whole = _ids(_iteration(_make(files, 1, 0, **options), ITERATION))
-    assert len(whole) == len(set(whole)) == 35 // count * count - 1  # the bad record skipped
+    assert len(whole) == len(set(whole)) == count * records - 1  # the bad record skipped
     before, states = _old_states(files, old, batches, tmp_path, **options)
     assert 0 < len(before) < len(whole)
     after = []
@@ -123,6 +115,55 @@ def test_an_iteration_continues_on_another_number_of_shards(tmp_path, name):
         )
         assert progress.state().shape == [3]
     assert sorted(before + after) == sorted(whole)
+
+
+@pytest.mark.slow
+def test_an_iteration_continues_on_one_shard(tmp_path):
+    _check_reshard(tmp_path, 3, 4, 3, 1, [1, None, 0], augment=[])
+
+
+CASES = {
+    # files, records each, old shards, new shards, batches each old shard delivered (None:
+    # all), options
+    "by file, 2 to 3": (5, 7, 2, 3, [2, 0], {}),
+    "by file, 3 to 2, one finished": (5, 7, 3, 2, [1, None, 2], {}),
+    "by file, 2 to 1": (5, 7, 2, 1, [3, 1], {}),
+    "by record, 2 to 3": (1, 35, 2, 3, [1, 2], {}),
+    "by record to by file, 3 to 2": (2, 17, 3, 2, [1, 2, 0], {}),
+    "aspect-ratio buckets, 2 to 3": (5, 7, 2, 3, [3, 2], {"group_by_aspect_ratio": True}),
+    "mosaic, 3 to 2": (
+        5,
+        7,
+        3,
+        2,
+        [2, 1, 1],
+        {"image_size": (16, 16), "augment": [("mosaic", {"output_size": (16, 16)})]},
+    ),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_an_iteration_continues_on_another_number_of_shards(tmp_path, name):
+    count, records, old, new, batches, options = CASES[name]
+    _check_reshard(tmp_path, count, records, old, new, batches, **options)
+
+
+@pytest.mark.slow
+def test_an_iteration_moves_twice(tmp_path):
+    files = _files(tmp_path, 5)
+    first, states = _old_states(files, 2, [2, 1], tmp_path)
+    # 2 to 3, then, before the iteration ends, 3 to 2: the consumed set travels with the places.
+    second, states = _old_states(files, 3, [1, 0, 2], tmp_path, resumed=states)
+    assert all(len(s.state) >= 3 + len(first) for s in states)
+    rest = []
+    for index in range(2):
+        dataset = _make(files, 2, index)
+        iterations.progress_of(dataset).resume_shards(states)
+        rest += _ids(dataset.take(100))
+    whole = _ids(_iteration(_make(files, 1, 0), ITERATION))
+    assert len(first + second + rest) == len(whole)
+    assert sorted(first + second + rest) == sorted(whole)
 
 
 @pytest.mark.slow
