@@ -46,8 +46,8 @@ class ShardReads:
         :func:`seeded_records`).
       seed: the pipeline seed.
       passes: passes over the data in one iteration (``num_epochs``; None: without end).
-      reproducible: whether an iteration's record order is a function of its seed (a seed, or
-        no shuffle).
+      reproducible: whether an iteration's record order is a function of its seed (a seed or
+        no shuffle, and a deterministic order).
     """
 
     read: Callable[[int, int], Read]
@@ -261,7 +261,8 @@ def _check_resharding(reads: ShardReads, iteration: int) -> None:
     if not reads.reproducible:
         raise ValueError(
             "a place inside an iteration moves to other shards only when the record order "
-            "is a function of the seed: give make_dataset a seed (or shuffle=False)"
+            "is a function of the seed: give make_dataset a seed (or shuffle=False) and "
+            "keep deterministic=True"
         )
     if reads.passes != 1:
         raise ValueError(

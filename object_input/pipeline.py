@@ -303,7 +303,7 @@ def _build_dataset(opts: DatasetOptions) -> tf.data.Dataset:
             read_shard,
             opts.seed,
             passes=opts.num_epochs,
-            reproducible=opts.seed is not None or not opts.shuffle,
+            reproducible=opts.deterministic and (opts.seed is not None or not opts.shuffle),
         )
         progress = iterations.Progress(opts.reading.num_shards, opts.reading.shard_index, reads)
     steps = per_example.plan(

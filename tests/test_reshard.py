@@ -224,3 +224,6 @@ def test_a_reshard_inside_an_iteration_needs_one_pass_and_a_seed(tmp_path):
     unseeded = iterations.progress_of(oi.make_dataset(files, shuffle=True))
     with pytest.raises(ValueError, match="give make_dataset a seed"):
         unseeded.resume_shards(states)
+    unordered = iterations.progress_of(_make(files, 1, 0, deterministic=False))
+    with pytest.raises(ValueError, match="keep deterministic=True"):
+        unordered.resume_shards(states)
