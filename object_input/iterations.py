@@ -283,20 +283,21 @@ def _common(what: str, values: list, states: list[ShardState]):
     return values[0]
 
 
-def _consumed_vector(iteration: int, keys) -> tf.Tensor:
+def _consumed_vector(iteration: int, keys: tuple[int, ...]) -> tf.Tensor:
     """The consumed set of ``iteration`` as :meth:`Progress.consumed` holds it."""
     if not len(keys):
         return tf.zeros([0], tf.int64)
     return tf.constant([iteration, *keys], tf.int64)
 
 
+def _applies(consumed: tf.Tensor, iteration: tf.Tensor) -> tf.Tensor:
+    """Whether ``consumed`` (as :meth:`Progress.consumed` holds it) is of ``iteration``."""
+    return tf.reduce_any(consumed[:1] == iteration)
+
+
 def _consumed_in(consumed: tf.Tensor, iteration: tf.Tensor) -> tf.Tensor:
     """``consumed`` where it is of ``iteration``, else empty."""
-    return tf.cond(
-        tf.reduce_any(consumed[:1] == iteration),
-        lambda: consumed,
-        lambda: tf.zeros([0], tf.int64),
-    )
+    return tf.cond(_applies(consumed, iteration), lambda: consumed, lambda: tf.zeros([0], tf.int64))
 
 
 def record_keys(record_ids: tf.Tensor) -> tf.Tensor:
@@ -304,7 +305,9 @@ def record_keys(record_ids: tf.Tensor) -> tf.Tensor:
     return tf.strings.to_hash_bucket_fast(record_ids, _KEY_SPACE)
 
 
-def _unconsumed(records: tf.data.Dataset, iteration: tf.Tensor, consumed: tf.Tensor):
+def _unconsumed(
+    records: tf.data.Dataset, iteration: tf.Tensor, consumed: tf.Tensor
+) -> tf.data.Dataset:
     """``records`` (``(record_id, ...)`` elements) but those in ``consumed`` when it is of
     ``iteration``; no function per record otherwise."""
     keys = consumed[1:]
@@ -314,11 +317,7 @@ def _unconsumed(records: tf.data.Dataset, iteration: tf.Tensor, consumed: tf.Ten
         index = tf.searchsorted(keys, key[tf.newaxis])[0]
         return tf.logical_not(tf.reduce_any(keys[index : index + 1] == key))
 
-    return tf.cond(
-        tf.reduce_any(consumed[:1] == iteration),
-        lambda: records.filter(fresh),
-        lambda: records,
-    )
+    return tf.cond(_applies(consumed, iteration), lambda: records.filter(fresh), lambda: records)
 
 
 def _delivered_keys(stream: tf.data.Dataset, where: np.ndarray | None) -> np.ndarray:
