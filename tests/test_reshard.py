@@ -215,6 +215,16 @@ def test_states_that_do_not_make_one_split_are_refused(tmp_path, states, message
         iterations.progress_of(dataset).resume_shards(states)
 
 
+def test_a_plain_restore_onto_other_shards_names_resume_shards(tmp_path):
+    files = _files(tmp_path, 3, records=2)
+    dataset = _make(files, 2, 0)
+    next(iter(dataset))
+    path = tf.train.Checkpoint(data=iterations.progress_of(dataset)).save(str(tmp_path / "c"))
+    other = iterations.progress_of(_make(files, 3, 0))
+    with pytest.raises(ValueError, match=r"all 2 old shards .* progress.resume_shards\(states\)"):
+        tf.train.Checkpoint(data=other).restore(path)
+
+
 def test_a_reshard_inside_an_iteration_needs_one_pass_and_a_seed(tmp_path):
     files = _files(tmp_path, 3, records=2)
     states = [(2, 0, [0, 1, 1]), (2, 1, [0, 0, 0])]
