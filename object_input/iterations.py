@@ -34,6 +34,11 @@ Read = Callable[[int | tf.Tensor | None], tf.data.Dataset]
 #: Record ids hash to int64 keys in [0, 2**63 - 1): two ids of a pass share a key with a
 #: probability of about one in 10**19 per pair.
 _KEY_SPACE = 2**63 - 1
+#: Added to a key once per pass before the record's (an odd constant, so that the passes of
+#: one record spread over the key space); the keys of pass 0 are the ids' hashes.
+_PASS_STEP = 0x1E3779B97F4A7C15
+#: The pass length of an iteration of one pass: every position is in pass 0.
+_ONE_PASS = np.iinfo(np.int64).max
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,9 +94,9 @@ class Progress(tf.__internal__.tracking.Trackable):
         self._start = tf.Variable(place.start(0), trainable=False, shape=vector, name="start")
         # The place after the last batch handed out; empty when no iteration is under way.
         self._place = tf.Variable(empty, trainable=False, shape=vector, name="place")
-        # ``[iteration, sorted keys...]``: the records of that iteration that other shards
-        # delivered before a re-shard (:meth:`resume_shards`), left out of its stream; empty
-        # when none are.
+        # ``[iteration, pass length, sorted keys...]``: the records of that iteration that other
+        # shards delivered before a re-shard (:meth:`resume_shards`), left out of its stream
+        # (keys of ``(record id, pass)``); empty when none are.
         self._consumed = tf.Variable(empty, trainable=False, shape=vector, name="consumed")
 
     def start(self) -> tf.Tensor:
@@ -112,8 +117,9 @@ class Progress(tf.__internal__.tracking.Trackable):
             return tf.identity(chosen)
 
     def consumed(self) -> tf.Tensor:
-        """``[iteration, sorted keys...]`` of the records other input shards delivered in that
-        iteration before a re-shard, which this shard's stream of it leaves out; empty: none."""
+        """``[iteration, pass length, sorted keys...]``: the records other input shards
+        delivered in that iteration before a re-shard, which this shard's stream of it leaves
+        out (:func:`record_keys`), and the records in one pass of that stream; empty: none."""
         return self._consumed.read_value()
 
     def read_start(self) -> tf.Tensor:
@@ -127,8 +133,8 @@ class Progress(tf.__internal__.tracking.Trackable):
     def state(self) -> tf.Tensor:
         """The place to continue from: the iteration under way, after its last batch handed
         out; else the start of the next iteration (int64 vector). In an iteration that
-        :meth:`resume_shards` re-sharded, the keys of the records other shards delivered
-        follow the place (8 bytes a record)."""
+        :meth:`resume_shards` re-sharded, the pass length and the keys of the records other
+        shards delivered follow the place (8 bytes a record)."""
         current = self._place.read_value()
         chosen = tf.cond(
             tf.size(current) > 0, lambda: current, lambda: place.start(self._next.read_value())
@@ -169,28 +175,36 @@ class Progress(tf.__internal__.tracking.Trackable):
             for where, keys in splits
         ]
         _common("iteration", [iteration if done else int(w[0]) for w, _, done in shards], states)
+        # A shard resumed by an earlier re-shard: its state ends with the consumed set.
         consumed = _common(
-            "re-sharded set", [tuple(keys) for _, keys, done in shards if not done], states
+            "re-sharded set", [tuple(tail[1:]) for _, tail, done in shards if not done], states
         )
         reads = self._reads
-        if any(done or where[2] for where, _, done in shards):
+        if consumed or any(done or where[2] for where, _, done in shards):
             _check_resharding(reads, iteration)
+
+        def records(num_shards: int, shard_index: int) -> tf.data.Dataset:
+            return reads.read(num_shards, shard_index)(_read_seed(reads.seed, iteration))
+
         delivered = [np.asarray(consumed, np.int64)]
-        for index, (where, _, done) in enumerate(shards):
+        for index, (where, tail, done) in enumerate(shards):
             if done or where[2]:
-                stream = _unconsumed(
-                    reads.read(number, index)(_read_seed(reads.seed, iteration)),
-                    iteration,
-                    _consumed_vector(iteration, consumed),
-                )
-                delivered.append(_delivered_keys(stream, None if done else where))
+                # The pass length the shard's filter had, else that of its stream.
+                length = tail[0] if tail.size else _pass_length(records(number, index), reads)
+                keys = _keyed(records(number, index), length)
+                keys = keys.filter(lambda key, _: _fresh(key, np.asarray(consumed, np.int64)))
+                delivered.append(_delivered_keys(keys, None if done else where))
         keys = np.concatenate(delivered)
         if np.unique(keys).size != keys.size:
             raise ValueError(
                 "the old shards delivered records with the same record id: re-sharding needs "
-                "record ids unique within an iteration"
+                "record ids unique within a pass"
             )
-        self.resume(np.concatenate([place.start(iteration).numpy(), np.sort(keys)]))
+        if not keys.size:
+            self.set(iteration)
+            return
+        length = _pass_length(records(*self.shards), reads)
+        self.resume(np.concatenate([place.start(iteration), [length], np.sort(keys)]))
 
     def set(self, number: int) -> None:
         """Give the next iterator the number ``number``, from its start."""
@@ -264,12 +278,11 @@ def _check_resharding(reads: ShardReads, iteration: int) -> None:
             "is a function of the seed: give make_dataset a seed (or shuffle=False) and "
             "keep deterministic=True"
         )
-    if reads.passes != 1:
+    if reads.passes is None:
         raise ValueError(
-            f"iteration {iteration} reads the data {reads.passes or 'without end'} times: "
-            "a place inside it moves to other shards only with num_epochs=1 (the records "
-            "repeat within the iteration). Start the next iteration instead: "
-            f"progress.set({iteration + 1})"
+            f"iteration {iteration} reads the data without end (num_epochs=None): a place "
+            "inside it moves to other shards only with a finite num_epochs. Start the next "
+            f"iteration instead: progress.set({iteration + 1})"
         )
 
 
@@ -283,13 +296,6 @@ def _common(what: str, values: list, states: list[ShardState]):
     return values[0]
 
 
-def _consumed_vector(iteration: int, keys: tuple[int, ...]) -> tf.Tensor:
-    """The consumed set of ``iteration`` as :meth:`Progress.consumed` holds it."""
-    if not len(keys):
-        return tf.zeros([0], tf.int64)
-    return tf.constant([iteration, *keys], tf.int64)
-
-
 def _applies(consumed: tf.Tensor, iteration: tf.Tensor) -> tf.Tensor:
     """Whether ``consumed`` (as :meth:`Progress.consumed` holds it) is of ``iteration``."""
     return tf.reduce_any(consumed[:1] == iteration)
@@ -300,9 +306,29 @@ def _consumed_in(consumed: tf.Tensor, iteration: tf.Tensor) -> tf.Tensor:
     return tf.cond(_applies(consumed, iteration), lambda: consumed, lambda: tf.zeros([0], tf.int64))
 
 
-def record_keys(record_ids: tf.Tensor) -> tf.Tensor:
-    """The int64 keys that stand for record ids in a re-sharded iteration's consumed set."""
-    return tf.strings.to_hash_bucket_fast(record_ids, _KEY_SPACE)
+def record_keys(record_ids: tf.Tensor, passes: tf.Tensor | int = 0) -> tf.Tensor:
+    """The int64 keys that stand for records (their ids, read in pass ``passes`` of their
+    iteration) in a re-sharded iteration's consumed set."""
+    key = tf.strings.to_hash_bucket_fast(record_ids, _KEY_SPACE)
+    step = tf.cast(passes, tf.int64) * tf.constant(_PASS_STEP, tf.int64)
+    # Wraps around in two's complement; the sign bit is cleared.
+    return tf.bitwise.bitwise_and(key + step, tf.constant(_KEY_SPACE, tf.int64))
+
+
+def _keyed(records: tf.data.Dataset, pass_length: int | tf.Tensor) -> tf.data.Dataset:
+    """``(key, record)``: each record of an iteration's stream (``(record_id, ...)``
+    elements) with the key of its id and pass, its pass counted by ``pass_length`` records."""
+    pass_length = tf.cast(pass_length, tf.int64)
+    return records.enumerate().map(
+        lambda position, record: (record_keys(record[0], position // pass_length), record)
+    )
+
+
+def _fresh(key: tf.Tensor, keys: tf.Tensor | np.ndarray) -> tf.Tensor:
+    """Whether ``key`` is not among the sorted ``keys``."""
+    keys = tf.convert_to_tensor(keys, tf.int64)
+    index = tf.searchsorted(keys, key[tf.newaxis])[0]
+    return tf.logical_not(tf.reduce_any(keys[index : index + 1] == key))
 
 
 def _unconsumed(
@@ -310,35 +336,49 @@ def _unconsumed(
 ) -> tf.data.Dataset:
     """``records`` (``(record_id, ...)`` elements) but those in ``consumed`` when it is of
     ``iteration``; no function per record otherwise."""
-    keys = consumed[1:]
 
-    def fresh(record_id, *rest):
-        key = record_keys(record_id)
-        index = tf.searchsorted(keys, key[tf.newaxis])[0]
-        return tf.logical_not(tf.reduce_any(keys[index : index + 1] == key))
+    def fresh() -> tf.data.Dataset:
+        keyed = _keyed(records, consumed[1]).filter(lambda key, _: _fresh(key, consumed[2:]))
+        return keyed.map(lambda _, record: record)
 
-    return tf.cond(_applies(consumed, iteration), lambda: records.filter(fresh), lambda: records)
+    return tf.cond(_applies(consumed, iteration), fresh, lambda: records)
 
 
-def _delivered_keys(stream: tf.data.Dataset, where: np.ndarray | None) -> np.ndarray:
-    """The keys of the records of ``stream`` (a shard's records of an iteration) that the place
-    ``where`` in it says were delivered (or dropped); None: the shard finished it, all."""
+def _pass_length(records: tf.data.Dataset, reads: ShardReads) -> int:
+    """The records in one pass of an iteration's stream ``records``: where an id first comes
+    again (every pass reads the shard's records once each)."""
+    if reads.passes == 1:
+        return _ONE_PASS
+    seen: set[int] = set()
+    keys = records.map(lambda record_id, *rest: record_keys(record_id)).batch(4096)
+    for batch in keys.as_numpy_iterator():
+        for key in batch.tolist():
+            if key in seen:
+                return len(seen)
+            seen.add(key)
+    return len(seen)
+
+
+def _delivered_keys(keys: tf.data.Dataset, where: np.ndarray | None) -> np.ndarray:
+    """The keys of the records of a shard's stream of an iteration (``(key, record)`` elements)
+    that the place ``where`` in it says were delivered (or dropped); None: the shard finished
+    it, all."""
     if where is None:
-        return _keys(stream)
+        return _all_keys(keys)
     _, restart, seen, bits = place.unpack(tf.constant(where))
-    keys = _keys(stream.take(int(seen)))
-    if keys.size < int(seen):
+    delivered = _all_keys(keys.take(int(seen)))
+    if delivered.size < int(seen):
         raise ValueError(
-            f"a place {int(seen)} records into its shard's stream, which holds {keys.size}: "
-            "the states are not of this pipeline (its data, seed and options)"
+            f"a place {int(seen)} records into its shard's stream, which holds "
+            f"{delivered.size}: the states are not of this pipeline (its data, seed and options)"
         )
-    return keys[np.concatenate([np.ones([int(restart)], bool), bits.numpy()])]
+    return delivered[np.concatenate([np.ones([int(restart)], bool), bits.numpy()])]
 
 
-def _keys(records: tf.data.Dataset) -> np.ndarray:
-    """The keys of the ids of ``records`` (``(record_id, ...)`` elements), in order."""
-    ids = records.map(lambda record_id, *rest: record_keys(record_id))
-    return np.concatenate([np.zeros([0], np.int64), *ids.batch(4096).as_numpy_iterator()])
+def _all_keys(keys: tf.data.Dataset) -> np.ndarray:
+    """The keys of ``(key, record)`` elements, in order."""
+    batches = keys.map(lambda key, _: key).batch(4096).as_numpy_iterator()
+    return np.concatenate([np.zeros([0], np.int64), *batches])
 
 
 def _read_seed(seed: int | None, iteration: tf.Tensor) -> tf.Tensor | None:

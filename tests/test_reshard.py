@@ -94,7 +94,8 @@ def _check_reshard(tmp_path, count, records, old, new, batches, **options):
     each record once; the next iteration is a fresh run's."""
     files = _files(tmp_path, count, records)
     whole = _ids(_iteration(_make(files, 1, 0, **options), ITERATION))
-    assert len(whole) == len(set(whole)) == count * records - 1  # the bad record skipped
+    passes = options.get("num_epochs", 1)
+    assert len(whole) == passes * len(set(whole)) == passes * (count * records - 1)  # skipped
     before, states = _old_states(files, old, batches, tmp_path, **options)
     assert 0 < len(before) < len(whole)
     after = []
@@ -102,12 +103,14 @@ def _check_reshard(tmp_path, count, records, old, new, batches, **options):
         dataset = _make(files, new, index, **options)
         progress = iterations.progress_of(dataset)
         progress.resume_shards(states)
-        # A key (8 bytes) for each record the old shards delivered, and the bad one if they
-        # skipped it.
-        keys = set(progress.state().numpy()[3:].tolist())
-        delivered = set(iterations.record_keys(tf.constant(before)).numpy().tolist())
-        assert delivered <= keys <= delivered | {_key(files[0] + ":3")}
-        assert len(keys) == progress.state().shape[0] - 3
+        # The pass length, then a key (8 bytes) for each record the old shards delivered, and
+        # for the bad one each time they skipped it.
+        keys = set(progress.state().numpy()[4:].tolist())
+        assert len(keys) == progress.state().shape[0] - 4
+        assert len(before) <= len(keys) <= len(before) + passes
+        if passes == 1:
+            delivered = set(iterations.record_keys(tf.constant(before)).numpy().tolist())
+            assert delivered <= keys <= delivered | {_key(files[0] + ":3")}
         after += _ids(dataset)
         # The next iteration is the one a fresh pipeline on the new shards reads.
         assert _digests(dataset) == _digests(
@@ -131,6 +134,7 @@ CASES = {
     "by record, 2 to 3": (1, 35, 2, 3, [1, 2], {}),
     "by record to by file, 3 to 2": (2, 17, 3, 2, [1, 2, 0], {}),
     "aspect-ratio buckets, 2 to 3": (5, 7, 2, 3, [3, 2], {"group_by_aspect_ratio": True}),
+    "two passes, into the second, 2 to 3": (5, 7, 2, 3, [12, 9], {"num_epochs": 2}),
     "mosaic, 3 to 2": (
         5,
         7,
@@ -225,12 +229,12 @@ def test_a_plain_restore_onto_other_shards_names_resume_shards(tmp_path):
         tf.train.Checkpoint(data=other).restore(path)
 
 
-def test_a_reshard_inside_an_iteration_needs_one_pass_and_a_seed(tmp_path):
+def test_a_reshard_inside_an_iteration_needs_an_end_and_a_seed(tmp_path):
     files = _files(tmp_path, 3, records=2)
     states = [(2, 0, [0, 1, 1]), (2, 1, [0, 0, 0])]
-    passes = iterations.progress_of(_make(files, 1, 0, num_epochs=2))
-    with pytest.raises(ValueError, match="only with num_epochs=1"):
-        passes.resume_shards(states)
+    endless = iterations.progress_of(_make(files, 1, 0, num_epochs=None))
+    with pytest.raises(ValueError, match="only with a finite num_epochs"):
+        endless.resume_shards(states)
     unseeded = iterations.progress_of(oi.make_dataset(files, shuffle=True))
     with pytest.raises(ValueError, match="give make_dataset a seed"):
         unseeded.resume_shards(states)
