@@ -249,7 +249,7 @@ def reshard(args: argparse.Namespace) -> None:
             with tempfile.TemporaryDirectory() as directory:
                 tf.train.Checkpoint(data=progress).save(f"{directory}/c")
                 sizes_.append(_bytes(directory))
-        consumed = len(progress.state()) - 3
+        consumed = len(progress.state()) - 4  # the place, then the pass length and the keys
         print(
             f"| {batches} | {consumed} | {statistics.median(resumed):.2f} | "
             f"{statistics.median(first):.2f} | {statistics.median(fresh):.2f} | {max(sizes_)} |"
