@@ -4,6 +4,7 @@ tracking per image, on the 256 demo-size photographs (640 × 480 JPEG records, b
     python benchmarks/resume.py sizes                 # iterator checkpoint against the place's
     python benchmarks/resume.py restore               # fresh process: restore + first batch
     python benchmarks/resume.py tracking              # the place's own CPU per batch
+    python benchmarks/resume.py reshard               # 2 shards' places continued on 3
     python benchmarks/resume.py cost --before DIR     # standard pipeline CPU per image, against
                                                       # a checkout of the commit before (DIR)
 
@@ -206,7 +207,62 @@ def cost(args: argparse.Namespace) -> None:
     )
 
 
-COMMANDS = {"sizes": sizes, "restore": restore, "tracking": tracking, "cost": cost}
+def reshard(args: argparse.Namespace) -> None:
+    """Two input shards read ``batches`` batches each of iteration 0 (the standard pipeline,
+    one pass); each of three new shards then resumes from both states: the time of
+    ``resume_shards`` (reading the old shards' records again, ids only) and of the first batch,
+    against a fresh start's first batch, and the checkpoint bytes of a new shard after it."""
+    import object_input as oi
+
+    def shard(number: int, index: int) -> tf.data.Dataset:
+        reading = {"num_shards": number, "shard_index": index}
+        return _dataset(True, num_epochs=1, reading=reading)
+
+    print(
+        "| batches per old shard | consumed records | resume_shards, s | its first batch, s | "
+        "a fresh start's first batch, s | new shard's checkpoint, bytes |"
+    )
+    print("|---|---|---|---|---|---|")
+    for batches in (4, 12):
+        states = []
+        for index in range(2):
+            dataset = shard(2, index)
+            iterator = iter(dataset)
+            for _ in range(batches):
+                next(iterator)
+            progress = oi.iterations.progress_of(dataset)
+            states.append((2, index, progress.state()))
+        resumed, first, fresh, sizes_ = [], [], [], []
+        for index in range(3):
+            plain = shard(3, index)
+            began = time.perf_counter()
+            next(iter(plain))
+            fresh.append(time.perf_counter() - began)
+            dataset = shard(3, index)
+            progress = oi.iterations.progress_of(dataset)
+            began = time.perf_counter()
+            progress.resume_shards(states)
+            resumed.append(time.perf_counter() - began)
+            began = time.perf_counter()
+            next(iter(dataset))
+            first.append(time.perf_counter() - began)
+            with tempfile.TemporaryDirectory() as directory:
+                tf.train.Checkpoint(data=progress).save(f"{directory}/c")
+                sizes_.append(_bytes(directory))
+        consumed = len(progress.state()) - 4  # the place, then the pass length and the keys
+        print(
+            f"| {batches} | {consumed} | {statistics.median(resumed):.2f} | "
+            f"{statistics.median(first):.2f} | {statistics.median(fresh):.2f} | {max(sizes_)} |"
+        )
+
+
+COMMANDS = {
+    "sizes": sizes,
+    "restore": restore,
+    "tracking": tracking,
+    "cost": cost,
+    "reshard": reshard,
+}
 
 
 def main() -> None:

@@ -17,14 +17,57 @@ uninterrupted run read (docs/reliability.md).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
+from collections.abc import Callable, Iterable
+from typing import NamedTuple
 
+import numpy as np
 import tensorflow as tf
 
 from object_input import place
 from object_input._maps import map_on_cpu
 from object_input.ops import _core as core
 from object_input.reliability import dataset_state
+
+#: ``read(seed)``: one iteration's records, read with its seed (see :func:`seeded_records`).
+Read = Callable[[int | tf.Tensor | None], tf.data.Dataset]
+
+#: Record ids hash to int64 keys in [0, 2**63 - 1): two ids of a pass share a key with a
+#: probability of about one in 10**19 per pair.
+_KEY_SPACE = 2**63 - 1
+#: Added to a key once per pass before the record's (an odd constant, so that the passes of
+#: one record spread over the key space); the keys of pass 0 are the ids' hashes.
+_PASS_STEP = 0x1E3779B97F4A7C15
+#: The pass length of an iteration of one pass: every position is in pass 0.
+_ONE_PASS = np.iinfo(np.int64).max
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardReads:
+    """How a pipeline reads an iteration's records as any shard of any number of input shards:
+    what :meth:`Progress.resume_shards` reads again (record ids only, nothing decoded).
+
+    Attributes:
+      read: ``read(num_shards, shard_index)`` is that shard's ``read(seed)`` (see
+        :func:`seeded_records`).
+      seed: the pipeline seed.
+      passes: passes over the data in one iteration (``num_epochs``; None: without end).
+      reproducible: whether an iteration's record order is a function of its seed (a seed or
+        no shuffle, and a deterministic order).
+    """
+
+    read: Callable[[int, int], Read]
+    seed: int | None
+    passes: int | None
+    reproducible: bool
+
+
+class ShardState(NamedTuple):
+    """What :meth:`Progress.state` returned on input shard ``shard_index`` of ``num_shards``."""
+
+    num_shards: int
+    shard_index: int
+    state: tf.Tensor | np.ndarray | list[int]
 
 
 class Progress(tf.__internal__.tracking.Trackable):
@@ -35,10 +78,14 @@ class Progress(tf.__internal__.tracking.Trackable):
     saves the place of the last batch handed out (a finished iteration saves the start of the
     next), and after a restore the next iterator made continues from there, exactly, in any
     process. :meth:`state` and :meth:`resume` do the same through a plain int64 vector.
+    :meth:`resume_shards` continues an iteration that another number of input shards began.
     """
 
-    def __init__(self, num_shards: int = 1, shard_index: int = 0) -> None:
+    def __init__(
+        self, num_shards: int = 1, shard_index: int = 0, reads: ShardReads | None = None
+    ) -> None:
         self.shards = (num_shards, shard_index)
+        self._reads = reads
         self._next = tf.Variable(tf.constant(0, tf.int64), trainable=False, name="next")
         empty = tf.zeros([0], tf.int64)
         vector = tf.TensorShape([None])
@@ -48,6 +95,10 @@ class Progress(tf.__internal__.tracking.Trackable):
         self._start = tf.Variable(place.start(0), trainable=False, shape=vector, name="start")
         # The place after the last batch handed out; empty when no iteration is under way.
         self._place = tf.Variable(empty, trainable=False, shape=vector, name="place")
+        # ``[iteration, pass length, sorted keys...]``: the records of that iteration that other
+        # shards delivered before a re-shard (:meth:`resume_shards`), left out of its stream
+        # (keys of ``(record id, pass)``); empty when none are.
+        self._consumed = tf.Variable(empty, trainable=False, shape=vector, name="consumed")
 
     def start(self) -> tf.Tensor:
         """The starting place of an iterator that starts now: a pending resume, else the start
@@ -60,9 +111,17 @@ class Progress(tf.__internal__.tracking.Trackable):
                 self._resume.assign(tf.zeros([0], tf.int64)),
                 self._next.assign(chosen[0] + 1),
                 self._start.assign(chosen),
+                # Another iteration: the records consumed in the re-sharded one are dropped.
+                self._consumed.assign(_consumed_in(self._consumed.read_value(), chosen[0])),
             ]
         with tf.control_dependencies(updates):
             return tf.identity(chosen)
+
+    def consumed(self) -> tf.Tensor:
+        """``[iteration, pass length, sorted keys...]``: the records other input shards
+        delivered in that iteration before a re-shard, which this shard's stream of it leaves
+        out (:func:`record_keys`), and the records in one pass of that stream; empty: none."""
+        return self._consumed.read_value()
 
     def read_start(self) -> tf.Tensor:
         """The starting place of the latest iterator."""
@@ -74,20 +133,79 @@ class Progress(tf.__internal__.tracking.Trackable):
 
     def state(self) -> tf.Tensor:
         """The place to continue from: the iteration under way, after its last batch handed
-        out; else the start of the next iteration (int64 vector)."""
+        out; else the start of the next iteration (int64 vector). In an iteration that
+        :meth:`resume_shards` re-sharded, the pass length and the keys of the records other
+        shards delivered follow the place (8 bytes a record)."""
         current = self._place.read_value()
-        return tf.cond(
+        chosen = tf.cond(
             tf.size(current) > 0, lambda: current, lambda: place.start(self._next.read_value())
         )
+        return tf.concat([chosen, _consumed_in(self._consumed.read_value(), chosen[0])[1:]], 0)
 
-    def resume(self, state: tf.Tensor | list[int]) -> None:
+    def resume(self, state: tf.Tensor | np.ndarray | list[int]) -> None:
         """Make the next iterator continue from ``state`` (what :meth:`state` returned)."""
-        state = tf.convert_to_tensor(state, tf.int64)
-        if state.shape.rank != 1 or int(tf.size(state)) < 3 or int(state[0]) < 0:
-            raise ValueError(f"not the state of a make_dataset iterator: {state.numpy()!r}")
-        self._resume.assign(state)
-        self._next.assign(state[0])
+        where, consumed = _split(state)
+        self._resume.assign(where)
+        self._next.assign(where[0])
         self._place.assign(tf.zeros([0], tf.int64))
+        self._consumed.assign(
+            np.concatenate([where[:1], consumed]) if consumed.size else np.zeros([0], np.int64)
+        )
+
+    def resume_shards(self, states: Iterable[ShardState | tuple]) -> None:
+        """Continue, on this pipeline's input shards, the iteration that the states of *every*
+        input shard of another number were saved in: each :class:`ShardState` (or
+        ``(num_shards, shard_index, state)``) gives one old shard's :meth:`state`.
+
+        The next iterator reads this shard's records of that iteration but those the old shards
+        delivered (their streams are read again up to their places, ids only, nothing decoded):
+        once every new shard resumed from the same states, the iteration ends with no record
+        repeated or lost. Later iterations run as on this number of shards. An old shard whose
+        state is the start of the next iteration finished its share. Call it eagerly, before
+        the iterator is made (docs/reliability.md, "On another number of input shards")."""
+        states = [ShardState(int(n), int(i), s) for n, i, s in states]
+        if self._reads is None:
+            raise ValueError("resume_shards needs the Progress of a make_dataset pipeline")
+        number = _check_split(states)
+        splits = [_split(s.state) for s in sorted(states, key=lambda s: s.shard_index)]
+        iteration = min(int(where[0]) for where, _ in splits)
+        # A shard that finished the iteration saved the start of the next: it delivered (or
+        # dropped) all of its share.
+        shards = [
+            (where, keys, int(where[0]) == iteration + 1 and not where[2] and not keys.size)
+            for where, keys in splits
+        ]
+        _common("iteration", [iteration if done else int(w[0]) for w, _, done in shards], states)
+        # A shard resumed by an earlier re-shard: its state ends with the consumed set.
+        consumed = _common(
+            "re-sharded set", [tuple(tail[1:]) for _, tail, done in shards if not done], states
+        )
+        reads = self._reads
+        if consumed or any(done or where[2] for where, _, done in shards):
+            _check_resharding(reads, iteration)
+
+        def records(num_shards: int, shard_index: int) -> tf.data.Dataset:
+            return reads.read(num_shards, shard_index)(_read_seed(reads.seed, iteration))
+
+        delivered = [np.asarray(consumed, np.int64)]
+        for index, (where, tail, done) in enumerate(shards):
+            if done or where[2]:
+                # The pass length the shard's filter had, else that of its stream.
+                length = tail[0] if tail.size else _pass_length(records(number, index), reads)
+                keys = _keyed(records(number, index), length)
+                keys = keys.filter(lambda key, _: _fresh(key, np.asarray(consumed, np.int64)))
+                delivered.append(_delivered_keys(keys, None if done else where))
+        keys = np.concatenate(delivered)
+        if np.unique(keys).size != keys.size:
+            raise ValueError(
+                "the old shards delivered records with the same record id: re-sharding needs "
+                "record ids unique within a pass"
+            )
+        if not keys.size:
+            self.set(iteration)
+            return
+        length = _pass_length(records(*self.shards), reads)
+        self.resume(np.concatenate([place.start(iteration), [length], np.sort(keys)]))
 
     def set(self, number: int) -> None:
         """Give the next iterator the number ``number``, from its start."""
@@ -106,17 +224,180 @@ class Progress(tf.__internal__.tracking.Trackable):
                 f"this place was saved by shard {shards[1]} of {shards[0]} input shards, "
                 f"inside iteration {int(state[0])}; this pipeline reads {self.shards[0]} shards. "
                 "A place inside an iteration is a place in one shard's stream: restore it with "
-                f"{shards[0]} shards, or start the next iteration on {self.shards[0]} shards "
-                f"(progress.set({int(state[0]) + 1}))"
+                f"{shards[0]} shards, or collect the states of all {shards[0]} old shards "
+                "(oi.iterations.saved_shard_state(path) of each one's checkpoint) and call "
+                "progress.resume_shards(states) on every new shard"
             )
         self.resume(state)
         return tf.no_op()
 
 
+def saved_shard_state(path: str) -> ShardState:
+    """The :class:`ShardState` a ``tf.train.Checkpoint`` at ``path`` (a prefix, or a folder:
+    its latest checkpoint) holds of its one :class:`Progress`."""
+    reader = tf.train.load_checkpoint(path)
+    places = [name for name in reader.get_variable_to_shape_map() if name.endswith("/place")]
+    if len(places) != 1:
+        raise ValueError(
+            f"the checkpoint {path} holds {len(places)} input places, not one: "
+            "read the state and shards of the Progress you mean with tf.train.load_checkpoint"
+        )
+    num_shards, shard_index = reader.get_tensor(places[0][: -len("place")] + "shards")
+    return ShardState(int(num_shards), int(shard_index), reader.get_tensor(places[0]))
+
+
+def _split(state: tf.Tensor | np.ndarray | list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """``(place, consumed keys)`` of what :meth:`Progress.state` returned."""
+    vector = np.asarray(state, np.int64)
+    if vector.ndim != 1 or vector.size < 3 or vector[0] < 0 or not 0 <= vector[1] <= vector[2]:
+        raise ValueError(f"not the state of a make_dataset iterator: {vector!r}")
+    end = place.length(int(vector[1]), int(vector[2]))
+    if vector.size < end:
+        raise ValueError(f"not the state of a make_dataset iterator: {vector!r}")
+    return vector[:end], vector[end:]
+
+
+def _check_split(states: list[ShardState]) -> int:
+    """The number of input shards ``states`` were saved by, one state of each."""
+    numbers = sorted({s.num_shards for s in states})
+    if len(numbers) != 1:
+        raise ValueError(f"states saved by {numbers} input shards: give those of one split")
+    indices = sorted(s.shard_index for s in states)
+    if indices != list(range(numbers[0])):
+        raise ValueError(
+            f"the states of {numbers[0]} input shards are those of shards 0 to "
+            f"{numbers[0] - 1}, one each; got shards {indices}"
+        )
+    return numbers[0]
+
+
+def _check_resharding(reads: ShardReads, iteration: int) -> None:
+    """Raise unless the old shards' streams of ``iteration`` can be read again as they were."""
+    if not reads.reproducible:
+        raise ValueError(
+            "a place inside an iteration moves to other shards only when the record order "
+            "is a function of the seed: give make_dataset a seed (or shuffle=False) and "
+            "keep deterministic=True"
+        )
+    if reads.passes is None:
+        raise ValueError(
+            f"iteration {iteration} reads the data without end (num_epochs=None): a place "
+            "inside it moves to other shards only with a finite num_epochs. Start the next "
+            f"iteration instead: progress.set({iteration + 1})"
+        )
+
+
+def _common(what: str, values: list, states: list[ShardState]):
+    """The one ``what`` of every state."""
+    if len(set(values)) != 1:
+        raise ValueError(
+            f"the states of shards {[s.shard_index for s in states]} differ in their {what}: "
+            "give the states the shards saved at one time"
+        )
+    return values[0]
+
+
+def _applies(consumed: tf.Tensor, iteration: tf.Tensor) -> tf.Tensor:
+    """Whether ``consumed`` (as :meth:`Progress.consumed` holds it) is of ``iteration``."""
+    return tf.reduce_any(consumed[:1] == iteration)
+
+
+def _consumed_in(consumed: tf.Tensor, iteration: tf.Tensor) -> tf.Tensor:
+    """``consumed`` where it is of ``iteration``, else empty."""
+    return tf.cond(_applies(consumed, iteration), lambda: consumed, lambda: tf.zeros([0], tf.int64))
+
+
+def record_keys(record_ids: tf.Tensor, passes: tf.Tensor | int = 0) -> tf.Tensor:
+    """The int64 keys that stand for records (their ids, read in pass ``passes`` of their
+    iteration) in a re-sharded iteration's consumed set."""
+    key = tf.strings.to_hash_bucket_fast(record_ids, _KEY_SPACE)
+    step = tf.cast(passes, tf.int64) * tf.constant(_PASS_STEP, tf.int64)
+    # Wraps around in two's complement; the sign bit is cleared.
+    return tf.bitwise.bitwise_and(key + step, tf.constant(_KEY_SPACE, tf.int64))
+
+
+def _keyed(records: tf.data.Dataset, pass_length: int | tf.Tensor) -> tf.data.Dataset:
+    """``(key, record)``: each record of an iteration's stream (``(record_id, ...)``
+    elements) with the key of its id and pass, its pass counted by ``pass_length`` records."""
+    pass_length = tf.cast(pass_length, tf.int64)
+    return map_on_cpu(
+        records.enumerate(),
+        lambda position, record: (record_keys(record[0], position // pass_length), record)
+    )
+
+
+def _fresh(key: tf.Tensor, keys: tf.Tensor | np.ndarray) -> tf.Tensor:
+    """Whether ``key`` is not among the sorted ``keys``."""
+    keys = tf.convert_to_tensor(keys, tf.int64)
+    index = tf.searchsorted(keys, key[tf.newaxis])[0]
+    return tf.logical_not(tf.reduce_any(keys[index : index + 1] == key))
+
+
+def _unconsumed(
+    records: tf.data.Dataset, iteration: tf.Tensor, consumed: tf.Tensor
+) -> tf.data.Dataset:
+    """``records`` (``(record_id, ...)`` elements) but those in ``consumed`` when it is of
+    ``iteration``; no function per record otherwise."""
+
+    def fresh() -> tf.data.Dataset:
+        keyed = _keyed(records, consumed[1]).filter(lambda key, _: _fresh(key, consumed[2:]))
+        return map_on_cpu(keyed, lambda _, record: record)
+
+    return tf.cond(_applies(consumed, iteration), fresh, lambda: records)
+
+
+def _pass_length(records: tf.data.Dataset, reads: ShardReads) -> int:
+    """The records in one pass of an iteration's stream ``records``: where an id first comes
+    again (every pass reads the shard's records once each)."""
+    if reads.passes == 1:
+        return _ONE_PASS
+    seen: set[int] = set()
+    keys = map_on_cpu(records, lambda record_id, *rest: record_keys(record_id)).batch(4096)
+    for batch in keys.as_numpy_iterator():
+        for key in batch.tolist():
+            if key in seen:
+                return len(seen)
+            seen.add(key)
+    return len(seen)
+
+
+def _delivered_keys(keys: tf.data.Dataset, where: np.ndarray | None) -> np.ndarray:
+    """The keys of the records of a shard's stream of an iteration (``(key, record)`` elements)
+    that the place ``where`` in it says were delivered (or dropped); None: the shard finished
+    it, all."""
+    if where is None:
+        return _all_keys(keys)
+    _, restart, seen, bits = place.unpack(tf.constant(where))
+    delivered = _all_keys(keys.take(int(seen)))
+    if delivered.size < int(seen):
+        raise ValueError(
+            f"a place {int(seen)} records into its shard's stream, which holds "
+            f"{delivered.size}: the states are not of this pipeline (its data, seed and options)"
+        )
+    return delivered[np.concatenate([np.ones([int(restart)], bool), bits.numpy()])]
+
+
+def _all_keys(keys: tf.data.Dataset) -> np.ndarray:
+    """The keys of ``(key, record)`` elements, in order."""
+    batches = map_on_cpu(keys, lambda key, _: key).batch(4096).as_numpy_iterator()
+    return np.concatenate([np.zeros([0], np.int64), *batches])
+
+
+def _read_seed(seed: int | None, iteration: tf.Tensor) -> tf.Tensor | None:
+    """The seed ``read`` takes in ``iteration``: None when the pipeline has none."""
+    return pass_seed(seed, iteration) if seed is not None else None
+
+
 def keys(progress: Progress) -> tf.data.Dataset:
-    """One element per iterator: its starting place, taken from ``progress`` as it starts."""
-    one = tf.data.Dataset.from_tensors(tf.constant(0, tf.int64))
-    return map_on_cpu(one, lambda _: progress.start())
+    """One element per iterator: its starting place, taken from ``progress`` as it starts, and
+    the records consumed in a re-sharded iteration (:meth:`Progress.consumed`)."""
+
+    def begin(_):
+        chosen = progress.start()
+        with tf.control_dependencies([chosen]):
+            return chosen, progress.consumed()
+
+    return map_on_cpu(tf.data.Dataset.from_tensors(tf.constant(0, tf.int64)), begin)
 
 
 def pass_seed(seed: int, key: tf.Tensor) -> tf.Tensor:
@@ -174,23 +455,28 @@ def seeded_records(
         salts = tf.data.Dataset.random(seed=base, rerandomize_each_iteration=True)
         return _with_positions(read(seed), 0, salts, None)
 
-    def one_iteration(starting_place: tf.Tensor) -> tf.data.Dataset:
+    def one_iteration(starting_place: tf.Tensor, consumed: tf.Tensor) -> tf.data.Dataset:
         iteration, restart, seen, delivered = place.unpack(starting_place)
         iteration_seed = pass_seed(base, iteration)
-        read_seed = iteration_seed if seed is not None else None
         salts = tf.data.Dataset.from_tensors(iteration_seed).repeat()
+
+        def stream() -> tf.data.Dataset:
+            # A re-sharded iteration leaves out what the old shards delivered: the positions
+            # count in what remains, so places in it restore onto it exactly.
+            return _unconsumed(read(_read_seed(seed, iteration)), iteration, consumed)
+
         if replayed == FLAG_REPLAYED:
-            return _with_positions(read(read_seed).skip(restart), restart, salts, delivered)
+            return _with_positions(stream().skip(restart), restart, salts, delivered)
         if replayed == NO_REPLAY:
-            return _with_positions(read(read_seed).skip(restart), restart, salts, None)
+            return _with_positions(stream().skip(restart), restart, salts, None)
         # The records the buckets held, then, read anew, the rest: a filter on the first
         # alone, so the stream past the place costs no function per record.
-        held = read(read_seed).skip(restart).take(seen - restart)
+        held = stream().skip(restart).take(seen - restart)
         held = _with_positions(held, restart, salts, delivered).filter(
             lambda parts, record: tf.logical_not(parts[2])
         )
         held = map_on_cpu(held, lambda parts, record: (parts[:2], record))
-        rest = _with_positions(read(read_seed).skip(seen), seen, salts, None)
+        rest = _with_positions(stream().skip(seen), seen, salts, None)
         return held.concatenate(rest)
 
     return keys(progress).flat_map(one_iteration)

@@ -276,9 +276,6 @@ def _build_dataset(opts: DatasetOptions) -> tf.data.Dataset:
         counting=local,
         trusted=opts.source.verified,
     )
-    progress = None
-    if local:
-        progress = iterations.Progress(opts.reading.num_shards, opts.reading.shard_index)
     context = ReadContext(
         reading=opts.reading,
         shuffle=opts.shuffle,
@@ -286,13 +283,30 @@ def _build_dataset(opts: DatasetOptions) -> tf.data.Dataset:
         deterministic=opts.deterministic,
         marks=policy.reader_marks,
     )
-    read = functools.partial(
-        _read,
-        opts.source,
-        context,
-        shuffle_buffer_size=opts.shuffle_buffer_size if opts.shuffle else None,
-        num_epochs=opts.num_epochs,
-    )
+
+    def read_shard(num_shards: int, shard_index: int) -> iterations.Read:
+        reading = dataclasses.replace(
+            opts.reading, num_shards=num_shards, shard_index=shard_index, input_context=None
+        )
+        return functools.partial(
+            _read,
+            opts.source,
+            dataclasses.replace(context, reading=reading),
+            shuffle_buffer_size=opts.shuffle_buffer_size if opts.shuffle else None,
+            num_epochs=opts.num_epochs,
+        )
+
+    read = read_shard(opts.reading.num_shards, opts.reading.shard_index)
+    progress = None
+    if local:
+        # Re-sharding reads the iteration again as the old shards did (Progress.resume_shards).
+        reads = iterations.ShardReads(
+            read_shard,
+            opts.seed,
+            passes=opts.num_epochs,
+            reproducible=opts.deterministic and (opts.seed is not None or not opts.shuffle),
+        )
+        progress = iterations.Progress(opts.reading.num_shards, opts.reading.shard_index, reads)
     steps = per_example.plan(
         opts.source,
         opts.augment,

@@ -37,6 +37,11 @@ def start(iteration: int | tf.Tensor) -> tf.Tensor:
     return tf.stack([iteration, tf.constant(0, tf.int64), tf.constant(0, tf.int64)])
 
 
+def length(restart: int, seen: int) -> int:
+    """The length of a place vector whose ``restart`` and ``seen`` are these."""
+    return _HEADER + -(-(seen - restart) // _BITS)
+
+
 def unpack(place: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
     """``(iteration, restart, seen, delivered)``: ``delivered`` bool ``[seen - restart]``, one
     per position from ``restart`` on."""
