@@ -171,8 +171,9 @@ COVERAGE_SAMPLERS = (
 @pytest.mark.parametrize(
     "samplers, objects",
     [
-        (SSD_BATCH_SAMPLERS, OBJECTS),
-        (SSD_BATCH_SAMPLERS[1:], [[0.4, 0.4, 0.45, 0.47]]),  # a small object: often no sample
+        pytest.param(SSD_BATCH_SAMPLERS, OBJECTS, marks=pytest.mark.slow),
+        # A small object: often no sample.
+        pytest.param(SSD_BATCH_SAMPLERS[1:], [[0.4, 0.4, 0.45, 0.47]], marks=pytest.mark.slow),
         (COVERAGE_SAMPLERS, OBJECTS),
     ],
 )
@@ -218,6 +219,7 @@ def samplers_and_objects(draw):
     return sampler, objects
 
 
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None)
 @given(samplers_and_objects(), st.integers(0, 1000))
 def test_every_sample_meets_its_sampler(case, salt):
