@@ -12,7 +12,16 @@ settings.register_profile("default", deadline=None, max_examples=25)
 # CI replays the same examples every run, so a red CI always names a reproducible case; local
 # runs keep exploring new ones.
 settings.register_profile("ci", deadline=None, max_examples=25, derandomize=True)
+# The developer's loop (pytest -m "not slow") tries 10 examples where no test sets its own
+# number: a property test builds a pipeline per example, and the loop must stay short. CI and
+# the README's command pass no -m and keep 25.
+settings.register_profile("dev", deadline=None, max_examples=10)
 settings.load_profile("ci" if os.environ.get("CI") else "default")
+
+
+def pytest_configure(config):
+    if "not slow" in (config.option.markexpr or ""):
+        settings.load_profile("dev")
 
 
 @pytest.fixture(autouse=True)

@@ -480,6 +480,7 @@ def test_table_property_errors_name_file_record_and_property(tmp_path):
         elements(EarthEngineTable(path, ["B2"]), shuffle=False)
 
 
+@pytest.mark.slow
 @settings(max_examples=4)
 @given(
     st.integers(1, 3),

@@ -3,6 +3,8 @@
 import re
 from pathlib import Path
 
+import pytest
+
 import object_input
 
 
@@ -67,6 +69,7 @@ def test_no_import_cycles_between_modules():
     assert not cycles, f"import cycles: {cycles[:3]}"
 
 
+@pytest.mark.slow
 def test_reading_and_decoding_a_record_imports_no_op():
     # The readers sit below the op library: a TFRecord source decodes a record, deferred and
     # realized, without importing anything under object_input.ops.

@@ -119,6 +119,7 @@ def test_every_on_error_has_the_same_choices_in_one_order_and_states_its_default
     assert WriteOptions.on_error == "skip"
 
 
+@pytest.mark.slow
 def test_tensorflow_start_up_lines_are_silenced(tmp_path):
     paths = write_tfrecords([build_example(np.zeros((4, 4, 3), np.uint8))], tmp_path / "x")
     code = "import sys; from object_input.cli import main; sys.exit(main(sys.argv[1:]))"
@@ -209,6 +210,7 @@ def test_pipeline_errors_are_reported_with_our_message_first(tmp_path, capsys):
     assert "function_node" not in err and "[[" not in err
 
 
+@pytest.mark.slow
 def test_data_errors_of_show_and_bench_are_our_sentence_naming_the_label_map(tmp_path, capsys):
     pytest.importorskip("matplotlib")
     example = build_example(

@@ -105,6 +105,7 @@ def test_train_phase_matches_caffe_every_pixel(caffe_dir):
     assert len(seen) >= 8 and {mirror for _, mirror in seen} == {False, True}
 
 
+@pytest.mark.slow
 def test_same_seed_same_batches_and_test_phase_is_centred(caffe_dir):
     root, datums, _ = caffe_dir
     train = load_data_layer(root / "train_val.prototxt", root=root)

@@ -188,6 +188,7 @@ def ssd_dir(tmp_path_factory):
     return root, images
 
 
+@pytest.mark.slow
 def test_train_layer_gives_source_steps_and_batch_size(ssd_dir):
     root, _ = ssd_dir
     layer = load_data_layer(root / "train.prototxt", phase="TRAIN", root=root)

@@ -693,6 +693,7 @@ def test_defaults_and_normalisation():
     }
 
 
+@pytest.mark.slow
 def test_config_values_win_over_defaults_and_keywords_over_both(synthetic_dir):
     config = PipelineConfig(input_paths=[synthetic_dir], batch_size=5, drop_remainder=True)
     batches = list(make_dataset(config=config, num_epochs=1, shuffle=False))

@@ -117,6 +117,7 @@ def test_shards_get_their_names_only_when_the_writing_succeeds(tmp_path):
     assert _records(prefix + "-*") == [b"a", b"c", b"b"]
 
 
+@pytest.mark.slow
 def test_a_dataset_written_under_a_prefix_replaces_the_one_there(tmp_path):
     from object_input.verification.verify import verify_files
     from object_input.writers import (

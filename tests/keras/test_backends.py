@@ -213,6 +213,7 @@ def test_a_model_with_the_layer_builds_and_fits(tmp_path, keras_backend):
     assert np.abs(np.load(tmp_path / "pixels.npy") - expected).max() <= TOLERANCE
 
 
+@pytest.mark.slow
 def test_keras_ops_namespace_gives_the_tensorflow_pixels_in_process():
     # This process runs Keras on TensorFlow: the layer takes TensorFlow's own ops, and the
     # keras.ops namespace (what JAX and PyTorch run) is checked here against them, eagerly.

@@ -136,6 +136,7 @@ def test_detection_targets_match_the_feature_batches(synthetic_dir):
     assert (targets["boxes"].numpy()[~valid] == 0).all()
 
 
+@pytest.mark.slow
 def test_keras_layers_in_make_dataset_are_reproducible_whatever_the_parallelism(synthetic_dir):
     import keras
 

@@ -243,6 +243,7 @@ def _class_folders(root, per_class):
     )
 
 
+@pytest.mark.slow
 def test_class_folders_feed_a_classifier(tmp_path):
     import object_input as oi
 
@@ -262,6 +263,7 @@ def test_class_folders_feed_a_classifier(tmp_path):
     assert len(history.history["loss"]) == 2
 
 
+@pytest.mark.slow
 def test_image_classes_with_gaps_become_labels_of_the_label_map(tmp_path):
     import object_input as oi
     from object_input.writers import build_example, write_tfrecords
@@ -433,6 +435,7 @@ def write_sparse_records(folder, label_map=SPARSE):
     return path
 
 
+@pytest.mark.slow
 def test_make_dataset_finds_the_label_map_beside_the_files_and_names_the_classes(tmp_path):
     import object_input as oi
 

@@ -246,6 +246,7 @@ def test_identity_warp_to_the_same_size_is_the_input_as_float():
         np.testing.assert_allclose(out[name], expected[name], atol=1e-6, err_msg=name)
 
 
+@pytest.mark.slow
 def test_pipeline_folds_its_resize_into_a_trailing_rotation(tmp_path):
     files = write_synthetic_dataset(tmp_path, 4, 1, sizes=((48, 80),), min_objects=2)
 

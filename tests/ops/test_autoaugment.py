@@ -600,7 +600,9 @@ def test_only_bboxes_ops_keep_masks_and_keypoints_inside_their_boxes(
     _assert_near_boxes(out, height, width, mask_px=1.0, keypoint_px=1.0)
 
 
-@pytest.mark.parametrize("policy_name", ["v0", "v1", "v2", "v3"])
+@pytest.mark.parametrize(
+    "policy_name", ["v0", pytest.param("v1", marks=pytest.mark.slow), "v2", "v3"]
+)
 @SLOW
 @given(**_example_args)
 def test_policies_keep_boxes_valid_and_fields_aligned(

@@ -26,7 +26,9 @@ def test_deferrable_prefix_ends_at_the_last_crop():
     assert deferrable_prefix(["random_rotation90", "random_crop_image"]) == 0
 
 
-@pytest.mark.parametrize("image_format", ["jpeg", "png", "raw"])
+@pytest.mark.parametrize(
+    "image_format", [pytest.param("jpeg", marks=pytest.mark.slow), "png", "raw"]
+)
 def test_deferred_equals_decode_then_augment(image_format):
     rng = np.random.default_rng(5)
     arrays = make_example(rng, 64, 80, max_objects=4, min_objects=2, image_format=image_format)

@@ -27,6 +27,7 @@ def first_batch(directory, steps, **options):
     return next(iter(oi.make_dataset(directory, augment=steps, **options)))
 
 
+@pytest.mark.slow
 def test_annotations_are_those_of_the_host_pipeline(synthetic_dir):
     device = first_batch(synthetic_dir, [*CROP, *HEAVY], trailing_steps="device")
     exact = first_batch(synthetic_dir, [*CROP, *HEAVY], trailing_steps="exact")
@@ -47,6 +48,7 @@ def test_layer_pixels_equal_the_host_where_the_step_commutes_with_the_resize(syn
     assert not np.array_equal(flipped, device[fields.IMAGE])
 
 
+@pytest.mark.slow
 def test_layer_pixels_match_the_host_in_distribution_after_the_resize(synthetic_dir):
     steps = [*CROP, ("random_rotation", {"max_angle": 20.0})]
     device = first_batch(synthetic_dir, steps, trailing_steps="device")
@@ -216,10 +218,12 @@ def test_batched_output_dtype_and_static_batches(synthetic_dir):
 @pytest.mark.parametrize(
     "options",
     [
-        {"group_by_aspect_ratio": True},
+        pytest.param({"group_by_aspect_ratio": True}, marks=pytest.mark.slow),
         {"on_error": "skip"},
         {"keras": True},
-        {"augment": [("mosaic", {"output_size": SIZE}), *HEAVY]},
+        pytest.param(
+            {"augment": [("mosaic", {"output_size": SIZE}), *HEAVY]}, marks=pytest.mark.slow
+        ),
     ],
 )
 def test_batched_runs_with_the_pipeline_options_and_keeps_the_annotations(synthetic_dir, options):
@@ -309,6 +313,7 @@ def test_a_warp_after_a_step_of_another_size_stays_on_the_batch():
     assert _batched_steps([MOSAIC, ROTATION, FLIP, BRIGHTNESS], "device") == whole
 
 
+@pytest.mark.slow
 def test_yolo_recipe_batched_keeps_the_annotations_of_the_exact_order(synthetic_dir):
     steps = recipes.yolo(SIZE[0])
     options = {"image_size": (SIZE[0], SIZE[0])}

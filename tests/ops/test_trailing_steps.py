@@ -23,6 +23,7 @@ def first_batch(directory, steps, **options):
     return next(iter(oi.make_dataset(directory, augment=steps, **options)))
 
 
+@pytest.mark.slow
 def test_batched_equals_exact_when_the_color_already_sees_the_output_size(synthetic_dir):
     # resize_image to the output size before the colour: the final resize is then an identity,
     # so the exact order and the batched colour the same pixels.
@@ -59,6 +60,7 @@ def test_batched_output_dtype_is_its_float_color_cast(synthetic_dir, dtype):
         )
 
 
+@pytest.mark.slow
 def test_device_stage_defers_the_color_to_the_layer(synthetic_dir):
     steps = [*GEOMETRY, *COLOR]
     device = first_batch(synthetic_dir, steps, trailing_steps="device", output_dtype="uint8")

@@ -14,10 +14,14 @@ def test_every_registered_source_declares_a_sample_next_to_itself():
     assert missing == sorted(WITHOUT_SAMPLE), "declare Source.sample in the source's module"
 
 
+#: The sources the short loop (-m "not slow") runs through the suite, one binary and one text
+#: format; the others take 2 to 4 CPU s each (Earth Engine about 15) and run in the full suite.
+IN_THE_LOOP = {"TFRecord", "CSV"}
+
+
 @pytest.mark.parametrize(
     "name",
-    # Earth Engine alone took 39 s here in a loaded "-n 2" run: the short loop leaves it out.
-    [pytest.param(n, marks=pytest.mark.slow) if n == "EarthEngine" else n for n in SAMPLED],
+    [n if n in IN_THE_LOOP else pytest.param(n, marks=pytest.mark.slow) for n in SAMPLED],
 )
 def test_every_source_raises_or_skips_its_damaged_record_alone(tmp_path, name):
     options = {"batch_size": None, "shuffle": False}

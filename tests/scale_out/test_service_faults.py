@@ -410,19 +410,23 @@ def test_worker_added_mid_job_takes_work(verified_dir):
         consumer.stop()
 
 
-def test_skip_is_refused_with_a_service(verified_dir):
+# The refusals below need a small dataset, not the cluster tests' verified_dir (6 CPU s to build).
+
+
+def test_skip_is_refused_with_a_service(synthetic_dir):
     with pytest.raises(ValueError, match="cannot run on tf\\.data service workers"):
         oi.make_dataset(
-            str(verified_dir), batch_size=2, on_error="skip", service="grpc://localhost:1"
+            str(synthetic_dir), batch_size=2, on_error="skip", service="grpc://localhost:1"
         )
 
 
-def test_audit_needs_a_known_record_count(tmp_path, verified_dir):
+def test_audit_needs_a_known_record_count(tmp_path):
     write_synthetic_dataset(tmp_path, num_examples=4, num_shards=1)
     with pytest.raises(ValueError, match="inspect --verify"):
         _dataset(tmp_path, "grpc://localhost:1", audit=True)
+    verify_files(str(tmp_path))
     with pytest.raises(ValueError, match="finite num_epochs"):
-        _dataset(verified_dir, "grpc://localhost:1", num_epochs=None, audit=True)
+        _dataset(tmp_path, "grpc://localhost:1", num_epochs=None, audit=True)
 
 
 def _id_batches(*batches):
@@ -451,6 +455,6 @@ def test_audit_counts_distinct_missing_and_repeated_records_per_pass(caplog):
     assert oi.stats(second).format().splitlines()[-1] == "epoch 2: all 4 examples delivered"
 
 
-def test_audit_logger_needs_an_audited_dataset(verified_dir):
+def test_audit_logger_needs_an_audited_dataset(synthetic_dir):
     with pytest.raises(ValueError, match=r"audit=True"):
-        oi.AuditLogger(oi.make_dataset(str(verified_dir), batch_size=2))
+        oi.AuditLogger(oi.make_dataset(str(synthetic_dir), batch_size=2))

@@ -369,7 +369,7 @@ def test_the_chunk_order_is_shuffled_by_the_seed():
     assert tuple(again) == orders[1]
 
 
-@pytest.mark.parametrize("streaming", [False, True])
+@pytest.mark.parametrize("streaming", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_shards_partition_the_rows(streaming):
     dataset = detection_dataset()
     if streaming:
