@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import tensorflow as tf
@@ -337,13 +337,27 @@ def _unconsumed(
     records: tf.data.Dataset, iteration: tf.Tensor, consumed: tf.Tensor
 ) -> tf.data.Dataset:
     """``records`` (``(record_id, ...)`` elements) but those in ``consumed`` when it is of
-    ``iteration``; no function per record otherwise."""
+    ``iteration``; no function per record otherwise (but for the records of
+    :func:`_with_dense_ragged`)."""
+    if _with_dense_ragged(records.element_spec):
+        # A map gives such components back as tensors: the plain stream takes the same form, so
+        # that either stream can continue the iteration.
+        records = map_on_cpu(records, lambda *record: record)
 
     def fresh() -> tf.data.Dataset:
         keyed = _keyed(records, consumed[1]).filter(lambda key, _: _fresh(key, consumed[2:]))
         return map_on_cpu(keyed, lambda _, record: record)
 
     return tf.cond(_applies(consumed, iteration), fresh, lambda: records)
+
+
+def _with_dense_ragged(spec: Any) -> bool:
+    """Whether an element ``spec`` holds ragged components of ragged rank 0 (as a Hugging Face
+    dataset's per-box lists are read)."""
+    return any(
+        isinstance(part, tf.RaggedTensorSpec) and part.ragged_rank == 0
+        for part in tf.nest.flatten(spec)
+    )
 
 
 def _pass_length(records: tf.data.Dataset, reads: ShardReads) -> int:
