@@ -58,10 +58,12 @@ def test_bits_round_trip(bits, offset):
     assert len(current) == 3 + -(-width // 63)
 
 
-def _files(tmp_path, records=23):
+def _files(tmp_path, records=23, count=2, bad_in=None):
+    """``count`` TFRecord files of ``records`` records; record 3 is bad in the files of
+    ``bad_in`` (None: in every file)."""
     rng = np.random.default_rng(5)
     paths = []
-    for shard in range(2):
+    for shard in range(count):
         path = str(tmp_path / f"part-{shard}.tfrecord")
         with tf.io.TFRecordWriter(path) as writer:
             for i in range(records):
@@ -72,7 +74,7 @@ def _files(tmp_path, records=23):
                     classes=[1],
                     source_id=f"{shard}-{i}",
                 )
-                if i == 3:  # a bad record, skipped
+                if i == 3 and (bad_in is None or shard in bad_in):  # a bad record, skipped
                     example.features.feature["image/object/class/label"].int64_list.value[0] = 0
                 writer.write(example.SerializeToString())
         paths.append(path)

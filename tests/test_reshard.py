@@ -5,33 +5,17 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from test_place import _digest
+from test_place import _files as place_files
 
 import object_input as oi
 from object_input import iterations
-from object_input.writers import build_example
 
 ITERATION = 1
 
 
 def _files(tmp_path, count, records=7):
     """``count`` TFRecord files of ``records`` records; record 3 of the first file is bad."""
-    rng = np.random.default_rng(5)
-    paths = []
-    for index in range(count):
-        path = str(tmp_path / f"part-{index}.tfrecord")
-        with tf.io.TFRecordWriter(path) as writer:
-            for i in range(records):
-                shape = (12, 16, 3) if i % 3 else (16, 10, 3)  # two aspect-ratio buckets
-                example = build_example(
-                    rng.integers(0, 255, shape, np.uint8),
-                    boxes=[[0.1, 0.2, 0.7, 0.9]],
-                    classes=[1],
-                )
-                if index == 0 and i == 3:  # a bad record, skipped
-                    example.features.feature["image/object/class/label"].int64_list.value[0] = 0
-                writer.write(example.SerializeToString())
-        paths.append(path)
-    return paths
+    return place_files(tmp_path, records, count, bad_in=(0,))
 
 
 def _make(files, num_shards, shard_index, **options):
