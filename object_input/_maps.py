@@ -42,11 +42,15 @@ def map_on_cpu(
 ) -> tf.data.Dataset:
     """``dataset.map(fn, num_parallel_calls, deterministic)``, its function instantiated on
     the CPU alone (module docstring); the same elements in the same order."""
-    if not tf.inside_function():
-        mapped = _OneDeviceMap(dataset, fn, num_parallel_calls, deterministic)
-        if mapped.on_cpu:
-            return mapped.with_options(_OPTIONS)
-    return dataset.map(fn, num_parallel_calls=num_parallel_calls, deterministic=deterministic)
+    if tf.inside_function():
+        return dataset.map(fn, num_parallel_calls=num_parallel_calls, deterministic=deterministic)
+    marked = structured_function.StructuredFunctionWrapper(
+        fn, "Dataset.map()", dataset=dataset, defun_kwargs={ONE_DEVICE: True}
+    )
+    if not all(_on_cpu(tensor) for tensor in marked.function.captured_inputs):
+        # Known only once traced: traced again, unmarked (a variable placed on a GPU).
+        return dataset.map(fn, num_parallel_calls=num_parallel_calls, deterministic=deterministic)
+    return _OneDeviceMap(dataset, marked, num_parallel_calls, deterministic).with_options(_OPTIONS)
 
 
 def _on_cpu(tensor: tf.Tensor) -> bool:
@@ -60,24 +64,19 @@ class _OneDeviceMap(dataset_ops.UnaryDataset):
     def __init__(
         self,
         input_dataset: tf.data.Dataset,
-        fn: Callable[..., Any],
+        map_func: structured_function.StructuredFunctionWrapper,
         num_parallel_calls: int | None,
         deterministic: bool | None,
     ) -> None:
         self._input_dataset = input_dataset
         self._name = None
-        self._map_func = structured_function.StructuredFunctionWrapper(
-            fn, "Dataset.map()", dataset=input_dataset, defun_kwargs={ONE_DEVICE: True}
-        )
-        captured = self._map_func.function.captured_inputs
-        self.on_cpu = all(_on_cpu(tensor) for tensor in captured)
-        if not self.on_cpu:
-            return
+        self._map_func = map_func
+        captured = map_func.function.captured_inputs
         if num_parallel_calls is None:
             variant = gen_dataset_ops.map_dataset(
                 input_dataset._variant_tensor,
                 captured,
-                f=self._map_func.function,
+                f=map_func.function,
                 use_inter_op_parallelism=True,
                 preserve_cardinality=True,
                 **self._common_args,
@@ -86,7 +85,7 @@ class _OneDeviceMap(dataset_ops.UnaryDataset):
             variant = gen_dataset_ops.parallel_map_dataset_v2(
                 input_dataset._variant_tensor,
                 captured,
-                f=self._map_func.function,
+                f=map_func.function,
                 num_parallel_calls=tf.convert_to_tensor(num_parallel_calls, tf.int64),
                 deterministic={None: "default", True: "true", False: "false"}[deterministic],
                 use_inter_op_parallelism=True,

@@ -97,7 +97,7 @@ def test_an_error_inside_the_function_is_the_op_error_dataset_map_raises():
         ("/device:TPU:1", False),
     ],
 )
-def test_a_capture_placed_off_the_cpu_keeps_the_plain_map(device, on_cpu):
+def test_a_capture_is_told_on_the_cpu_or_off_it_by_its_device(device, on_cpu):
     class Captured:
         pass
 
