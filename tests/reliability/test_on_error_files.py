@@ -44,8 +44,17 @@ def _file_damage(tmp_path) -> dict[str, tuple[bytes, int, str]]:
     }
 
 
+# The short loop (-m "not slow") reads one truncated and one flipped file of each kind; every
+# damage case takes a pipeline's seconds.
 @pytest.mark.parametrize(
-    "case", ["mid_record", "inside_header", "crc_mismatch", "not_a_tfrecord", "gzip_without_flag"]
+    "case",
+    [
+        "mid_record",
+        pytest.param("inside_header", marks=pytest.mark.slow),
+        "crc_mismatch",
+        pytest.param("not_a_tfrecord", marks=pytest.mark.slow),
+        pytest.param("gzip_without_flag", marks=pytest.mark.slow),
+    ],
 )
 def test_damaged_file_raises_naming_it_or_is_counted(tmp_path, case):
     data, readable, text = _file_damage(tmp_path)[case]
@@ -110,16 +119,16 @@ def _compressed(data: bytes, compression: str) -> bytes:
 @pytest.mark.parametrize(
     "case",
     [
-        "checksum_cut",
+        pytest.param("checksum_cut", marks=pytest.mark.slow),
         pytest.param("stream_cut", marks=pytest.mark.slow),
         "crc_mismatch",
         "mid_record",
-        "inside_header",
-        "two_streams",
-        "plain_as_zlib",
-        "gzip_as_zlib",
-        "zlib_as_plain",
-        "zlib_as_gzip",
+        pytest.param("inside_header", marks=pytest.mark.slow),
+        pytest.param("two_streams", marks=pytest.mark.slow),
+        pytest.param("plain_as_zlib", marks=pytest.mark.slow),
+        pytest.param("gzip_as_zlib", marks=pytest.mark.slow),
+        pytest.param("zlib_as_plain", marks=pytest.mark.slow),
+        pytest.param("zlib_as_gzip", marks=pytest.mark.slow),
     ],
 )
 def test_damaged_zlib_file_raises_naming_it_or_is_counted(tmp_path, case):

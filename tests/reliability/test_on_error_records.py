@@ -224,7 +224,7 @@ def test_huge_image_is_downscaled_at_decode_on_request(tmp_path, on_error):
     assert stats(dataset).skipped == {}
 
 
-@pytest.mark.parametrize("on_error", ["raise", "skip"])
+@pytest.mark.parametrize("on_error", [pytest.param("raise", marks=pytest.mark.slow), "skip"])
 def test_images_without_boxes_are_kept_or_dropped_on_request(tmp_path, on_error):
     empty = bad_record(
         image__object__bbox__ymin=[],

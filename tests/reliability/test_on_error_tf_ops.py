@@ -192,7 +192,7 @@ def test_iterator_checkpoints_mid_window_with_caught_errors(tmp_path):
     assert counts.snapshot().skipped == {"undecodable": len(TF_ERRORS)}
 
 
-@pytest.mark.parametrize("on_error", ["raise", "skip"])
+@pytest.mark.parametrize("on_error", ["raise", pytest.param("skip", marks=pytest.mark.slow)])
 def test_tensorflow_op_errors_are_settled_before_records_become_mosaic_partners(tmp_path, on_error):
     path, good = _tf_error_file(tmp_path)
     dataset = small_dataset(
