@@ -97,6 +97,7 @@ def test_pad_image_size_too_small_names_the_record(synthetic_dir):
         list(ds)
 
 
+@pytest.mark.slow
 def test_num_epochs_counts(synthetic_dir):
     for epochs in (1, 3):
         ds = oi.make_dataset(synthetic_dir, batch_size=8, num_epochs=epochs, seed=0)
@@ -107,7 +108,10 @@ def test_num_epochs_counts(synthetic_dir):
     assert len(_source_ids(forever.take(10))) == 80
 
 
-@pytest.mark.parametrize("num_shards", [2, 3, 5])
+@pytest.mark.parametrize(
+    "num_shards",
+    [2, pytest.param(3, marks=pytest.mark.slow), pytest.param(5, marks=pytest.mark.slow)],
+)
 def test_shards_disjoint_and_complete(synthetic_dir, num_shards):
     parts = [
         _source_ids(
@@ -178,6 +182,7 @@ def test_different_seeds_and_epochs_differ(synthetic_dir):
     assert differing
 
 
+@pytest.mark.slow
 def test_keras_iteration_reshuffles_and_redraws_reproducibly(synthetic_dir):
     def two_passes():
         ds = oi.make_dataset(
@@ -275,6 +280,7 @@ def test_bad_options_fail_at_build_time(synthetic_dir, kwargs, message):
         oi.make_dataset(synthetic_dir, **kwargs)
 
 
+@pytest.mark.slow
 def test_deferred_decoding_changes_nothing_but_speed(synthetic_dir):
     def run(defer):
         ds = oi.make_dataset(
@@ -299,7 +305,11 @@ def test_deferred_decoding_changes_nothing_but_speed(synthetic_dir):
 
 @pytest.mark.parametrize(
     ("dtype", "expected"),
-    [("uint8", tf.uint8), ("float32", tf.float32), ("bfloat16", tf.bfloat16)],
+    [
+        ("uint8", tf.uint8),
+        pytest.param("float32", tf.float32, marks=pytest.mark.slow),
+        pytest.param("bfloat16", tf.bfloat16, marks=pytest.mark.slow),
+    ],
 )
 def test_output_dtype(synthetic_dir, dtype, expected):
     plain = next(
@@ -327,7 +337,10 @@ def test_output_dtype(synthetic_dir, dtype, expected):
             "image_size": (32, 32),
             "keras": True,
         },
-        {"augment": ["mosaic"], "image_size": (32, 32), "on_error": "skip", "masks": "png"},
+        pytest.param(
+            {"augment": ["mosaic"], "image_size": (32, 32), "on_error": "skip", "masks": "png"},
+            marks=pytest.mark.slow,
+        ),
     ],
 )
 def test_make_dataset_converts_nothing_with_autograph(synthetic_dir, options):

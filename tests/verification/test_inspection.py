@@ -282,6 +282,7 @@ def test_mask_storage_is_detected(tmp_path):
     assert inspect_records(numerical).masks() == "numerical"
 
 
+@pytest.mark.slow
 def test_records_whose_image_does_not_decode_are_corrupt_with_file_and_index(tmp_path, capsys):
     """A record holding a JPEG cut at a fixed byte count (no end marker) parses as an Example;
     decoding its image finds it, as it finds bytes that are no image and a damaged PNG."""

@@ -127,7 +127,10 @@ def test_trusted_data_still_limits_boxes(tmp_path):
 
 @pytest.mark.parametrize(
     "change, error",
-    [("append", "cannot read record 5"), ("rewrite", r"d-0\.tfrecord:1\b.*undecodable")],
+    [
+        pytest.param("append", "cannot read record 5", marks=pytest.mark.slow),
+        ("rewrite", r"d-0\.tfrecord:1\b.*undecodable"),
+    ],
 )
 def test_changed_file_falls_back_to_checks(tmp_path, change, error):
     paths = _dataset(tmp_path)
@@ -148,6 +151,7 @@ def test_changed_file_falls_back_to_checks(tmp_path, change, error):
     assert "d-1.tfrecord" not in str(seen[0].message)
 
 
+@pytest.mark.slow
 def test_bad_record_is_named_and_not_verified(tmp_path, capsys):
     good = _write(tmp_path / "a.tfrecord", [_example(i) for i in range(3)])
     bad = _write(tmp_path / "b.tfrecord", [_example(3), _truncated_jpeg_record(), _example(4)])
@@ -201,6 +205,7 @@ def test_other_settings_fall_back_with_one_sentence_on_what_differs(tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_writing_shards_drops_their_manifest_entries(tmp_path):
     from object_input.writers.synthetic import write_synthetic_dataset
 
@@ -221,6 +226,7 @@ def test_writing_shards_drops_their_manifest_entries(tmp_path):
         assert not TFRecord(only).verified
 
 
+@pytest.mark.slow
 def test_cli_verifies_with_config_settings(tmp_path, capsys):
     _dataset(tmp_path, count=1)
     label_map = tmp_path / "label_map.pbtxt"
@@ -235,6 +241,7 @@ def test_cli_verifies_with_config_settings(tmp_path, capsys):
     assert batch[fields.CLASSES].numpy().tolist()[2] == [1, 2]
 
 
+@pytest.mark.slow
 def test_verified_files_give_the_source_its_record_count(tmp_path):
     _dataset(tmp_path)  # 2 files of 5 records
     verify_files(str(tmp_path), masks="png")
