@@ -27,7 +27,12 @@ def test_deferrable_prefix_ends_at_the_last_crop():
 
 
 @pytest.mark.parametrize(
-    "image_format", [pytest.param("jpeg", marks=pytest.mark.slow), "png", "raw"]
+    "image_format",
+    [
+        pytest.param("jpeg", marks=pytest.mark.slow),
+        pytest.param("png", marks=pytest.mark.slow),
+        "raw",
+    ],
 )
 def test_deferred_equals_decode_then_augment(image_format):
     rng = np.random.default_rng(5)

@@ -17,6 +17,8 @@ from object_input.ops._device_stage import DeviceStage, apply_device_stage
 SIZE = (24, 32)
 BOXES = np.array([[0.1, 0.1, 0.5, 0.45], [0.4, 0.5, 0.95, 0.9], [0.0, 0.0, 1.0, 1.0]], np.float32)
 
+SLOW = pytest.mark.slow
+
 # Step, parameters, and how close the device's pixels come to the host's on an image already at
 # the output size (max absolute difference on the [0, 255] scale; None: compared otherwise).
 PARITY = [
@@ -49,9 +51,10 @@ PARITY = [
     ("random_adjust_saturation", {"min_delta": 0.2, "max_delta": 2.0}, 1e-2),
     ("random_distort_color", {"color_ordering": 1}, 1e-2),
     ("random_rgb_to_gray", {"probability": 0.5}, 1e-2),
-    ("randaugment_detection", {"magnitude": 9, "num_layers": 3}, 1e-3),
-    ("autoaugment_image", {"policy_name": "v2"}, 1e-3),
-    ("autoaugment_image", {"policy_name": "v3"}, 1e-3),
+    # The policies take 2.5-4 s each: the short loop (-m "not slow") leaves them to CI.
+    pytest.param("randaugment_detection", {"magnitude": 9, "num_layers": 3}, 1e-3, marks=SLOW),
+    pytest.param("autoaugment_image", {"policy_name": "v2"}, 1e-3, marks=SLOW),
+    pytest.param("autoaugment_image", {"policy_name": "v3"}, 1e-3, marks=SLOW),
 ]
 
 
@@ -259,6 +262,7 @@ def test_normalized_matrix_round_trips_a_pixel_matrix():
 # --- accelerator-ready by construction ------------------------------------------------------
 
 DEVICE_STEPS = sorted(name for name in registered_steps() if get_step(name).device is not None)
+_POLICIES = {"randaugment_detection", "autoaugment_image"}
 # Ops that would pin the stage to the host, or that XLA cannot compile.
 _FORBIDDEN = {
     "PyFunc",
@@ -305,7 +309,11 @@ def test_every_step_with_a_device_form_is_listed():
     }
 
 
-@pytest.mark.parametrize("name", DEVICE_STEPS)
+@pytest.mark.parametrize(
+    "name",
+    # The policies' XLA compiles take 2-2.6 s each: the short loop leaves them to CI.
+    [pytest.param(n, marks=SLOW) if n in _POLICIES else n for n in DEVICE_STEPS],
+)
 def test_device_form_has_gpu_kernels_and_compiles_with_xla(name):
     params = dict(get_step(name).demo_params)
     stage = DeviceStage.required([(name, params)], "test")

@@ -60,6 +60,7 @@ def test_layer_pixels_match_the_host_in_distribution_after_the_resize(synthetic_
     assert np.abs(rotated.numpy() - device[fields.IMAGE].numpy()).mean() > 2 * difference.mean()
 
 
+@pytest.mark.slow
 def test_batches_are_the_same_run_after_run(synthetic_dir):
     first = first_batch(synthetic_dir, HEAVY, trailing_steps="device", num_parallel_calls=2)
     second = first_batch(synthetic_dir, HEAVY, trailing_steps="device", num_parallel_calls=1)
@@ -67,6 +68,7 @@ def test_batches_are_the_same_run_after_run(synthetic_dir):
         np.testing.assert_array_equal(first[key], second[key])
 
 
+@pytest.mark.slow
 def test_keras_inputs_are_images_and_parameters_and_targets_are_final(synthetic_dir):
     inputs, targets = first_batch(synthetic_dir, HEAVY, trailing_steps="device", keras=True)
     images, parameters = inputs
@@ -75,6 +77,7 @@ def test_keras_inputs_are_images_and_parameters_and_targets_are_final(synthetic_
     np.testing.assert_array_equal(targets["boxes"], exact[fields.BOXES])
 
 
+@pytest.mark.slow
 def test_layer_in_a_model_fits_saves_and_loads(synthetic_dir, tmp_path):
     dataset = oi.make_dataset(
         synthetic_dir,
@@ -219,7 +222,7 @@ def test_batched_output_dtype_and_static_batches(synthetic_dir):
     "options",
     [
         pytest.param({"group_by_aspect_ratio": True}, marks=pytest.mark.slow),
-        {"on_error": "skip"},
+        pytest.param({"on_error": "skip"}, marks=pytest.mark.slow),
         {"keras": True},
         pytest.param(
             {"augment": [("mosaic", {"output_size": SIZE}), *HEAVY]}, marks=pytest.mark.slow

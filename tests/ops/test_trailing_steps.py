@@ -46,7 +46,7 @@ def test_batched_differs_from_exact_by_interpolation_only(synthetic_dir):
     assert 0 < np.median(difference) < 1.0
 
 
-@pytest.mark.parametrize("dtype", ["uint8", "bfloat16"])
+@pytest.mark.parametrize("dtype", [pytest.param("uint8", marks=pytest.mark.slow), "bfloat16"])
 def test_batched_output_dtype_is_its_float_color_cast(synthetic_dir, dtype):
     steps = [*GEOMETRY, *COLOR]
     color = first_batch(synthetic_dir, steps)[fields.IMAGE]
@@ -87,6 +87,7 @@ def test_device_stage_for_keras_gives_images_and_parameters(synthetic_dir):
     assert set(targets) == {"boxes", "classes"}
 
 
+@pytest.mark.slow
 def test_when_the_last_step_has_no_batched_form_nothing_moves(synthetic_dir):
     steps = [*COLOR, *GEOMETRY]
     batched = first_batch(synthetic_dir, steps)
