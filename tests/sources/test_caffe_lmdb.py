@@ -163,7 +163,7 @@ def test_key_order_without_shuffle_and_seeded_shuffle(many_db):
     assert two_epochs[40:] != first
 
 
-@pytest.mark.parametrize("shuffle", [False, True])
+@pytest.mark.parametrize("shuffle", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_shards_are_disjoint_and_complete(many_db, shuffle):
     source = CaffeLMDB(many_db, shuffle_block=3)
     shards = [

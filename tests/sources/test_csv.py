@@ -85,6 +85,7 @@ def test_large_integers_are_int64_and_strings_stay_strings(tmp_path):
     assert first["code"].numpy() == b"007"
 
 
+@pytest.mark.slow
 def test_a_csv_longer_than_the_shuffle_buffer_is_streamed(tmp_path):
     lines = 3000
     path = _write(tmp_path / "long.csv", "i\n" + "".join(f"{i}\n" for i in range(lines)))

@@ -805,6 +805,7 @@ def raw_tfds_through_pipeline(tfds_data, tmp_path, example, on_error):
     return by_id
 
 
+@pytest.mark.slow
 @PIPELINE
 @given(images, st.sampled_from(["raise", "skip"]))
 def test_tfds_dataset_with_a_fuzzed_image_through_make_dataset(

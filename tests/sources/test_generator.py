@@ -45,6 +45,7 @@ def test_every_pass_calls_the_generator_again():
     assert sum(int(b[fields.NUM_BOXES].numpy().sum()) for b in dataset) == 12
 
 
+@pytest.mark.slow
 def test_augmentation_both_batchings_and_keras():
     augment = [("random_vertical_flip", {"probability": 1.0})]
     kwargs = {"augment": augment, "shuffle": False, "max_boxes": 3, "batch_size": 4}

@@ -341,6 +341,7 @@ def ids(examples):
     return [x[fields.RECORD_ID].decode() for x in examples]
 
 
+@pytest.mark.slow
 def test_a_seeded_shuffle_is_reproducible_and_reads_every_row_once():
     source = HuggingFace(detection_dataset(), chunk_size=2)
     options = {"shuffle": True, "seed": 3, "augment": ["random_horizontal_flip"]}
@@ -390,6 +391,7 @@ def test_shards_partition_the_rows(streaming):
     assert_row(example, 4, prefix=prefix)
 
 
+@pytest.mark.slow
 def test_a_streaming_dataset_gives_the_same_examples():
     streamed = detection_dataset().to_iterable_dataset(num_shards=3)
     source = HuggingFace(streamed, chunk_size=2)
@@ -460,6 +462,7 @@ def test_a_saved_folder_and_a_name_load(tmp_path):
         assert_row(example, row, prefix="toy/train:")
 
 
+@pytest.mark.slow
 def test_keras_detection_targets():
     source = HuggingFace(detection_dataset(rows=[0, 2, 3]))
     options = {"batch_size": 3, "image_size": (16, 16), "max_boxes": 4, "batching": "static"}
@@ -547,6 +550,7 @@ def test_boxes_beyond_the_image_are_clipped_and_dropped_with_clip():
     assert example[fields.NUM_DROPPED_BOXES] == 1
 
 
+@pytest.mark.slow
 def test_an_image_that_does_not_decode_is_raised_or_skipped_naming_its_row():
     source = HuggingFace(detection_dataset(images={2: png(2)[:-30]}), name="toy")
     with pytest.raises(tf.errors.InvalidArgumentError, match="toy/train:2"):

@@ -251,6 +251,7 @@ def test_every_example_once_equal_to_tfds_load(prepared):
         assert example[fields.RECORD_ID].decode().startswith("tiny_detection/png/1.0.0/train:")
 
 
+@pytest.mark.slow
 def test_a_seeded_pipeline_reads_the_same_batches_twice(prepared):
     def run(seed):
         dataset = oi.make_dataset(
@@ -271,7 +272,7 @@ def test_a_seeded_pipeline_reads_the_same_batches_twice(prepared):
     assert order != [i for batch in other for i in batch[fields.SOURCE_ID].tolist()]
 
 
-@pytest.mark.parametrize("by_context", [False, True])
+@pytest.mark.parametrize("by_context", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_shards_partition_the_examples(prepared, by_context):
     def shard(index):
         if by_context:
@@ -286,6 +287,7 @@ def test_shards_partition_the_examples(prepared, by_context):
     assert first | second == {e[0] for e in EXAMPLES}
 
 
+@pytest.mark.slow
 def test_deferred_decoding_changes_nothing_but_speed(prepared):
     def run(defer):
         source = TFDS(prepared["jpeg"], split="train", defer_decode=defer)
