@@ -129,6 +129,7 @@ def test_files_glob_and_unbuffered_patches(tmp_path):
         np.testing.assert_array_equal(element[fields.IMAGE][..., 0], patch_pixels(0, index, 0, 0))
 
 
+@pytest.mark.slow
 def test_shards_keep_global_patch_indices(tmp_path):
     prefix, _ = float_export(tmp_path)
     seen = []
@@ -337,7 +338,9 @@ def predictions_of(source):
     ]
 
 
-@pytest.mark.parametrize("out_name", ["pred.tfrecord", "pred.tfrecord.gz"])
+@pytest.mark.parametrize(
+    "out_name", ["pred.tfrecord", pytest.param("pred.tfrecord.gz", marks=pytest.mark.slow)]
+)
 def test_predictions_written_back_read_again_equal_the_cropped_patches(tmp_path, out_name):
     prefix, _ = float_export(tmp_path)
     source = EarthEngine(prefix, bands=["B1", "B2"], patch_size=(H, W), kernel_size=KERNEL)

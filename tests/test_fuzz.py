@@ -101,6 +101,7 @@ def test_decode_raise_gives_features_or_a_named_error(record):
     assert out[fields.MASKS].shape[1:] == out[fields.IMAGE].shape[:2]
 
 
+@pytest.mark.slow
 @FUZZ
 @given(records)
 def test_decode_flag_flags_or_raises_only_tensorflow_codec_errors(record):

@@ -119,7 +119,11 @@ def _batches(dataset: tf.data.Dataset) -> list:
 
 @pytest.mark.parametrize(
     "option",
-    ["apply_default_optimizations", "map_and_batch_fusion", "map_parallelization"],
+    [
+        "apply_default_optimizations",
+        pytest.param("map_and_batch_fusion", marks=pytest.mark.slow),
+        pytest.param("map_parallelization", marks=pytest.mark.slow),
+    ],
 )
 def test_a_pipeline_with_tf_data_rewrites_turned_back_on_gives_the_same_batches(pattern, option):
     def make() -> tf.data.Dataset:

@@ -156,6 +156,7 @@ def test_a_finished_iteration_saves_the_start_of_the_next(tmp_path):
     assert [_digest(batch) for batch in restored] == second != first
 
 
+@pytest.mark.slow
 def test_a_checkpoint_of_the_standard_pipeline_in_its_second_epoch_is_small(tmp_path):
     rng = np.random.default_rng(0)
     path = str(tmp_path / "photos.tfrecord")

@@ -89,7 +89,7 @@ def test_yolo_recipe_holds_the_yolo_defaults():
         oi.ops.Augmentation(recipes.yolo(scale=1.5))
 
 
-@pytest.mark.parametrize("mixup", [0.0, 1.0])
+@pytest.mark.parametrize("mixup", [0.0, pytest.param(1.0, marks=pytest.mark.slow)])
 def test_yolo_recipe_runs_in_make_dataset(tmp_path, mixup):
     files = write_synthetic_dataset(tmp_path, 6, 1, sizes=((40, 56), (48, 32)), min_objects=1)
     dataset = oi.make_dataset(

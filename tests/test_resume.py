@@ -280,6 +280,7 @@ def _fit_steps(dataset, callbacks, **fit) -> list:
 STEPS_OPTIONS = {"batch_size": 3, "seed": 2, "num_epochs": None, "on_error": "skip", "keras": True}
 
 
+@pytest.mark.slow
 def test_fit_with_steps_per_epoch_reads_the_initial_epochs_iteration(tmp_path):
     """One iterator serves every epoch: without a backup_dir it reads iteration
     ``initial_epoch`` from its start (what a resumed run then gets, as documented)."""

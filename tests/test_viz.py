@@ -258,6 +258,7 @@ def test_show_without_matplotlib_says_how_to_install_it(data_dir, tmp_path, caps
     assert "pip install object-input[viz]" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_show_names_what_dropped_boxes_and_draws_crowded_images_whole(tmp_path, capsys, captured):
     from object_input.writers import build_example, write_tfrecords
 

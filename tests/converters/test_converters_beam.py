@@ -85,6 +85,7 @@ def _files(folder):
     return {path.name: path.read_bytes() for path in folder.iterdir()}
 
 
+@pytest.mark.slow
 def test_on_error_raise_on_beam_names_a_broken_image_and_writes_nothing(broken_voc, tmp_path):
     voc_root, reasons = broken_voc
     # Workers build in parallel: the first broken image met stops the pipeline.

@@ -212,6 +212,7 @@ def test_a_keras_layer_is_a_step_by_itself():
         np.testing.assert_array_equal(a[fields.IMAGE].numpy(), b[fields.IMAGE].numpy())
 
 
+@pytest.mark.slow
 def test_unbatched_keras_outputs(synthetic_dir):
     import object_input as oi
 
