@@ -125,28 +125,34 @@ def _ours(value: Any) -> bool:
 
 
 def reused(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``fn`` to call inside a ``tf.data`` map: a ``tf.function`` traced once per key (see the
-    module's docstring) and input signature in this process, or ``fn`` itself when its state
-    cannot be keyed."""
+    """``fn`` to call while tracing (a ``tf.data`` map): a ``tf.function`` traced once per key
+    (see the module's docstring) and input signature in this process; ``fn`` itself when its
+    state cannot be keyed, or outside a trace (eager calls run as they are)."""
     key = trace_key(fn)
     if key is None:
         return fn
-    if key in _cache:
-        _cache.move_to_end(key)
-        function = _cache[key]
-    else:
-        function = tf.function(fn, autograph=False)
-        _cache[key] = function
-        while len(_cache) > MAX_ENTRIES:
-            _cache.popitem(last=False)
 
-    def call(*args: Any) -> Any:
-        outputs = function(*args)
-        if key in _cache and not _reusable(function.get_concrete_function(*args)):
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if not tf.inside_function():
+            return fn(*args, **kwargs)
+        function = _function(key, fn)
+        outputs = function(*args, **kwargs)
+        if key in _cache and not _reusable(function.get_concrete_function(*args, **kwargs)):
             del _cache[key]  # this pipeline keeps it; no other will use it
         return outputs
 
     return call
+
+
+def _function(key: Any, fn: Callable[..., Any]) -> Any:
+    """The ``tf.function`` of ``fn`` kept under ``key``, made and kept when there is none."""
+    if key in _cache:
+        _cache.move_to_end(key)
+        return _cache[key]
+    function = _cache[key] = tf.function(fn, autograph=False)
+    while len(_cache) > MAX_ENTRIES:
+        _cache.popitem(last=False)
+    return function
 
 
 def _reusable(concrete: Any) -> bool:

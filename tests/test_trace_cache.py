@@ -72,18 +72,21 @@ def _images(source, **options):
     return [e[fields.IMAGE].numpy() for e in oi.make_dataset(source, **options)]
 
 
-def _traces():
-    return sum(f.experimental_get_tracing_count() for f in trace_cache._cache.values())
+def _traced():
+    """(functions kept, traces made of them)."""
+    return len(trace_cache._cache), sum(
+        f.experimental_get_tracing_count() for f in trace_cache._cache.values()
+    )
 
 
-def test_a_pipeline_built_again_reuses_its_trace(tmp_path):
+def test_a_pipeline_built_again_reuses_its_traces(tmp_path):
     source = _write(tmp_path / "data", seed=1)
     steps = [("random_horizontal_flip", {"probability": 0.5})]
     first = _images(source, augment=steps)
-    assert len(trace_cache._cache) == 1
-    traces = _traces()
+    traced = _traced()
+    assert traced[0] > 0
     second = _images(source, augment=steps)
-    assert (len(trace_cache._cache), _traces()) == (1, traces)
+    assert _traced() == traced
     for a, b in zip(first, second, strict=True):
         np.testing.assert_array_equal(a, b)
 
@@ -91,30 +94,50 @@ def test_a_pipeline_built_again_reuses_its_trace(tmp_path):
 def test_a_changed_step_parameter_option_or_file_is_traced_afresh(tmp_path):
     source = _write(tmp_path / "data", seed=1)
     unflipped = _images(source, augment=[("random_horizontal_flip", {"probability": 0.0})])
+    traced = _traced()
     flipped = _images(source, augment=[("random_horizontal_flip", {"probability": 1.0})])
+    assert _traced()[0] > traced[0]
     for a, b in zip(unflipped, flipped, strict=True):
         np.testing.assert_array_equal(a[:, ::-1], b)
     resized = _images(source, image_size=(8, 12))
     assert {image.shape for image in resized} == {(8, 12, 3)}
-    assert len(trace_cache._cache) == 3
     _images(source)
-    # The same path with other files: the trace is reused, the reader reads what is there now.
+    traced = _traced()
+    # The same path with other files: the traces are reused, the reader reads what is there now.
     _write(tmp_path / "data", seed=2)
     rewritten = _images(source)
-    assert len(trace_cache._cache) == 4
+    assert _traced() == traced
     fresh = _images(_write(tmp_path / "fresh", seed=2))
     for a, b in zip(rewritten, fresh, strict=True):
         np.testing.assert_array_equal(a, b)
 
 
+def test_eager_calls_run_as_they_are():
+    calls = []
+
+    def double(x):
+        calls.append(tf.inside_function())
+        return 2 * x
+
+    assert int(trace_cache.reused(double)(tf.constant(2))) == 4
+    assert calls == [False]
+    assert not trace_cache._cache
+
+
 def test_traces_with_state_or_unseeded_draws_are_not_kept(tmp_path):
     source = _write(tmp_path / "data", seed=1)
     _images(source, augment=["random_horizontal_flip"], seed=None)
-    assert len(trace_cache._cache) == 0
+    kept = _traced()
+    _images(source, augment=["random_horizontal_flip"], seed=None)
+    assert _traced() == kept  # the decoder's trace, reused
+    # The step's and the example's traces draw afresh: not kept.
+    concrete = [c for f in trace_cache._cache.values() for c in f._list_all_concrete_functions()]
+    assert concrete and all(trace_cache._reusable(c) for c in concrete)
     table = tf.lookup.StaticHashTable(
         tf.lookup.KeyValueTensorInitializer(tf.constant([0]), tf.constant([7])), -1
     )
+    trace_cache.clear()
     function = trace_cache.reused(lambda x: table.lookup(x))
     dataset = tf.data.Dataset.from_tensors(tf.constant(0)).map(function)
     assert [int(x) for x in dataset] == [7]
-    assert len(trace_cache._cache) == 0
+    assert not trace_cache._cache
