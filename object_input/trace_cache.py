@@ -22,6 +22,7 @@ import collections
 import dataclasses
 import enum
 import functools
+import threading
 import types
 from collections.abc import Callable
 from typing import Any
@@ -29,8 +30,9 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-#: Traced functions kept; the least recently used goes first.
-MAX_ENTRIES = 16
+#: Traced functions kept (a pipeline of six steps keeps about 13); the least recently used
+#: goes first.
+MAX_ENTRIES = 64
 #: The most objects a key may describe: a larger state is not worth walking.
 MAX_KEY_PARTS = 20_000
 
@@ -48,6 +50,7 @@ _STATE = (tf.Variable, tf.Module, tf.lookup.StaticHashTable, tf.lookup.StaticVoc
 _VALUES = (tf.DType, tf.TensorShape, tf.TypeSpec, types.UnionType, types.GenericAlias)
 
 _cache: collections.OrderedDict[Any, Any] = collections.OrderedDict()
+_lock = threading.Lock()  # pipelines may be built on several threads
 
 
 class _Unkeyable(Exception):
@@ -136,9 +139,14 @@ def reused(fn: Callable[..., Any]) -> Callable[..., Any]:
         if not tf.inside_function():
             return fn(*args, **kwargs)
         function = _function(key, fn)
+        traces = function.experimental_get_tracing_count()
         outputs = function(*args, **kwargs)
-        if key in _cache and not _reusable(function.get_concrete_function(*args, **kwargs)):
-            del _cache[key]  # this pipeline keeps it; no other will use it
+        # A trace is checked once, when made: the kept ones were reusable.
+        traced = function.experimental_get_tracing_count() > traces
+        if traced and not _reusable(function.get_concrete_function(*args, **kwargs)):
+            with _lock:
+                if _cache.get(key) is function:
+                    del _cache[key]  # this pipeline keeps it; no other will use it
         return outputs
 
     return call
@@ -146,13 +154,15 @@ def reused(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def _function(key: Any, fn: Callable[..., Any]) -> Any:
     """The ``tf.function`` of ``fn`` kept under ``key``, made and kept when there is none."""
-    if key in _cache:
-        _cache.move_to_end(key)
-        return _cache[key]
-    function = _cache[key] = tf.function(fn, autograph=False)
-    while len(_cache) > MAX_ENTRIES:
-        _cache.popitem(last=False)
-    return function
+    with _lock:
+        function = _cache.get(key)
+        if function is not None:
+            _cache.move_to_end(key)
+            return function
+        function = _cache[key] = tf.function(fn, autograph=False)
+        while len(_cache) > MAX_ENTRIES:
+            _cache.popitem(last=False)
+        return function
 
 
 def _reusable(concrete: Any) -> bool:
@@ -177,4 +187,5 @@ def _stateful_random(op_type: str) -> bool:
 
 def clear() -> None:
     """Forget every kept function (tests; a process that wants its memory back)."""
-    _cache.clear()
+    with _lock:
+        _cache.clear()
