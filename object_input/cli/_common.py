@@ -169,14 +169,11 @@ def override(options: dict[str, Any], args: argparse.Namespace, names: Iterable[
 
 def detect(source: Any, options: dict[str, Any]) -> None:
     """Decode masks and keypoints whenever the first records carry them."""
-    import tensorflow as tf
-
     from object_input.verification.inspection import inspect_records
 
     try:
-        # Read plainly: make_dataset checks every record it reads anyway.
-        report = inspect_records(source, limit=16, decode_images=False, checked=False)
-    except (OSError, ValueError, tf.errors.OpError):
+        report = inspect_records(source, limit=16, decode_images=False)
+    except (OSError, ValueError):
         return  # not TFRecord files: make_dataset reads them, or reports what is wrong
     if options.get("masks") is None:
         options["masks"] = report.masks()

@@ -84,23 +84,14 @@ class FeatureStats:
         return {"field": entry.field}
 
 
-def iterate_records(
-    files: Sequence[str], checked: bool = True
-) -> Iterator[tuple[str, int, bytes | CorruptRecord]]:
+def iterate_records(files: Sequence[str]) -> Iterator[tuple[str, int, bytes | CorruptRecord]]:
     """``(file, index, serialized record or CorruptRecord)`` for every record of ``files``.
 
     Each file is read to its end with the pipeline's byte accounting
     (:func:`object_input.sources._integrity.checked_records`; GZIP and ZLIB files included): a
     file that cannot be, truncated or damaged, ends in one :class:`CorruptRecord` saying where
-    and why. ``checked=False`` reads them plainly instead (a damaged file raises
-    ``tf.errors.OpError``): a quicker first look, with no function to trace.
+    and why.
     """
-    if not checked:
-        for path in files:
-            records = tf.data.TFRecordDataset(path, compression_type=compression_of(path))
-            for index, record in enumerate(records):
-                yield path, index, record.numpy()
-        return
     for path in files:
         compression = compression_of(path)
         expected = tf.constant(expected_bytes(path, compression), tf.int64)
@@ -425,7 +416,6 @@ def inspect_records(
     limit: int | None = None,
     label_map: LabelMapSource | None = None,
     decode_images: bool = True,
-    checked: bool = True,
 ) -> Report:
     """Read the TFRecords of ``source`` (glob, folder, files) and summarize them.
 
@@ -435,8 +425,7 @@ def inspect_records(
     and ``class/text`` pairs give an id two names, or a name two ids, the report's
     :meth:`~Report.class_conflicts` say where. ``decode_images`` decodes every record's image in
     full and lists those that fail among the corrupt records (False: only the headers are
-    read, for the sizes). ``checked=False`` reads the files without the byte accounting
-    (:func:`iterate_records`).
+    read, for the sizes).
     """
     files = list_files(source, SUFFIXES)
     report = Report(files=files)
@@ -449,7 +438,7 @@ def inspect_records(
             for id_, name in label_map_to_names(beside).items():
                 report.class_names.setdefault(id_, name)
             report.add_label_map(beside, beside)
-    for path, index, record in iterate_records(files, checked):
+    for path, index, record in iterate_records(files):
         if limit is not None and report.num_records + len(report.corrupt) >= limit:
             break
         if isinstance(record, CorruptRecord):
