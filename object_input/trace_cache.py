@@ -6,12 +6,13 @@ that builds the same pipeline again (a notebook cell run twice, a second pipelin
 steps) gets the function traced before: :func:`reused` wraps it in a ``tf.function`` kept under
 a key that describes everything the trace can depend on.
 
-The key is built from the function and, for a bound method, the whole state of its object,
-walked field by field: numbers with their types, strings, containers, numpy arrays, the
-options, steps and parameters, the source's files and settings. Functions and classes count
-by identity, so a step redefined in a notebook cell is traced afresh. Whatever cannot be
-described so (an object of another library, a cycle, more than :data:`MAX_KEY_PARTS` parts)
-makes the function not reused. TensorFlow state (variables, tables) counts by its type only;
+The key is built from the function and, for a bound method, a ``functools.partial`` or a
+callable object of this package, the whole state it holds, walked field by field: numbers with
+their types, strings, containers, numpy arrays, the options, steps and parameters, the
+source's files and settings. Functions and classes count by identity, so a step redefined in
+a notebook cell is traced afresh. Whatever cannot be described so (an object of another
+library, a cycle, more than :data:`MAX_KEY_PARTS` parts, an array over
+:data:`MAX_ARRAY_BYTES`) makes the function not reused. TensorFlow state (variables, tables) counts by its type only;
 a trace that captures anything from outside (a table, a variable, a tensor) or draws from a
 stateful random op is used once and never reused, so no pipeline runs on another's state.
 """
@@ -35,6 +36,8 @@ import tensorflow as tf
 MAX_ENTRIES = 64
 #: The most objects a key may describe: a larger state is not worth walking.
 MAX_KEY_PARTS = 20_000
+#: The largest numpy array a key holds (a copy of its bytes).
+MAX_ARRAY_BYTES = 1 << 20
 
 _ATOMS = (type(None), bool, int, float, complex, str, bytes, enum.Enum)
 # Identity is their meaning: a redefined function or class is another one.
@@ -94,8 +97,8 @@ class _Walk:
         if isinstance(value, _VALUES) or type(value).__module__ == "typing":
             return (kind, value)
         if isinstance(value, np.ndarray):
-            if value.dtype == object:
-                raise _Unkeyable
+            if value.dtype == object or value.nbytes > MAX_ARRAY_BYTES:
+                raise _Unkeyable  # preloaded images are not worth copying at every build
             return (kind, value.dtype.str, value.shape, value.tobytes())
         if isinstance(value, np.generic):
             return (kind, value.item())

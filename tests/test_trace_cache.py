@@ -54,6 +54,7 @@ def test_what_cannot_be_described_has_no_key():
     assert _key(object()) is None
     assert _key(np.array([object()])) is None
     assert _key(list(range(trace_cache.MAX_KEY_PARTS))) is None
+    assert _key(np.zeros(trace_cache.MAX_ARRAY_BYTES + 1, np.uint8)) is None
 
 
 def test_tensorflow_state_counts_by_type():
