@@ -114,7 +114,8 @@ class ErrorPolicy:
         flag (``empty``, ``too_many_boxes``, ...) is still raised or counted, but an op error
         ends the stream unnamed.
 
-        ``fn`` is traced once per process for all pipelines alike (:mod:`object_input.trace_cache`).
+        ``fn`` is traced once per process for pipelines of the same state
+        (:mod:`object_input.trace_cache`).
         """
         fn = trace_cache.reused(fn)
         if self.trusted:
