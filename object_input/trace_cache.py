@@ -12,9 +12,10 @@ their types, strings, containers, numpy arrays, the options, steps and parameter
 source's files and settings. Functions and classes count by identity, so a step redefined in
 a notebook cell is traced afresh. Whatever cannot be described so (an object of another
 library, a cycle, more than :data:`MAX_KEY_PARTS` parts, an array over
-:data:`MAX_ARRAY_BYTES`) makes the function not reused. TensorFlow state (variables, tables) counts by its type only;
-a trace that captures anything from outside (a table, a variable, a tensor) or draws from a
-stateful random op is used once and never reused, so no pipeline runs on another's state.
+:data:`MAX_ARRAY_BYTES`) makes the function not reused. TensorFlow state (variables, tables)
+counts by its type only; a trace that captures anything from outside (a table, a variable, a
+tensor) or draws from a stateful random op is used once and never reused, so no pipeline runs
+on another's state.
 """
 
 from __future__ import annotations
