@@ -1,0 +1,144 @@
+"""trace_cache: the per-example function traced once per process, never reused when stale."""
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import object_input as oi
+from object_input import fields, trace_cache
+from object_input.writers import write_tfrecords
+from object_input.writers.synthetic import synthetic_examples
+
+
+@pytest.fixture(autouse=True)
+def _empty_cache():
+    trace_cache.clear()
+    yield
+    trace_cache.clear()
+
+
+@dataclasses.dataclass
+class _State:
+    value: object
+
+
+def _key(value):
+    return trace_cache.trace_key(_State(value))
+
+
+def test_keys_tell_types_and_values_apart():
+    assert _key([1, "a", {"b": (2.5, None)}]) == _key([1, "a", {"b": (2.5, None)}])
+    keys = [_key(1), _key(1.0), _key(True), _key(0.0), _key(-0.0), _key("1"), _key((1,))]
+    assert len(set(keys)) == len(keys)
+    assert _key(math.nan) == _key(math.nan)
+    assert _key(np.array([1, 2], np.int32)) != _key(np.array([1, 2], np.int64))
+    assert _key(np.array([1, 2])) != _key(np.array([1, 3]))
+
+
+def test_functions_count_by_identity():
+    def make():
+        return lambda x: x
+
+    first, second = make(), make()
+    assert _key(first) == _key(first)
+    assert _key(first) != _key(second)
+
+
+def test_what_cannot_be_described_has_no_key():
+    cycle = []
+    cycle.append(cycle)
+    assert _key(cycle) is None
+    assert _key(object()) is None
+    assert _key(np.array([object()])) is None
+    assert _key(list(range(trace_cache.MAX_KEY_PARTS))) is None
+    assert _key(np.zeros(trace_cache.MAX_ARRAY_BYTES + 1, np.uint8)) is None
+
+
+def test_tensorflow_state_counts_by_type():
+    assert _key(tf.Variable(1)) == _key(tf.Variable(2))
+    assert _key(tf.Variable(1)) != _key(None)
+
+
+def _write(directory, seed):
+    examples = list(synthetic_examples(4, seed=seed, max_objects=3))
+    write_tfrecords(examples, directory / "train", num_shards=1)
+    return str(directory)
+
+
+def _images(source, **options):
+    options = {"batch_size": None, "shuffle": False, "seed": 3, **options}
+    return [e[fields.IMAGE].numpy() for e in oi.make_dataset(source, **options)]
+
+
+def _traced():
+    """(functions kept, traces made of them)."""
+    return len(trace_cache._cache), sum(
+        f.experimental_get_tracing_count() for f in trace_cache._cache.values()
+    )
+
+
+def test_a_pipeline_built_again_reuses_its_traces(tmp_path):
+    source = _write(tmp_path / "data", seed=1)
+    steps = [("random_horizontal_flip", {"probability": 0.5})]
+    first = _images(source, augment=steps)
+    traced = _traced()
+    assert traced[0] > 0
+    second = _images(source, augment=steps)
+    assert _traced() == traced
+    for a, b in zip(first, second, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_a_changed_step_parameter_option_or_file_is_traced_afresh(tmp_path):
+    source = _write(tmp_path / "data", seed=1)
+    unflipped = _images(source, augment=[("random_horizontal_flip", {"probability": 0.0})])
+    traced = _traced()
+    flipped = _images(source, augment=[("random_horizontal_flip", {"probability": 1.0})])
+    assert _traced()[0] > traced[0]
+    for a, b in zip(unflipped, flipped, strict=True):
+        np.testing.assert_array_equal(a[:, ::-1], b)
+    resized = _images(source, image_size=(8, 12))
+    assert {image.shape for image in resized} == {(8, 12, 3)}
+    _images(source)
+    traced = _traced()
+    # The same path with other files: the traces are reused, the reader reads what is there now.
+    _write(tmp_path / "data", seed=2)
+    rewritten = _images(source)
+    assert _traced() == traced
+    fresh = _images(_write(tmp_path / "fresh", seed=2))
+    for a, b in zip(rewritten, fresh, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_eager_calls_run_as_they_are():
+    calls = []
+
+    def double(x):
+        calls.append(tf.inside_function())
+        return 2 * x
+
+    assert int(trace_cache.reused(double)(tf.constant(2))) == 4
+    assert calls == [False]
+    assert not trace_cache._cache
+
+
+def test_traces_with_state_or_unseeded_draws_are_not_kept(tmp_path):
+    source = _write(tmp_path / "data", seed=1)
+    _images(source, augment=["random_horizontal_flip"], seed=None)
+    kept = _traced()
+    _images(source, augment=["random_horizontal_flip"], seed=None)
+    assert _traced() == kept  # the decoder's trace, reused
+    # The step's and the example's traces draw afresh: not kept.
+    concrete = [c for f in trace_cache._cache.values() for c in f._list_all_concrete_functions()]
+    assert concrete and all(trace_cache._reusable(c) for c in concrete)
+    table = tf.lookup.StaticHashTable(
+        tf.lookup.KeyValueTensorInitializer(tf.constant([0]), tf.constant([7])), -1
+    )
+    trace_cache.clear()
+    function = trace_cache.reused(lambda x: table.lookup(x))
+    dataset = tf.data.Dataset.from_tensors(tf.constant(0)).map(function)
+    assert [int(x) for x in dataset] == [7]
+    assert not trace_cache._cache
