@@ -1,21 +1,30 @@
 """Traced functions reused across ``make_dataset`` calls in one process (the notebook loop).
 
-Tracing the per-example function is most of a pipeline's build: about 0.3 ms of Python per
-graph op, some 1 400 ops for six steps (docs/performance.md, "Time to first batch"). A process
-that builds the same pipeline again (a notebook cell run twice, a second pipeline with the same
-steps) gets the function traced before: :func:`reused` wraps it in a ``tf.function`` kept under
-a key that describes everything the trace can depend on.
+Tracing is most of a pipeline's build: about 0.3 ms of Python per graph op, some 1 400 ops for
+the decoder and six steps (docs/performance.md, "Time to first batch"). A process that builds
+the same pipeline again (a notebook cell run again, the same steps with one parameter changed)
+gets the decoder, each step with its parameters and the per-example function as traced
+before: :func:`reused` keeps them under a key that describes everything a trace can depend on.
+
+What is seen once is traced in place, as without the cache, so a fresh process, or a
+function built once, pays nothing for it. Seen a second time, it is traced on its own and kept;
+from then on the graph calls the kept function by a node whose op is that function. Such a
+call runs in the calling function's library and on its device, with the plain graph
+optimizations its caller gets (``object_input._maps``); a ``tf.function`` call would be a
+``PartitionedCall`` node, which TensorFlow instantiates at run time as a multi-device function,
+Grappler and all, at every iterator's first ``next()``.
 
 The key is built from the function and, for a bound method, a ``functools.partial`` or a
 callable object of this package, the whole state it holds, walked field by field: numbers with
 their types, strings, containers, numpy arrays, the options, steps and parameters, the
-source's files and settings. Functions and classes count by identity, so a step redefined in
-a notebook cell is traced afresh. Whatever cannot be described so (an object of another
-library, a cycle, more than :data:`MAX_KEY_PARTS` parts, an array over
-:data:`MAX_ARRAY_BYTES`) makes the function not reused. TensorFlow state (variables, tables)
-counts by its type only; a trace that captures anything from outside (a table, a variable, a
-tensor) or draws from a stateful random op is used once and never reused, so no pipeline runs
-on another's state.
+source's files and settings; and from the call's inputs, tensors by their type spec and other
+values as they are. Functions and classes count by identity, so a step redefined in a notebook
+cell is traced afresh. Whatever cannot be described so (an object of another library, a cycle,
+more than :data:`MAX_KEY_PARTS` parts, an array over :data:`MAX_ARRAY_BYTES`) is traced in
+place every time. TensorFlow state (variables, tables) counts by its type only; a trace that
+captures anything from outside (a table, a variable, a tensor) or draws from a stateful random
+op is used by the pipeline that traced it and never kept, so no pipeline runs on another's
+state.
 """
 
 from __future__ import annotations
@@ -32,9 +41,11 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-#: Traced functions kept (a pipeline of six steps keeps about 13); the least recently used
+#: Traced functions kept (a pipeline of six steps keeps about 10); the least recently used
 #: goes first.
 MAX_ENTRIES = 64
+#: Keys remembered as seen once, or as not worth keeping.
+MAX_SEEN = 4 * MAX_ENTRIES
 #: The most objects a key may describe: a larger state is not worth walking.
 MAX_KEY_PARTS = 20_000
 #: The largest numpy array a key holds (a copy of its bytes).
@@ -53,7 +64,9 @@ _STATE = (tf.Variable, tf.Module, tf.lookup.StaticHashTable, tf.lookup.StaticVoc
 # Values whose equality is complete and whose hash is stable.
 _VALUES = (tf.DType, tf.TensorShape, tf.TypeSpec, types.UnionType, types.GenericAlias)
 
-_cache: collections.OrderedDict[Any, Any] = collections.OrderedDict()
+_cache: collections.OrderedDict[Any, _Trace] = collections.OrderedDict()
+# A key seen once maps to True, one whose trace captured state to False.
+_seen: collections.OrderedDict[Any, bool] = collections.OrderedDict()
 _lock = threading.Lock()  # pipelines may be built on several threads
 
 
@@ -132,9 +145,9 @@ def _ours(value: Any) -> bool:
 
 
 def reused(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``fn`` to call while tracing (a ``tf.data`` map): a ``tf.function`` traced once per key
-    (see the module's docstring) and input signature in this process; ``fn`` itself when its
-    state cannot be keyed, or outside a trace (eager calls run as they are)."""
+    """``fn`` to call while tracing (a ``tf.data`` map): traced in place when its key (see the
+    module's docstring) is new, kept and called from then on when seen again; ``fn`` itself
+    when its state cannot be keyed, or outside a trace (eager calls run as they are)."""
     key = trace_key(fn)
     if key is None:
         return fn
@@ -142,31 +155,95 @@ def reused(fn: Callable[..., Any]) -> Callable[..., Any]:
     def call(*args: Any, **kwargs: Any) -> Any:
         if not tf.inside_function():
             return fn(*args, **kwargs)
-        function = _function(key, fn)
-        traces = function.experimental_get_tracing_count()
-        outputs = function(*args, **kwargs)
-        # A trace is checked once, when made: the kept ones were reusable.
-        traced = function.experimental_get_tracing_count() > traces
-        if traced and not _reusable(function.get_concrete_function(*args, **kwargs)):
-            with _lock:
-                if _cache.get(key) is function:
-                    del _cache[key]  # this pipeline keeps it; no other will use it
-        return outputs
+        template = tf.nest.map_structure(_spec_of, (args, kwargs))
+        inputs_key = trace_key(template)
+        trace = None if inputs_key is None else _kept((key, inputs_key), fn, template)
+        if trace is None:
+            return fn(*args, **kwargs)
+        tensors = tf.nest.flatten((args, kwargs), expand_composites=True)
+        return trace([t for t in tensors if isinstance(t, tf.Tensor)])
 
     return call
 
 
-def _function(key: Any, fn: Callable[..., Any]) -> Any:
-    """The ``tf.function`` of ``fn`` kept under ``key``, made and kept when there is none."""
+def _kept(signature: Any, fn: Callable[..., Any], template: Any) -> _Trace | None:
+    """The trace kept under ``signature``, made when it is seen the second time; None: trace
+    ``fn`` in place (seen the first time, or its trace captures state)."""
     with _lock:
-        function = _cache.get(key)
-        if function is not None:
-            _cache.move_to_end(key)
-            return function
-        function = _cache[key] = tf.function(fn, autograph=False)
+        trace = _cache.get(signature)
+        if trace is not None:
+            _cache.move_to_end(signature)
+            return trace
+        worth = _seen.get(signature)
+        if worth is None:
+            _remember(signature, True)
+        if not worth:
+            return None
+    trace = _Trace(fn, template)
+    with _lock:
+        if not trace.reusable:
+            _remember(signature, False)
+            return None
+        _seen.pop(signature, None)
+        _cache[signature] = trace
         while len(_cache) > MAX_ENTRIES:
             _cache.popitem(last=False)
-        return function
+    return trace
+
+
+def _remember(signature: Any, worth: bool) -> None:
+    _seen[signature] = worth
+    _seen.move_to_end(signature)
+    while len(_seen) > MAX_SEEN:
+        _seen.popitem(last=False)
+
+
+def _spec_of(value: Any) -> Any:
+    """A tensor's type spec (what a trace depends on), any other value as it is."""
+    if isinstance(value, (tf.Tensor, tf.__internal__.CompositeTensor)):
+        return tf.type_spec_from_value(value)
+    return value
+
+
+class _Trace:
+    """``fn`` traced on its own for inputs like ``template`` (type specs where tensors go), as
+    a function of their flat tensors; ``reusable`` when it captures no state."""
+
+    def __init__(self, fn: Callable[..., Any], template: Any) -> None:
+        self.outputs: list[Any] = []  # the flat outputs: tensors where the call's go
+        self.structure: Any = None
+        leaves = tf.nest.flatten(template, expand_composites=True)
+
+        def flat(*tensors: tf.Tensor) -> list[tf.Tensor]:
+            given = iter(tensors)
+            filled = [next(given) if isinstance(v, tf.TensorSpec) else v for v in leaves]
+            args, kwargs = tf.nest.pack_sequence_as(template, filled, expand_composites=True)
+            self.structure = fn(*args, **kwargs)
+            self.outputs = tf.nest.flatten(self.structure, expand_composites=True)
+            return [t for t in self.outputs if isinstance(t, tf.Tensor)]
+
+        placeholders = [v for v in leaves if isinstance(v, tf.TensorSpec)]
+        self.function = tf.function(flat, autograph=False).get_concrete_function(*placeholders)
+        self.reusable = _reusable(self.function)
+
+    def __call__(self, inputs: list[tf.Tensor]) -> Any:
+        """The outputs of a node of the graph being traced whose op is the traced function
+        (the module's docstring says why not a ``tf.function`` call)."""
+        graph = tf.compat.v1.get_default_graph()
+        self.function.add_to_graph(graph)
+        traced = self.function.outputs
+        call = graph.create_op(
+            self.function.name,
+            inputs,
+            [t.dtype for t in traced],
+            name="reused",
+        )
+        # Shape inference does not look into a called function: its traced shapes stand.
+        for output, shaped in zip(call.outputs, traced, strict=True):
+            output.set_shape(shaped.shape)
+        results = iter(call.outputs)
+        leaves = [next(results) if isinstance(t, tf.Tensor) else t for t in self.outputs]
+        return tf.nest.pack_sequence_as(self.structure, leaves, expand_composites=True)
 
 
 def _reusable(concrete: Any) -> bool:
@@ -190,6 +267,7 @@ def _stateful_random(op_type: str) -> bool:
 
 
 def clear() -> None:
-    """Forget every kept function (tests; a process that wants its memory back)."""
+    """Forget every kept function and seen key (tests; a process that wants its memory back)."""
     with _lock:
         _cache.clear()
+        _seen.clear()

@@ -73,41 +73,70 @@ def _images(source, **options):
     return [e[fields.IMAGE].numpy() for e in oi.make_dataset(source, **options)]
 
 
-def _traced():
-    """(functions kept, traces made of them)."""
-    return len(trace_cache._cache), sum(
-        f.experimental_get_tracing_count() for f in trace_cache._cache.values()
-    )
+def _kept():
+    """The traces kept, by key."""
+    return dict(trace_cache._cache)
 
 
-def test_a_pipeline_built_again_reuses_its_traces(tmp_path):
+def test_a_pipeline_is_kept_when_built_again_and_reused_identically(tmp_path):
     source = _write(tmp_path / "data", seed=1)
-    steps = [("random_horizontal_flip", {"probability": 0.5})]
+    steps = [("random_horizontal_flip", {"probability": 0.5}), "random_adjust_brightness"]
     first = _images(source, augment=steps)
-    traced = _traced()
-    assert traced[0] > 0
+    assert not _kept()  # seen once: traced in place
     second = _images(source, augment=steps)
-    assert _traced() == traced
-    for a, b in zip(first, second, strict=True):
-        np.testing.assert_array_equal(a, b)
+    kept = _kept()
+    assert len(kept) >= 3  # the decoder, each step, the per-example function
+    third = _images(source, augment=steps)
+    assert _kept() == kept
+    for images in (second, third):
+        for a, b in zip(first, images, strict=True):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_the_graph_calls_a_kept_trace_by_a_node_of_its_own():
+    function = trace_cache.reused(_Scale(3.0))
+    dataset = tf.data.Dataset.range(4).map(lambda i: tf.cast(i, tf.float32))
+    for _ in range(2):
+        dataset.map(function)
+    mapped = dataset.map(function)
+    (kept,) = trace_cache._cache.values()
+    graph = mapped._map_func.function.graph
+    assert [op.type for op in graph.get_operations() if op.name.startswith("reused")] == [
+        kept.function.name.decode()
+    ]
+    assert not [op for op in graph.get_operations() if "PartitionedCall" in op.type]
+    assert [float(x) for x in mapped] == [0.0, 3.0, 6.0, 9.0]
+
+
+@dataclasses.dataclass
+class _Scale:
+    factor: float
+
+    def __call__(self, x):
+        return x * self.factor
 
 
 def test_a_changed_step_parameter_option_or_file_is_traced_afresh(tmp_path):
     source = _write(tmp_path / "data", seed=1)
-    unflipped = _images(source, augment=[("random_horizontal_flip", {"probability": 0.0})])
-    traced = _traced()
-    flipped = _images(source, augment=[("random_horizontal_flip", {"probability": 1.0})])
-    assert _traced()[0] > traced[0]
+    no_flip = [("random_horizontal_flip", {"probability": 0.0})]
+    for _ in range(2):
+        unflipped = _images(source, augment=no_flip)
+    kept = _kept()
+    for _ in range(2):
+        flipped = _images(source, augment=[("random_horizontal_flip", {"probability": 1.0})])
+    assert len(_kept()) > len(kept)
     for a, b in zip(unflipped, flipped, strict=True):
         np.testing.assert_array_equal(a[:, ::-1], b)
-    resized = _images(source, image_size=(8, 12))
+    for _ in range(2):
+        resized = _images(source, image_size=(8, 12))
     assert {image.shape for image in resized} == {(8, 12, 3)}
-    _images(source)
-    traced = _traced()
+    for _ in range(2):
+        _images(source)
+    kept = _kept()
     # The same path with other files: the traces are reused, the reader reads what is there now.
     _write(tmp_path / "data", seed=2)
     rewritten = _images(source)
-    assert _traced() == traced
+    assert _kept() == kept
     fresh = _images(_write(tmp_path / "fresh", seed=2))
     for a, b in zip(rewritten, fresh, strict=True):
         np.testing.assert_array_equal(a, b)
@@ -122,23 +151,25 @@ def test_eager_calls_run_as_they_are():
 
     assert int(trace_cache.reused(double)(tf.constant(2))) == 4
     assert calls == [False]
-    assert not trace_cache._cache
+    assert not trace_cache._cache and not trace_cache._seen
 
 
-def test_traces_with_state_or_unseeded_draws_are_not_kept(tmp_path):
+def test_traces_with_state_or_unseeded_draws_are_never_kept(tmp_path):
     source = _write(tmp_path / "data", seed=1)
-    _images(source, augment=["random_horizontal_flip"], seed=None)
-    kept = _traced()
-    _images(source, augment=["random_horizontal_flip"], seed=None)
-    assert _traced() == kept  # the decoder's trace, reused
-    # The step's and the example's traces draw afresh: not kept.
-    concrete = [c for f in trace_cache._cache.values() for c in f._list_all_concrete_functions()]
-    assert concrete and all(trace_cache._reusable(c) for c in concrete)
+    for _ in range(3):
+        _images(source, augment=["random_horizontal_flip"], seed=None)
+    kept = _kept()
+    assert kept  # the decoder's trace
+    # The step's and the example's traces draw afresh: traced in place every time.
+    assert all(trace_cache._reusable(trace.function) for trace in kept.values())
+    assert False in trace_cache._seen.values()
     table = tf.lookup.StaticHashTable(
         tf.lookup.KeyValueTensorInitializer(tf.constant([0]), tf.constant([7])), -1
     )
     trace_cache.clear()
     function = trace_cache.reused(lambda x: table.lookup(x))
-    dataset = tf.data.Dataset.from_tensors(tf.constant(0)).map(function)
-    assert [int(x) for x in dataset] == [7]
+    for _ in range(3):
+        dataset = tf.data.Dataset.from_tensors(tf.constant(0)).map(function)
+        assert [int(x) for x in dataset] == [7]
     assert not trace_cache._cache
+    assert list(trace_cache._seen.values()) == [False]
