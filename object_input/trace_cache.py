@@ -100,6 +100,10 @@ class _Walk:
             return (kind, repr(value))
         if isinstance(value, _ATOMS):
             return (kind, value)  # the type too: 1, 1.0 and True trace different constants
+        if isinstance(value, types.FunctionType) and not _ours(value):
+            # Its code may call functions that a notebook cell redefines: nothing in its
+            # identity would tell the trace stale.
+            raise _Unkeyable
         if isinstance(value, _BY_IDENTITY):
             return (kind, id(value), value)  # the value keeps the id from being reused
         if isinstance(value, types.MethodType):
@@ -131,7 +135,8 @@ class _Walk:
             return frozenset(self.key(v) for v in value)
         if isinstance(value, dict):
             return tuple((self.key(k), self.key(v)) for k, v in value.items())
-        if dataclasses.is_dataclass(value) or _ours(value):
+        # A callable object of another module runs code the key cannot see (as a function).
+        if _ours(value) or (dataclasses.is_dataclass(value) and not callable(value)):
             state = getattr(value, "__dict__", None)
             if state is None:
                 raise _Unkeyable
@@ -140,8 +145,10 @@ class _Walk:
 
 
 def _ours(value: Any) -> bool:
-    """Whether ``value``'s class is this package's: its state is all it traces from."""
-    return type(value).__module__.split(".")[0] == "object_input"
+    """Whether ``value`` (a function) or its class is this package's: its state is all it
+    traces from."""
+    module = value.__module__ if isinstance(value, types.FunctionType) else type(value).__module__
+    return (module or "").split(".")[0] == "object_input"
 
 
 def reused(fn: Callable[..., Any]) -> Callable[..., Any]:
