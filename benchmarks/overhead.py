@@ -8,7 +8,9 @@
 2. Per pipeline (floor, ``make_dataset`` with no steps, standard; 512×512, batches of 8): nodes
    and functions of its traced graph (every map, filter and branch function), and the CPU
    seconds of the build (Python tracing), ``iter()`` (the runtime instantiating and optimizing
-   the functions) and the first ``next()``, medians of ``--builds`` warm builds.
+   the functions) and the first ``next()``, medians of ``--builds`` warm builds, and their
+   total against the floor's; "standard, step changed" builds the standard pipeline with one
+   step's parameter changed each time (the notebook loop).
 3. The same for no steps and standard with the TFRecord source not marking what it cannot
    read, so that ``make_dataset`` catches op errors per window of records
    (``catch.catch_errors``), as it does for the sources that do not mark: what such a source
@@ -135,6 +137,23 @@ def first_batch_cpu(make: Callable[[], tf.data.Dataset], builds: int) -> tuple[f
     return tuple(statistics.median(column) for column in zip(*rows, strict=True))
 
 
+def changed_step(pattern: str) -> Callable[[], tf.data.Dataset]:
+    """The standard pipeline, its brightness ``max_delta`` different at every build."""
+    builds = iter(range(1, 1_000_000))
+
+    def make() -> tf.data.Dataset:
+        delta = 0.1 + next(builds) * 1e-4
+        steps = [
+            ("random_adjust_brightness", {"max_delta": delta})
+            if step == "random_adjust_brightness"
+            else step
+            for step in speed.STANDARD_STEPS
+        ]
+        return speed.standard_dataset(pattern, 8, steps=steps)
+
+    return make
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -167,6 +186,8 @@ def main() -> None:
             "floor": lambda files=files: speed.floor_dataset(files, 8),
             "make_dataset, no steps": no_steps,
             "standard": standard,
+            # The notebook loop: each build with one step's parameters changed.
+            "standard, step changed": changed_step(pattern),
             # The TFRecord source not marking: make_dataset catches per window, as before.
             "no steps, window catch": patched(no_steps, TFRecord, "marks_read_errors", False),
             "standard, window catch": patched(standard, TFRecord, "marks_read_errors", False),
@@ -174,14 +195,17 @@ def main() -> None:
         print(f"\n{image_set}: graph, and warm CPU seconds to the first batch")
         print(
             f"  {'pipeline':24s} {'nodes':>6s} {'functions':>9s} {'build':>6s} {'iter':>6s} "
-            f"{'next':>6s} {'total':>6s}"
+            f"{'next':>6s} {'total':>6s} {'× floor':>7s}"
         )
+        floor = None
         for name, make in pipelines.items():
             nodes, functions = graph_size(make())
             build, start, first = first_batch_cpu(make, args.builds)
+            total = build + start + first
+            floor = floor or total
             print(
                 f"  {name:24s} {nodes:6d} {functions:9d} {build:6.2f} {start:6.2f} {first:6.2f} "
-                f"{build + start + first:6.2f}"
+                f"{total:6.2f} {total / floor:7.1f}"
             )
     print(f"({time.perf_counter() - began:.0f} s)")
 

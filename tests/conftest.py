@@ -34,6 +34,18 @@ def no_lost_worker_watch_left():
     lost_workers.stop_watches()
 
 
+@pytest.fixture(autouse=True)
+def fresh_trace_cache():
+    """Each test starts with no traces kept (object_input.trace_cache): a test that patches
+    this package's code must not run on another test's traces. A test that builds a pipeline
+    twice still runs the second build on the traces the first one kept."""
+    from object_input import trace_cache
+
+    trace_cache.clear()
+    yield
+    trace_cache.clear()
+
+
 @pytest.fixture(scope="session")
 def synthetic_dir(tmp_path_factory):
     """24 synthetic examples (three image sizes, 0-4 boxes, PNG masks) in 3 shards."""

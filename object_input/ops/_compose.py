@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from object_input import trace_cache
 from object_input.ops import _core as core
 from object_input.ops._registry import ConfigError, StepSpec, get_step
 
@@ -74,7 +76,10 @@ class Augmentation:
                     "make_dataset, which draws the partners from the stream, or through "
                     "combine_step() with a list of examples"
                 )
-            features = spec.fn(features, seed=self.step_seed(seed, index), **params)
+            # Traced once per step and parameters in a process: a pipeline built again with
+            # one step changed traces that step alone.
+            step = trace_cache.reused(functools.partial(spec.fn, **params))
+            features = step(features, seed=self.step_seed(seed, index))
         return features
 
     def combine_step(self, examples: Sequence[core.Features], seed: Any, index: int) -> Any:

@@ -22,7 +22,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from object_input import fields
+from object_input import fields, trace_cache
 from object_input.ops import _core as core
 from object_input.ops._backend import TENSORFLOW
 from object_input.ops._compose import Augmentation
@@ -119,9 +119,8 @@ class DeviceStage:
         the example with its image untouched and its parameters in ``DEVICE_PARAMETERS``."""
         vectors = []
         for index, spec, params in self.steps:
-            features, vector = spec.draw.prepare(
-                features, self.augment.step_seed(seed, index), params
-            )
+            prepare = trace_cache.reused(functools.partial(spec.draw.prepare, params=params))
+            features, vector = prepare(features, self.augment.step_seed(seed, index))
             vectors.append(tf.reshape(vector, [spec.device.num_parameters(params)]))
         return {**features, fields.DEVICE_PARAMETERS: tf.concat(vectors, axis=0)}
 

@@ -30,7 +30,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from object_input import fields
+from object_input import fields, trace_cache
 from object_input._maps import map_on_cpu
 from object_input.reliability import catch, errors, skips
 
@@ -114,7 +114,11 @@ class ErrorPolicy:
         Records of a trusted source go through one plain parallel map instead: what steps
         flag (``empty``, ``too_many_boxes``, ...) is still raised or counted, but an op error
         ends the stream unnamed.
+
+        ``fn`` is traced once per process for pipelines of the same state
+        (:mod:`object_input.trace_cache`).
         """
+        fn = trace_cache.reused(fn)
         if self.trusted:
             return self._plain(records, fn, num_parallel_calls)
         if self.source_marks:

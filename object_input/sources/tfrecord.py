@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import tensorflow as tf
 
+from object_input import trace_cache
 from object_input.decoders import ExampleDecoder, deferred_image
 from object_input.label_map import LabelMapError, load_label_map, path_beside
 from object_input.options import DecodeOptions, build
@@ -135,7 +137,8 @@ class TFRecord(Source):
     def decode(
         self, record_id: tf.Tensor, payload: Any, *, defer_image: bool = False
     ) -> dict[str, tf.Tensor]:
-        return self.decoder(payload, record_id, defer_image=defer_image)
+        # Traced once per decoder settings in a process (object_input.trace_cache).
+        return trace_cache.reused(self.decoder)(payload, record_id, defer_image=defer_image)
 
     @property
     def can_defer(self) -> bool:
@@ -145,7 +148,10 @@ class TFRecord(Source):
         self, features: dict[str, tf.Tensor], output_size: tuple[int, int] | None = None
     ) -> dict[str, tf.Tensor]:
         dct_min_size = output_size if self.decoding.jpeg_dct_scaling else None
-        return deferred_image.realize(features, self.decoding.channels, dct_min_size=dct_min_size)
+        realize = functools.partial(
+            deferred_image.realize, channels=self.decoding.channels, dct_min_size=dct_min_size
+        )
+        return trace_cache.reused(realize)(features)
 
     @classmethod
     def sample(cls, folder: str, damage: int | None = None) -> TFRecord:

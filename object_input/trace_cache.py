@@ -1,0 +1,280 @@
+"""Traced functions reused across ``make_dataset`` calls in one process (the notebook loop).
+
+Tracing is most of a pipeline's build: about 0.3 ms of Python per graph op, some 1 400 ops for
+the decoder and six steps (docs/performance.md, "Time to first batch"). A process that builds
+the same pipeline again (a notebook cell run again, the same steps with one parameter changed)
+gets the decoder, each step with its parameters and the per-example function as traced
+before: :func:`reused` keeps them under a key that describes everything a trace can depend on.
+
+What is seen once is traced in place, as without the cache, so a fresh process, or a
+function built once, pays nothing for it. Seen a second time, it is traced on its own and kept;
+from then on the graph calls the kept function by a node whose op is that function. Such a
+call runs in the calling function's library and on its device, with the plain graph
+optimizations its caller gets (``object_input._maps``); a ``tf.function`` call would be a
+``PartitionedCall`` node, which TensorFlow instantiates at run time as a multi-device function,
+Grappler and all, at every iterator's first ``next()``.
+
+The key is built from the function and, for a bound method, a ``functools.partial`` or a
+callable object of this package, the whole state it holds, walked field by field: numbers with
+their types, strings, containers, numpy arrays, the options, steps and parameters, the
+source's files and settings; and from the call's inputs, tensors by their type spec and other
+values as they are. Functions and classes count by identity, so a step redefined in a notebook
+cell is traced afresh. Whatever cannot be described so (an object of another library, a cycle,
+more than :data:`MAX_KEY_PARTS` parts, an array over :data:`MAX_ARRAY_BYTES`) is traced in
+place every time. TensorFlow state (variables, tables) counts by its type only; a trace that
+captures anything from outside (a table, a variable, a tensor) or draws from a stateful random
+op is used by the pipeline that traced it and never kept, so no pipeline runs on another's
+state.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import enum
+import functools
+import threading
+import types
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+#: Traced functions kept (a pipeline of six steps keeps about 10); the least recently used
+#: goes first.
+MAX_ENTRIES = 64
+#: Keys remembered as seen once, or as not worth keeping.
+MAX_SEEN = 4 * MAX_ENTRIES
+#: The most objects a key may describe: a larger state is not worth walking.
+MAX_KEY_PARTS = 20_000
+#: The largest numpy array a key holds (a copy of its bytes).
+MAX_ARRAY_BYTES = 1 << 20
+
+_ATOMS = (type(None), bool, int, float, complex, str, bytes, enum.Enum)
+# Identity is their meaning: a redefined function or class is another one.
+_BY_IDENTITY = (
+    types.FunctionType,
+    types.BuiltinFunctionType,
+    types.ModuleType,
+    type,
+)
+# TensorFlow state counts by its type: a trace that reads it captures it and is not reused.
+_STATE = (tf.Variable, tf.Module, tf.lookup.StaticHashTable, tf.lookup.StaticVocabularyTable)
+# Values whose equality is complete and whose hash is stable.
+_VALUES = (tf.DType, tf.TensorShape, tf.TypeSpec, types.UnionType, types.GenericAlias)
+
+_cache: collections.OrderedDict[Any, _Trace] = collections.OrderedDict()
+# A key seen once maps to True, one whose trace captured state to False.
+_seen: collections.OrderedDict[Any, bool] = collections.OrderedDict()
+_lock = threading.Lock()  # pipelines may be built on several threads
+
+
+class _Unkeyable(Exception):
+    """The state holds something a key cannot describe."""
+
+
+def trace_key(value: Any) -> Any:
+    """A hashable key that is equal for two values only when tracing with them builds the same
+    graph; None when ``value`` holds something it cannot describe."""
+    try:
+        return _Walk().key(value)
+    except (_Unkeyable, RecursionError):
+        return None
+
+
+class _Walk:
+    """One key's walk: counts the parts and refuses cycles."""
+
+    def __init__(self) -> None:
+        self.parts = 0
+        self.open: set[int] = set()
+
+    def key(self, value: Any) -> Any:
+        self.parts += 1
+        if self.parts > MAX_KEY_PARTS:
+            raise _Unkeyable
+        kind = type(value)
+        if isinstance(value, float):
+            # repr tells 0.0 from -0.0 and keeps nan equal to itself.
+            return (kind, repr(value))
+        if isinstance(value, _ATOMS):
+            return (kind, value)  # the type too: 1, 1.0 and True trace different constants
+        if isinstance(value, types.FunctionType) and not _ours(value):
+            # Its code may call functions that a notebook cell redefines: nothing in its
+            # identity would tell the trace stale.
+            raise _Unkeyable
+        if isinstance(value, _BY_IDENTITY):
+            return (kind, id(value), value)  # the value keeps the id from being reused
+        if isinstance(value, types.MethodType):
+            return (kind, self.key(value.__func__), self.key(value.__self__))
+        if isinstance(value, functools.partial):
+            return (kind, self.key(value.func), self.key(value.args), self.key(value.keywords))
+        if isinstance(value, _STATE):
+            return (kind, "state")
+        if isinstance(value, _VALUES) or type(value).__module__ == "typing":
+            return (kind, value)
+        if isinstance(value, np.ndarray):
+            if value.dtype == object or value.nbytes > MAX_ARRAY_BYTES:
+                raise _Unkeyable  # preloaded images are not worth copying at every build
+            return (kind, value.dtype.str, value.shape, value.tobytes())
+        if isinstance(value, np.generic):
+            return (kind, value.item())
+        if id(value) in self.open:
+            raise _Unkeyable  # a cycle
+        self.open.add(id(value))
+        try:
+            return (kind, self._contents(value))
+        finally:
+            self.open.discard(id(value))
+
+    def _contents(self, value: Any) -> Any:
+        if isinstance(value, (list, tuple)):
+            return tuple(self.key(v) for v in value)
+        if isinstance(value, (set, frozenset)):
+            return frozenset(self.key(v) for v in value)
+        if isinstance(value, dict):
+            return tuple((self.key(k), self.key(v)) for k, v in value.items())
+        # A callable object of another module runs code the key cannot see (as a function).
+        if _ours(value) or (dataclasses.is_dataclass(value) and not callable(value)):
+            state = getattr(value, "__dict__", None)
+            if state is None:
+                raise _Unkeyable
+            return self.key(state)
+        raise _Unkeyable(type(value))
+
+
+def _ours(value: Any) -> bool:
+    """Whether ``value`` (a function) or its class is this package's: its state is all it
+    traces from."""
+    module = value.__module__ if isinstance(value, types.FunctionType) else type(value).__module__
+    return (module or "").split(".")[0] == "object_input"
+
+
+def reused(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` to call while tracing (a ``tf.data`` map): traced in place when its key (see the
+    module's docstring) is new, kept and called from then on when seen again; ``fn`` itself
+    when its state cannot be keyed, or outside a trace (eager calls run as they are)."""
+    key = trace_key(fn)
+    if key is None:
+        return fn
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if not tf.inside_function():
+            return fn(*args, **kwargs)
+        template = tf.nest.map_structure(_spec_of, (args, kwargs))
+        inputs_key = trace_key(template)
+        trace = None if inputs_key is None else _kept((key, inputs_key), fn, template)
+        if trace is None:
+            return fn(*args, **kwargs)
+        tensors = tf.nest.flatten((args, kwargs), expand_composites=True)
+        return trace([t for t in tensors if isinstance(t, tf.Tensor)])
+
+    return call
+
+
+def _kept(signature: Any, fn: Callable[..., Any], template: Any) -> _Trace | None:
+    """The trace kept under ``signature``, made when it is seen the second time; None: trace
+    ``fn`` in place (seen the first time, or its trace captures state)."""
+    with _lock:
+        trace = _cache.get(signature)
+        if trace is not None:
+            _cache.move_to_end(signature)
+            return trace
+        worth = _seen.get(signature)
+        if worth is None:
+            _remember(signature, True)
+        if not worth:
+            return None
+    trace = _Trace(fn, template)
+    with _lock:
+        if not trace.reusable:
+            _remember(signature, False)
+            return None
+        _seen.pop(signature, None)
+        _cache[signature] = trace
+        while len(_cache) > MAX_ENTRIES:
+            _cache.popitem(last=False)
+    return trace
+
+
+def _remember(signature: Any, worth: bool) -> None:
+    _seen[signature] = worth
+    _seen.move_to_end(signature)
+    while len(_seen) > MAX_SEEN:
+        _seen.popitem(last=False)
+
+
+def _spec_of(value: Any) -> Any:
+    """A tensor's type spec (what a trace depends on), any other value as it is."""
+    if isinstance(value, (tf.Tensor, tf.__internal__.CompositeTensor)):
+        return tf.type_spec_from_value(value)
+    return value
+
+
+class _Trace:
+    """``fn`` traced on its own for inputs like ``template`` (type specs where tensors go), as
+    a function of their flat tensors; ``reusable`` when it captures no state."""
+
+    def __init__(self, fn: Callable[..., Any], template: Any) -> None:
+        self.outputs: list[Any] = []  # the flat outputs: tensors where the call's go
+        self.structure: Any = None
+        leaves = tf.nest.flatten(template, expand_composites=True)
+
+        def flat(*tensors: tf.Tensor) -> list[tf.Tensor]:
+            given = iter(tensors)
+            filled = [next(given) if isinstance(v, tf.TensorSpec) else v for v in leaves]
+            args, kwargs = tf.nest.pack_sequence_as(template, filled, expand_composites=True)
+            self.structure = fn(*args, **kwargs)
+            self.outputs = tf.nest.flatten(self.structure, expand_composites=True)
+            return [t for t in self.outputs if isinstance(t, tf.Tensor)]
+
+        placeholders = [v for v in leaves if isinstance(v, tf.TensorSpec)]
+        self.function = tf.function(flat, autograph=False).get_concrete_function(*placeholders)
+        self.reusable = _reusable(self.function)
+
+    def __call__(self, inputs: list[tf.Tensor]) -> Any:
+        """The outputs of a node of the graph being traced whose op is the traced function
+        (the module's docstring says why not a ``tf.function`` call)."""
+        graph = tf.compat.v1.get_default_graph()
+        self.function.add_to_graph(graph)
+        traced = self.function.outputs
+        call = graph.create_op(
+            self.function.name,
+            inputs,
+            [t.dtype for t in traced],
+            name="reused",
+        )
+        # Shape inference does not look into a called function: its traced shapes stand.
+        for output, shaped in zip(call.outputs, traced, strict=True):
+            output.set_shape(shaped.shape)
+        results = iter(call.outputs)
+        leaves = [next(results) if isinstance(t, tf.Tensor) else t for t in self.outputs]
+        return tf.nest.pack_sequence_as(self.structure, leaves, expand_composites=True)
+
+
+def _reusable(concrete: Any) -> bool:
+    """Whether a traced function depends on nothing but its inputs: no captures (tables,
+    variables, tensors of the pipeline that traced it), no stateful random ops."""
+    if concrete.captured_inputs:
+        return False
+    graph = concrete.graph.as_graph_def()
+    nodes = [*graph.node, *(n for f in graph.library.function for n in f.node_def)]
+    return not any(_stateful_random(node.op) for node in nodes)
+
+
+@functools.cache
+def _stateful_random(op_type: str) -> bool:
+    """Whether ops of ``op_type`` draw from a state (an unseeded ``tf.random.uniform``)."""
+    from tensorflow.python.framework import op_def_registry
+
+    op_def = op_def_registry.get(op_type)
+    random = "Random" in op_type or op_type in ("Multinomial", "TruncatedNormal")
+    return op_def is not None and op_def.is_stateful and random
+
+
+def clear() -> None:
+    """Forget every kept function and seen key (tests; a process that wants its memory back)."""
+    with _lock:
+        _cache.clear()
+        _seen.clear()

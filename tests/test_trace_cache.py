@@ -1,0 +1,174 @@
+"""trace_cache: the per-example function traced once per process, never reused when stale."""
+
+import dataclasses
+import functools
+import math
+
+import numpy as np
+import tensorflow as tf
+
+import object_input as oi
+from object_input import fields, trace_cache
+from object_input.ops import _box_geometry as box_geometry
+from object_input.writers import write_tfrecords
+from object_input.writers.synthetic import synthetic_examples
+
+
+@dataclasses.dataclass
+class _State:
+    value: object
+
+
+def _key(value):
+    return trace_cache.trace_key(_State(value))
+
+
+def test_keys_tell_types_and_values_apart():
+    assert _key([1, "a", {"b": (2.5, None)}]) == _key([1, "a", {"b": (2.5, None)}])
+    keys = [_key(1), _key(1.0), _key(True), _key(0.0), _key(-0.0), _key("1"), _key((1,))]
+    assert len(set(keys)) == len(keys)
+    assert _key(math.nan) == _key(math.nan)
+    assert _key(np.array([1, 2], np.int32)) != _key(np.array([1, 2], np.int64))
+    assert _key(np.array([1, 2])) != _key(np.array([1, 3]))
+
+
+def test_functions_of_this_package_count_by_identity_others_have_no_key():
+    assert _key(box_geometry.area) == _key(box_geometry.area)
+    assert _key(box_geometry.area) != _key(box_geometry.clip_to_window)
+
+    def make():
+        return lambda x: x
+
+    # A function of a notebook or another module may call what a cell redefines.
+    assert _key(make()) is None
+    assert _key(_Scale(2.0)) is None
+    assert _key(functools.partial(box_geometry.clip_to_window, window=make())) is None
+
+
+def test_what_cannot_be_described_has_no_key():
+    cycle = []
+    cycle.append(cycle)
+    assert _key(cycle) is None
+    assert _key(object()) is None
+    assert _key(np.array([object()])) is None
+    assert _key(list(range(trace_cache.MAX_KEY_PARTS))) is None
+    assert _key(np.zeros(trace_cache.MAX_ARRAY_BYTES + 1, np.uint8)) is None
+
+
+def test_tensorflow_state_counts_by_type():
+    assert _key(tf.Variable(1)) == _key(tf.Variable(2))
+    assert _key(tf.Variable(1)) != _key(None)
+
+
+def _write(directory, seed):
+    examples = list(synthetic_examples(4, seed=seed, max_objects=3))
+    write_tfrecords(examples, directory / "train", num_shards=1)
+    return str(directory)
+
+
+def _images(source, **options):
+    options = {"batch_size": None, "shuffle": False, "seed": 3, **options}
+    return [e[fields.IMAGE].numpy() for e in oi.make_dataset(source, **options)]
+
+
+def _kept():
+    """The traces kept, by key."""
+    return dict(trace_cache._cache)
+
+
+def test_a_pipeline_is_kept_when_built_again_and_reused_identically(tmp_path):
+    source = _write(tmp_path / "data", seed=1)
+    steps = [("random_horizontal_flip", {"probability": 0.5}), "random_adjust_brightness"]
+    first = _images(source, augment=steps)
+    assert not _kept()  # seen once: traced in place
+    second = _images(source, augment=steps)
+    kept = _kept()
+    assert len(kept) >= 3  # the decoder, each step, the per-example function
+    third = _images(source, augment=steps)
+    assert _kept() == kept
+    for images in (second, third):
+        for a, b in zip(first, images, strict=True):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_the_graph_calls_a_kept_trace_by_a_node_of_its_own():
+    function = trace_cache.reused(functools.partial(box_geometry.clip_to_window, window=_WINDOW))
+    boxes = tf.data.Dataset.from_tensors(tf.constant([[-0.5, 0.1, 0.5, 0.9]]))
+    for _ in range(2):
+        boxes.map(function)
+    mapped = boxes.map(function)
+    (kept,) = trace_cache._cache.values()
+    graph = mapped._map_func.function.graph
+    assert [op.type for op in graph.get_operations() if op.name.startswith("reused")] == [
+        kept.function.name.decode()
+    ]
+    assert not [op for op in graph.get_operations() if "PartitionedCall" in op.type]
+    assert next(iter(mapped)).numpy().tolist() == [[0.0, 0.25, 0.5, 0.75]]
+
+
+_WINDOW = (0.0, 0.25, 1.0, 0.75)
+
+
+@dataclasses.dataclass
+class _Scale:
+    factor: float
+
+    def __call__(self, x):
+        return x * self.factor
+
+
+def test_a_changed_step_parameter_option_or_file_is_traced_afresh(tmp_path):
+    source = _write(tmp_path / "data", seed=1)
+    no_flip = [("random_horizontal_flip", {"probability": 0.0})]
+    for _ in range(2):
+        unflipped = _images(source, augment=no_flip)
+    kept = _kept()
+    for _ in range(2):
+        flipped = _images(source, augment=[("random_horizontal_flip", {"probability": 1.0})])
+    assert len(_kept()) > len(kept)
+    for a, b in zip(unflipped, flipped, strict=True):
+        np.testing.assert_array_equal(a[:, ::-1], b)
+    for _ in range(2):
+        resized = _images(source, image_size=(8, 12))
+    assert {image.shape for image in resized} == {(8, 12, 3)}
+    for _ in range(2):
+        _images(source)
+    kept = _kept()
+    # The same path with other files: the traces are reused, the reader reads what is there now.
+    _write(tmp_path / "data", seed=2)
+    rewritten = _images(source)
+    assert _kept() == kept
+    fresh = _images(_write(tmp_path / "fresh", seed=2))
+    for a, b in zip(rewritten, fresh, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_eager_calls_run_as_they_are():
+    calls = []
+
+    def double(x):
+        calls.append(tf.inside_function())
+        return 2 * x
+
+    assert int(trace_cache.reused(double)(tf.constant(2))) == 4
+    assert calls == [False]
+    assert not trace_cache._cache and not trace_cache._seen
+
+
+def test_traces_with_state_or_unseeded_draws_are_never_kept(tmp_path):
+    source = _write(tmp_path / "data", seed=1)
+    for _ in range(3):
+        _images(source, augment=["random_horizontal_flip"], seed=None)
+    kept = _kept()
+    assert kept  # the decoder's trace
+    # The step's and the example's traces draw afresh: traced in place every time.
+    assert all(trace_cache._reusable(trace.function) for trace in kept.values())
+    assert False in trace_cache._seen.values()
+    window = tf.Variable(_WINDOW)
+    trace_cache.clear()
+    function = trace_cache.reused(functools.partial(box_geometry.clip_to_window, window=window))
+    for _ in range(3):
+        dataset = tf.data.Dataset.from_tensors(tf.constant([[0.0, 0.0, 1.0, 1.0]])).map(function)
+        assert next(iter(dataset)).numpy().tolist() == [[0.0, 0.25, 1.0, 0.75]]
+    assert not trace_cache._cache
+    assert list(trace_cache._seen.values()) == [False]
