@@ -25,9 +25,9 @@ import numpy as np
 import tensorflow as tf
 
 from object_input import place
-from object_input._maps import map_on_cpu
 from object_input.ops import _core as core
 from object_input.reliability import dataset_state
+from object_input.tracing.maps import map_on_cpu
 
 #: ``read(seed)``: one iteration's records, read with its seed (see :func:`seeded_records`).
 Read = Callable[[int | tf.Tensor | None], tf.data.Dataset]

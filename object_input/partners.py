@@ -22,9 +22,9 @@ from typing import Any
 import tensorflow as tf
 
 from object_input import fields
-from object_input._maps import map_on_cpu
 from object_input.ops import Augmentation
 from object_input.ops import _core as core
+from object_input.tracing.maps import map_on_cpu
 
 GROUP_SIZE = 16
 SEED = "_example_seed"  # the example's stream seed, carried in its features up to here

@@ -18,7 +18,6 @@ from typing import Any, TypeVar
 import tensorflow as tf
 
 from object_input import batching, fields, iterations, partners, per_example, place
-from object_input._maps import map_on_cpu
 from object_input.keras import layout as keras_layout
 from object_input.ops import Augmentation
 from object_input.options import (
@@ -34,6 +33,7 @@ from object_input.reliability.audit import DeliveryAudit
 from object_input.reliability.error_policy import ErrorPolicy
 from object_input.sources import ReadContext, Source, as_source
 from object_input.sources._resolve import PathOptions
+from object_input.tracing.maps import map_on_cpu
 
 T = TypeVar("T")
 

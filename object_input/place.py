@@ -24,7 +24,7 @@ from collections.abc import Callable
 import tensorflow as tf
 
 from object_input import fields
-from object_input._maps import map_on_cpu
+from object_input.tracing.maps import map_on_cpu
 
 _HEADER = 3  # iteration, restart, seen
 _BITS = 63  # bits per int64 word, the sign bit unused

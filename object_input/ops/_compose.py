@@ -6,9 +6,9 @@ import functools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from object_input import trace_cache
 from object_input.ops import _core as core
 from object_input.ops._registry import ConfigError, StepSpec, get_step
+from object_input.tracing import trace_cache
 
 StepLike = str | tuple[str, Mapping[str, Any] | None] | Mapping[str, Mapping[str, Any] | None]
 

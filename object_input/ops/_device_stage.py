@@ -22,12 +22,13 @@ from typing import Any
 
 import tensorflow as tf
 
-from object_input import fields, trace_cache
+from object_input import fields
 from object_input.ops import _core as core
 from object_input.ops._backend import TENSORFLOW
 from object_input.ops._compose import Augmentation
 from object_input.ops._fused_color import FusedColor, compiled_like
 from object_input.ops._registry import StepSpec
+from object_input.tracing import trace_cache
 
 
 def why_not(spec: StepSpec, params: Mapping[str, Any]) -> str | None:

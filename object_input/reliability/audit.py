@@ -20,8 +20,8 @@ import dataclasses
 import tensorflow as tf
 
 from object_input import fields
-from object_input._maps import map_on_cpu
 from object_input.reliability import dataset_state
+from object_input.tracing.maps import map_on_cpu
 
 
 @dataclasses.dataclass(frozen=True)

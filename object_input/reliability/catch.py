@@ -15,9 +15,9 @@ from typing import Any
 import tensorflow as tf
 
 from object_input import fields
-from object_input._maps import map_on_cpu
 from object_input.reliability import errors
 from object_input.reliability.skips import SkipCounter
+from object_input.tracing.maps import map_on_cpu
 
 #: Records per window of :func:`catch_errors`: its fixed cost per window is spread over them,
 #: and it holds up to about four windows of mapped examples (docs/performance.md).

@@ -30,9 +30,10 @@ from typing import Any
 
 import tensorflow as tf
 
-from object_input import fields, trace_cache
-from object_input._maps import map_on_cpu
+from object_input import fields
 from object_input.reliability import catch, errors, skips
+from object_input.tracing import trace_cache
+from object_input.tracing.maps import map_on_cpu
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,7 +117,7 @@ class ErrorPolicy:
         ends the stream unnamed.
 
         ``fn`` is traced once per process for pipelines of the same state
-        (:mod:`object_input.trace_cache`).
+        (:mod:`object_input.tracing.trace_cache`).
         """
         fn = trace_cache.reused(fn)
         if self.trusted:

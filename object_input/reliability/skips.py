@@ -18,8 +18,8 @@ from typing import Any
 import tensorflow as tf
 
 from object_input import fields, wording
-from object_input._maps import map_on_cpu
 from object_input.reliability import audit, dataset_state, errors
+from object_input.tracing.maps import map_on_cpu
 
 logger = logging.getLogger("object_input")
 

@@ -11,8 +11,8 @@ from collections.abc import Callable, Sequence
 
 import tensorflow as tf
 
-from object_input._maps import map_on_cpu
 from object_input.sources._base import ReadContext
+from object_input.tracing.maps import map_on_cpu
 
 PathSource = str | os.PathLike | Sequence[str | os.PathLike]
 

@@ -21,8 +21,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import tensorflow as tf
 
-from object_input._maps import map_on_cpu
 from object_input.reliability import errors
+from object_input.tracing.maps import map_on_cpu
 
 _FRAMING = 16  # length (8) + length CRC (4) + data CRC (4)
 _HEADER = 12

@@ -27,11 +27,11 @@ import tensorflow as tf
 from google.protobuf.message import DecodeError
 
 from object_input import fields
-from object_input._maps import map_on_cpu
 from object_input.reliability import errors
 from object_input.sources import _caffe_proto as caffe_proto
 from object_input.sources import _samples as samples
 from object_input.sources._base import ReadContext, Source
+from object_input.tracing.maps import map_on_cpu
 
 INSTALL_HINT = "pip install object-input[lmdb]"
 

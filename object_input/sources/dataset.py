@@ -8,7 +8,6 @@ from typing import Any
 import tensorflow as tf
 
 from object_input import fields
-from object_input._maps import map_on_cpu
 from object_input.decoders.annotation_checks import (
     check_boxes,
     check_class_count,
@@ -19,6 +18,7 @@ from object_input.decoders.annotation_checks import (
 from object_input.reliability import errors
 from object_input.sources import _samples as samples
 from object_input.sources._base import ReadContext, Source
+from object_input.tracing.maps import map_on_cpu
 
 
 class Dataset(Source):

@@ -10,7 +10,6 @@ import numpy as np
 import tensorflow as tf
 
 from object_input import fields
-from object_input._maps import map_on_cpu
 from object_input.converters.common import label_map_for
 from object_input.converters.detection_csv import COLUMNS, CsvImage, read_detection_csv
 from object_input.decoders.annotation_checks import default_per_box_fields
@@ -19,6 +18,7 @@ from object_input.reliability import errors
 from object_input.sources import _samples as samples
 from object_input.sources._base import ReadContext, Source
 from object_input.sources._files import PathSource, list_files
+from object_input.tracing.maps import map_on_cpu
 
 # Rows listed in a record id before "...".
 _LINES_SHOWN = 4

@@ -20,7 +20,6 @@ import numpy as np
 import tensorflow as tf
 
 from object_input import fields
-from object_input._maps import map_on_cpu
 from object_input.earthengine import Mixer, buffer_of, pair, patch_bounds
 from object_input.options import ReadOptions
 from object_input.reliability import errors
@@ -29,6 +28,7 @@ from object_input.sources import _integrity as integrity
 from object_input.sources import _samples as samples
 from object_input.sources._base import ReadContext, Source
 from object_input.sources._files import PathSource, list_files, read_files
+from object_input.tracing.maps import map_on_cpu
 
 SUFFIXES = (".tfrecord", ".tfrecord.gz")
 _NUMBERED = re.compile(r"^(?P<prefix>.*)-(?P<number>\d{5})\.tfrecord(\.gz)?$")

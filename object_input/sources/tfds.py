@@ -12,7 +12,6 @@ from typing import Any
 import tensorflow as tf
 
 from object_input import box_formats, fields
-from object_input._maps import map_on_cpu
 from object_input.decoders import deferred_image
 from object_input.decoders.image_files import (
     PLACEHOLDER_PNG,
@@ -26,6 +25,7 @@ from object_input.sources import _tfds_layout as tfds_layout
 from object_input.sources._base import ReadContext, Source
 from object_input.sources._hub_layout import LayoutError
 from object_input.sources.dataset import detection_checks, stand_ins
+from object_input.tracing.maps import map_on_cpu
 
 INSTALL_HINT = "sources.TFDS needs tensorflow-datasets: pip install object-input[tfds]"
 

@@ -9,7 +9,6 @@ from typing import Any
 
 import tensorflow as tf
 
-from object_input import trace_cache
 from object_input.decoders import ExampleDecoder, deferred_image
 from object_input.label_map import LabelMapError, load_label_map, path_beside
 from object_input.options import DecodeOptions, build
@@ -19,6 +18,7 @@ from object_input.sources import _samples as samples
 from object_input.sources._base import ReadContext, Source
 from object_input.sources._files import PathSource, list_files, read_files
 from object_input.sources._resolve import PathOptions, register_format
+from object_input.tracing import trace_cache
 from object_input.verification import manifest
 
 SUFFIXES = (".tfrecord", ".tfrecords", ".tfrecord.gz", ".tfrecords.gz", ".record", ".record.gz")
@@ -137,7 +137,7 @@ class TFRecord(Source):
     def decode(
         self, record_id: tf.Tensor, payload: Any, *, defer_image: bool = False
     ) -> dict[str, tf.Tensor]:
-        # Traced once per decoder settings in a process (object_input.trace_cache).
+        # Traced once per decoder settings in a process (object_input.tracing.trace_cache).
         return trace_cache.reused(self.decoder)(payload, record_id, defer_image=defer_image)
 
     @property

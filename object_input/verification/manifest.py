@@ -24,7 +24,7 @@ from typing import Any
 import tensorflow as tf
 
 from object_input import __version__, schema
-from object_input._maps import map_on_cpu
+from object_input.tracing.maps import map_on_cpu
 
 #: The manifest file, one per folder of verified files.
 MANIFEST_NAME = "object_input_manifest.json"

@@ -11,13 +11,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from object_input import fields, wording
-from object_input._maps import map_on_cpu
 from object_input.label_map import LabelMapSource
 from object_input.options import DecodeOptions, build
 from object_input.pipeline import make_dataset
 from object_input.reliability import skips
 from object_input.sources._files import list_files
 from object_input.sources.tfrecord import SUFFIXES, TFRecord, compression_of
+from object_input.tracing.maps import map_on_cpu
 from object_input.verification import manifest
 
 

@@ -1,4 +1,4 @@
-"""trace_cache: the per-example function traced once per process, never reused when stale."""
+"""trace_cache: traces kept when a pipeline is built again, never reused when stale."""
 
 import dataclasses
 import functools
@@ -8,8 +8,9 @@ import numpy as np
 import tensorflow as tf
 
 import object_input as oi
-from object_input import fields, trace_cache
+from object_input import fields
 from object_input.ops import _box_geometry as box_geometry
+from object_input.tracing import trace_cache
 from object_input.writers import write_tfrecords
 from object_input.writers.synthetic import synthetic_examples
 

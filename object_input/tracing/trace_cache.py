@@ -10,7 +10,7 @@ What is seen once is traced in place, as without the cache, so a fresh process, 
 function built once, pays nothing for it. Seen a second time, it is traced on its own and kept;
 from then on the graph calls the kept function by a node whose op is that function. Such a
 call runs in the calling function's library and on its device, with the plain graph
-optimizations its caller gets (``object_input._maps``); a ``tf.function`` call would be a
+optimizations its caller gets (``object_input.tracing.maps``); a ``tf.function`` call would be a
 ``PartitionedCall`` node, which TensorFlow instantiates at run time as a multi-device function,
 Grappler and all, at every iterator's first ``next()``.
 
