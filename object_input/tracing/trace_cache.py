@@ -7,12 +7,12 @@ gets the decoder, each step with its parameters and the per-example function as 
 before: :func:`reused` keeps them under a key that describes everything a trace can depend on.
 
 What is seen once is traced in place, as without the cache, so a fresh process, or a
-function built once, pays nothing for it. Seen a second time, it is traced on its own and kept;
-from then on the graph calls the kept function by a node whose op is that function. Such a
-call runs in the calling function's library and on its device, with the plain graph
-optimizations its caller gets (``object_input.tracing.maps``); a ``tf.function`` call would be a
-``PartitionedCall`` node, which TensorFlow instantiates at run time as a multi-device function,
-Grappler and all, at every iterator's first ``next()``.
+function built once, pays nothing for it. Seen a second time, it is traced on its own and kept
+as a graph; from then on its ops are imported into the graph being traced, fed the call's
+inputs: the same ops tracing would have made, for about a third of the Python. (A call to the
+kept function instead, as a ``tf.function`` call or a node whose op is the function, costs each
+example a function call at run time, and a ``tf.function`` call is instantiated as a
+multi-device function, Grappler and all, at every iterator's first ``next()``.)
 
 The key is built from the function and, for a bound method, a ``functools.partial`` or a
 callable object of this package, the whole state it holds, walked field by field: numbers with
@@ -214,7 +214,7 @@ def _spec_of(value: Any) -> Any:
 
 class _Trace:
     """``fn`` traced on its own for inputs like ``template`` (type specs where tensors go), as
-    a function of their flat tensors; ``reusable`` when it captures no state."""
+    a graph of their flat tensors; ``reusable`` when it captures no state and draws from none."""
 
     def __init__(self, fn: Callable[..., Any], template: Any) -> None:
         self.outputs: list[Any] = []  # the flat outputs: tensors where the call's go
@@ -230,37 +230,38 @@ class _Trace:
             return [t for t in self.outputs if isinstance(t, tf.Tensor)]
 
         placeholders = [v for v in leaves if isinstance(v, tf.TensorSpec)]
-        self.function = tf.function(flat, autograph=False).get_concrete_function(*placeholders)
-        self.reusable = _reusable(self.function)
+        function = tf.function(flat, autograph=False).get_concrete_function(*placeholders)
+        self.graph = function.graph.as_graph_def()
+        self.inputs = [t.name for t in function.inputs]
+        self.returned = [(t.name, t.shape) for t in function.outputs]
+        self.reusable = not function.captured_inputs and not _draws_from_state(self.graph)
 
     def __call__(self, inputs: list[tf.Tensor]) -> Any:
-        """The outputs of a node of the graph being traced whose op is the traced function
-        (the module's docstring says why not a ``tf.function`` call)."""
+        """The traced ops imported into the graph being traced, fed ``inputs``: the graph is
+        what tracing ``fn`` there would have made, at a third of the Python."""
         graph = tf.compat.v1.get_default_graph()
-        self.function.add_to_graph(graph)
-        traced = self.function.outputs
-        call = graph.create_op(
-            self.function.name,
-            inputs,
-            [t.dtype for t in traced],
+        # An import maps tensors of the graph it imports into; an op captures those of the
+        # graphs around it (a ``tf.cond`` branch's caller).
+        inputs = [t if t.graph is graph else tf.identity(t) for t in inputs]
+        outputs = tf.graph_util.import_graph_def(
+            self.graph,
+            input_map=dict(zip(self.inputs, inputs, strict=True)),
+            return_elements=[name for name, _ in self.returned],
             name="reused",
         )
-        # Shape inference does not look into a called function: its traced shapes stand.
-        for output, shaped in zip(call.outputs, traced, strict=True):
-            output.set_shape(shaped.shape)
-        results = iter(call.outputs)
+        # The shapes that tracing set by hand (``set_shape``) are not in the graph's ops.
+        for output, (_, shape) in zip(outputs, self.returned, strict=True):
+            output.set_shape(shape)
+        results = iter(outputs)
         leaves = [next(results) if isinstance(t, tf.Tensor) else t for t in self.outputs]
         return tf.nest.pack_sequence_as(self.structure, leaves, expand_composites=True)
 
 
-def _reusable(concrete: Any) -> bool:
-    """Whether a traced function depends on nothing but its inputs: no captures (tables,
-    variables, tensors of the pipeline that traced it), no stateful random ops."""
-    if concrete.captured_inputs:
-        return False
-    graph = concrete.graph.as_graph_def()
+def _draws_from_state(graph: Any) -> bool:
+    """Whether a traced graph (a ``GraphDef``) draws from a stateful random op, in its own
+    nodes or in its functions' (``tf.cond`` branches)."""
     nodes = [*graph.node, *(n for f in graph.library.function for n in f.node_def)]
-    return not any(_stateful_random(node.op) for node in nodes)
+    return any(_stateful_random(node.op) for node in nodes)
 
 
 @functools.cache

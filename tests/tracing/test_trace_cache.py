@@ -92,19 +92,27 @@ def test_a_pipeline_is_kept_when_built_again_and_reused_identically(tmp_path):
             np.testing.assert_array_equal(a, b)
 
 
-def test_the_graph_calls_a_kept_trace_by_a_node_of_its_own():
+def test_a_kept_trace_is_imported_as_the_ops_tracing_makes():
     function = trace_cache.reused(functools.partial(box_geometry.clip_to_window, window=_WINDOW))
     boxes = tf.data.Dataset.from_tensors(tf.constant([[-0.5, 0.1, 0.5, 0.9]]))
-    for _ in range(2):
-        boxes.map(function)
-    mapped = boxes.map(function)
-    (kept,) = trace_cache._cache.values()
-    graph = mapped._map_func.function.graph
-    assert [op.type for op in graph.get_operations() if op.name.startswith("reused")] == [
-        kept.function.name.decode()
-    ]
-    assert not [op for op in graph.get_operations() if "PartitionedCall" in op.type]
-    assert next(iter(mapped)).numpy().tolist() == [[0.0, 0.25, 0.5, 0.75]]
+    traced = boxes.map(function)
+    boxes.map(function)
+    assert trace_cache._cache
+    imported = boxes.map(function)
+
+    def ops(dataset, prefix=""):
+        graph = dataset._map_func.function.graph
+        return {
+            op.name.removeprefix(prefix): op.type
+            for op in graph.get_operations()
+            if op.name.startswith(prefix) and op.type != "Placeholder"
+        }
+
+    # The map's ops, its output's identity included, and the kept trace's under its prefix,
+    # its output's identity included: one name and op for one.
+    assert ops(imported, "reused/") == ops(traced)
+    assert not [t for t in ops(imported).values() if "Call" in t]
+    assert next(iter(imported)).numpy().tolist() == [[0.0, 0.25, 0.5, 0.75]]
 
 
 _WINDOW = (0.0, 0.25, 1.0, 0.75)
@@ -163,7 +171,7 @@ def test_traces_with_state_or_unseeded_draws_are_never_kept(tmp_path):
     kept = _kept()
     assert kept  # the decoder's trace
     # The step's and the example's traces draw afresh: traced in place every time.
-    assert all(trace_cache._reusable(trace.function) for trace in kept.values())
+    assert all(trace.reusable for trace in kept.values())
     assert False in trace_cache._seen.values()
     window = tf.Variable(_WINDOW)
     trace_cache.clear()
