@@ -1,5 +1,6 @@
 """Shared fixtures: small generated datasets; nothing is downloaded."""
 
+import gc
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -22,6 +23,14 @@ settings.load_profile("ci" if os.environ.get("CI") else "default")
 def pytest_configure(config):
     if "not slow" in (config.option.markexpr or ""):
         settings.load_profile("dev")
+
+
+def pytest_collection_finish(session):
+    # TensorFlow, Keras and the collected tests are a few hundred thousand objects that live
+    # as long as the run: frozen, the collector's full passes (each a quarter of a second by
+    # the end of a worker's run) no longer walk them.
+    gc.collect()
+    gc.freeze()
 
 
 @pytest.fixture(autouse=True)
