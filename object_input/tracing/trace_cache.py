@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 import tensorflow as tf
+from tensorflow.python.framework import op_def_registry
 
 #: Traced functions kept (a pipeline of six steps keeps about 10); the least recently used
 #: goes first.
@@ -153,7 +154,7 @@ def _ours(value: Any) -> bool:
 
 def reused(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``fn`` to call while tracing (a ``tf.data`` map): traced in place when its key (see the
-    module's docstring) is new, kept and called from then on when seen again; ``fn`` itself
+    module's docstring) is new, kept when seen again and imported from then on; ``fn`` itself
     when its state cannot be keyed, or outside a trace (eager calls run as they are)."""
     key = trace_key(fn)
     if key is None:
@@ -267,15 +268,13 @@ def _draws_from_state(graph: Any) -> bool:
 @functools.cache
 def _stateful_random(op_type: str) -> bool:
     """Whether ops of ``op_type`` draw from a state (an unseeded ``tf.random.uniform``)."""
-    from tensorflow.python.framework import op_def_registry
-
     op_def = op_def_registry.get(op_type)
     random = "Random" in op_type or op_type in ("Multinomial", "TruncatedNormal")
     return op_def is not None and op_def.is_stateful and random
 
 
 def clear() -> None:
-    """Forget every kept function and seen key (tests; a process that wants its memory back)."""
+    """Forget every kept trace and seen key (tests; a process that wants its memory back)."""
     with _lock:
         _cache.clear()
         _seen.clear()
