@@ -33,6 +33,7 @@ import collections
 import dataclasses
 import enum
 import functools
+import hashlib
 import threading
 import types
 from collections.abc import Callable
@@ -49,7 +50,7 @@ MAX_ENTRIES = 64
 MAX_SEEN = 4 * MAX_ENTRIES
 #: The most objects a key may describe: a larger state is not worth walking.
 MAX_KEY_PARTS = 20_000
-#: The largest numpy array a key holds (a copy of its bytes).
+#: The largest numpy array a key describes (by a digest of its bytes, hashed at every build).
 MAX_ARRAY_BYTES = 1 << 20
 
 _ATOMS = (type(None), bool, int, float, complex, str, bytes, enum.Enum)
@@ -118,7 +119,9 @@ class _Walk:
         if isinstance(value, np.ndarray):
             if value.dtype == object or value.nbytes > MAX_ARRAY_BYTES:
                 raise _Unkeyable  # preloaded images are not worth copying at every build
-            return (kind, value.dtype.str, value.shape, value.tobytes())
+            # A digest, not the bytes: the seen keys would otherwise hold copies of arrays.
+            digest = hashlib.blake2b(np.ascontiguousarray(value).data, digest_size=16)
+            return (kind, value.dtype.str, value.shape, digest.digest())
         if isinstance(value, np.generic):
             return (kind, value.item())
         if id(value) in self.open:
