@@ -25,7 +25,6 @@ from object_input.ops._registry import get_step, registered_steps
 from object_input.ops.resize import resize_features
 from object_input.reliability.error_policy import ErrorPolicy
 from object_input.sources import Source
-from object_input.tracing import trace_cache
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,14 +77,11 @@ class ExampleSteps:
         example_seed = iterations.example_seed(position, salt, self.shard_index)
         seed = example_seed if self.seeded else None
         record_id, payload = record[:2]
-        # Every source's decode and realize are kept traced across builds in a process
-        # (object_input.tracing.trace_cache): a rebuild with one step changed traces that step.
-        decode = trace_cache.reused(self.source.decode)
-        features = decode(record_id, payload, defer_image=self.deferred > 0)
+        features = self.source.decode(record_id, payload, defer_image=self.deferred > 0)
         features = self.policy.flag(features, record_id)
         if self.deferred:
             features = self.augment(features, seed, stop=self.deferred)
-            features = trace_cache.reused(self.source.realize)(features, self.image_size)
+            features = self.source.realize(features, self.image_size)
         if not self.combining:
             return self._placed(self.finish(seed, features, self.deferred), position)
         features = self.augment(features, seed, start=self.deferred, stop=self.combining[0])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -17,6 +18,7 @@ from object_input.sources import _samples as samples
 from object_input.sources._base import ReadContext, Source
 from object_input.sources._files import PathSource, list_files, read_files
 from object_input.sources._resolve import PathOptions, register_format
+from object_input.tracing import trace_cache
 from object_input.verification import manifest
 
 SUFFIXES = (".tfrecord", ".tfrecords", ".tfrecord.gz", ".tfrecords.gz", ".record", ".record.gz")
@@ -135,7 +137,8 @@ class TFRecord(Source):
     def decode(
         self, record_id: tf.Tensor, payload: Any, *, defer_image: bool = False
     ) -> dict[str, tf.Tensor]:
-        return self.decoder(payload, record_id, defer_image=defer_image)
+        # Traced once per decoder settings in a process (object_input.tracing.trace_cache).
+        return trace_cache.reused(self.decoder)(payload, record_id, defer_image=defer_image)
 
     @property
     def can_defer(self) -> bool:
@@ -145,7 +148,10 @@ class TFRecord(Source):
         self, features: dict[str, tf.Tensor], output_size: tuple[int, int] | None = None
     ) -> dict[str, tf.Tensor]:
         dct_min_size = output_size if self.decoding.jpeg_dct_scaling else None
-        return deferred_image.realize(features, self.decoding.channels, dct_min_size=dct_min_size)
+        realize = functools.partial(
+            deferred_image.realize, channels=self.decoding.channels, dct_min_size=dct_min_size
+        )
+        return trace_cache.reused(realize)(features)
 
     @classmethod
     def sample(cls, folder: str, damage: int | None = None) -> TFRecord:
