@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 import tensorflow as tf
@@ -29,9 +29,6 @@ from object_input.ops import _core as core
 from object_input.reliability import dataset_state
 from object_input.tracing.maps import map_on_cpu
 
-#: ``read(seed)``: one iteration's records, read with its seed (see :func:`seeded_records`).
-Read = Callable[[int | tf.Tensor | None], tf.data.Dataset]
-
 #: Record ids hash to int64 keys in [0, 2**63 - 1): two ids of a pass share a key with a
 #: probability of about one in 10**19 per pair.
 _KEY_SPACE = 2**63 - 1
@@ -40,6 +37,8 @@ _KEY_SPACE = 2**63 - 1
 _PASS_STEP = 0x1E3779B97F4A7C15
 #: The pass length of an iteration of one pass: every position is in pass 0.
 _ONE_PASS = np.iinfo(np.int64).max
+#: Seeds of tf.data service iterations are in [0, 2**31 - 1).
+_SEEDS = 2**31 - 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,7 +47,7 @@ class ShardReads:
     what :meth:`Progress.resume_shards` reads again (record ids only, nothing decoded).
 
     Attributes:
-      read: ``read(num_shards, shard_index)`` is that shard's ``read(seed)`` (see
+      read: ``read(num_shards, shard_index)`` is that shard's one-pass ``read(seed)`` (see
         :func:`seeded_records`).
       seed: the pipeline seed.
       passes: passes over the data in one iteration (``num_epochs``; None: without end).
@@ -56,7 +55,7 @@ class ShardReads:
         no shuffle, and a deterministic order).
     """
 
-    read: Callable[[int, int], Read]
+    read: Callable[[int, int], place.Read]
     seed: int | None
     passes: int | None
     reproducible: bool
@@ -103,9 +102,7 @@ class Progress(tf.__internal__.tracking.Trackable):
     def start(self) -> tf.Tensor:
         """The starting place of an iterator that starts now: a pending resume, else the start
         of the next iteration; the number after it goes to the next iterator (graph op)."""
-        pending = self._resume.read_value()
-        fresh = place.start(self._next.read_value())
-        chosen = tf.cond(tf.size(pending) > 0, lambda: pending, lambda: fresh)
+        chosen = self._upcoming()
         with tf.control_dependencies([chosen]):
             updates = [
                 self._resume.assign(tf.zeros([0], tf.int64)),
@@ -116,6 +113,13 @@ class Progress(tf.__internal__.tracking.Trackable):
             ]
         with tf.control_dependencies(updates):
             return tf.identity(chosen)
+
+    def _upcoming(self) -> tf.Tensor:
+        """Where the next iterator starts: a pending resume, else the next iteration's start."""
+        pending = self._resume.read_value()
+        return tf.cond(
+            tf.size(pending) > 0, lambda: pending, lambda: place.start(self._next.read_value())
+        )
 
     def consumed(self) -> tf.Tensor:
         """``[iteration, pass length, sorted keys...]``: the records other input shards
@@ -133,13 +137,12 @@ class Progress(tf.__internal__.tracking.Trackable):
 
     def state(self) -> tf.Tensor:
         """The place to continue from: the iteration under way, after its last batch handed
-        out; else the start of the next iteration (int64 vector). In an iteration that
+        out; else where the next iterator starts (a resume not yet taken, or the next
+        iteration's start; int64 vector). In an iteration that
         :meth:`resume_shards` re-sharded, the pass length and the keys of the records other
         shards delivered follow the place (8 bytes a record)."""
         current = self._place.read_value()
-        chosen = tf.cond(
-            tf.size(current) > 0, lambda: current, lambda: place.start(self._next.read_value())
-        )
+        chosen = tf.cond(tf.size(current) > 0, lambda: current, self._upcoming)
         return tf.concat([chosen, _consumed_in(self._consumed.read_value(), chosen[0])[1:]], 0)
 
     def resume(self, state: tf.Tensor | np.ndarray | list[int]) -> None:
@@ -182,30 +185,44 @@ class Progress(tf.__internal__.tracking.Trackable):
         )
         reads = self._reads
         if consumed or any(done or where[2] for where, _, done in shards):
-            _check_resharding(reads, iteration)
-
-        def records(num_shards: int, shard_index: int) -> tf.data.Dataset:
-            return reads.read(num_shards, shard_index)(_read_seed(reads.seed, iteration))
-
+            _check_resharding(reads)
+        if all(done for *_, done in shards):
+            self.set(iteration + 1)
+            return
+        seed = _read_seed(reads.seed, iteration)
+        # The pass length the shard's filter had, else that of its stream (nothing read for a
+        # shard that delivered nothing).
+        lengths = [
+            tail[0]
+            if tail.size
+            else _pass_length(reads, reads.read(number, index), seed)
+            if done or where[2]
+            else 0
+            for index, (where, tail, done) in enumerate(shards)
+        ]
+        # Every old shard delivered all of its share of the passes before the first one under
+        # way: the new shards start there.
+        first = min(
+            int(where[1]) // length if where[2] else 0
+            for (where, _, done), length in zip(shards, lengths, strict=True)
+            if not done
+        )
         delivered = [np.asarray(consumed, np.int64)]
-        for index, (where, tail, done) in enumerate(shards):
+        for index, ((where, _, done), length) in enumerate(zip(shards, lengths, strict=True)):
             if done or where[2]:
-                # The pass length the shard's filter had, else that of its stream.
-                length = tail[0] if tail.size else _pass_length(records(number, index), reads)
-                keys = _keyed(records(number, index), length)
-                keys = keys.filter(lambda key, _: _fresh(key, np.asarray(consumed, np.int64)))
-                delivered.append(_delivered_keys(keys, None if done else where))
+                read = reads.read(number, index)
+                keys = _delivered_keys(reads, read, seed, first * length, length, where, done)
+                delivered.append(keys[~np.isin(keys, delivered[0])])
         keys = np.concatenate(delivered)
         if np.unique(keys).size != keys.size:
             raise ValueError(
                 "the old shards delivered records with the same record id: re-sharding needs "
                 "record ids unique within a pass"
             )
-        if not keys.size:
-            self.set(iteration)
-            return
-        length = _pass_length(records(*self.shards), reads)
-        self.resume(np.concatenate([place.start(iteration), [length], np.sort(keys)]))
+        length = _pass_length(reads, reads.read(*self.shards), seed) if keys.size or first else 0
+        begin = first * length
+        where = np.array([iteration, begin, begin], np.int64)
+        self.resume(np.concatenate([where, [length], np.sort(keys)]) if keys.size else where)
 
     def set(self, number: int) -> None:
         """Give the next iterator the number ``number``, from its start."""
@@ -271,19 +288,13 @@ def _check_split(states: list[ShardState]) -> int:
     return numbers[0]
 
 
-def _check_resharding(reads: ShardReads, iteration: int) -> None:
-    """Raise unless the old shards' streams of ``iteration`` can be read again as they were."""
+def _check_resharding(reads: ShardReads) -> None:
+    """Raise unless the old shards' streams of an iteration can be read again as they were."""
     if not reads.reproducible:
         raise ValueError(
             "a place inside an iteration moves to other shards only when the record order "
             "is a function of the seed: give make_dataset a seed (or shuffle=False) and "
             "keep deterministic=True"
-        )
-    if reads.passes is None:
-        raise ValueError(
-            f"iteration {iteration} reads the data without end (num_epochs=None): a place "
-            "inside it moves to other shards only with a finite num_epochs. Start the next "
-            f"iteration instead: progress.set({iteration + 1})"
         )
 
 
@@ -316,16 +327,6 @@ def record_keys(record_ids: tf.Tensor, passes: tf.Tensor | int = 0) -> tf.Tensor
     return tf.bitwise.bitwise_and(key + step, tf.constant(_KEY_SPACE, tf.int64))
 
 
-def _keyed(records: tf.data.Dataset, pass_length: int | tf.Tensor) -> tf.data.Dataset:
-    """``(key, record)``: each record of an iteration's stream (``(record_id, ...)``
-    elements) with the key of its id and pass, its pass counted by ``pass_length`` records."""
-    pass_length = tf.cast(pass_length, tf.int64)
-    return map_on_cpu(
-        records.enumerate(),
-        lambda position, record: (record_keys(record[0], position // pass_length), record)
-    )
-
-
 def _fresh(key: tf.Tensor, keys: tf.Tensor | np.ndarray) -> tf.Tensor:
     """Whether ``key`` is not among the sorted ``keys``."""
     keys = tf.convert_to_tensor(keys, tf.int64)
@@ -334,67 +335,63 @@ def _fresh(key: tf.Tensor, keys: tf.Tensor | np.ndarray) -> tf.Tensor:
 
 
 def _unconsumed(
-    records: tf.data.Dataset, iteration: tf.Tensor, consumed: tf.Tensor
+    positioned: tf.data.Dataset, iteration: tf.Tensor, consumed: tf.Tensor
 ) -> tf.data.Dataset:
-    """``records`` (``(record_id, ...)`` elements) but those in ``consumed`` when it is of
-    ``iteration``; no function per record otherwise (but for the records of
-    :func:`_with_dense_ragged`)."""
-    if _with_dense_ragged(records.element_spec):
-        # A map gives such components back as tensors: the plain stream takes the same form, so
-        # that either stream can continue the iteration.
-        records = map_on_cpu(records, lambda *record: record)
+    """``((position, ...), record)`` elements but the records in ``consumed`` when it is of
+    ``iteration``: a filter then, no function per record otherwise."""
+
+    @tf.autograph.experimental.do_not_convert
+    def unseen(parts: tuple, record: tuple) -> tf.Tensor:
+        return _fresh(record_keys(record[0], parts[0] // consumed[1]), consumed[2:])
 
     def fresh() -> tf.data.Dataset:
-        keyed = _keyed(records, consumed[1]).filter(lambda key, _: _fresh(key, consumed[2:]))
-        return map_on_cpu(keyed, lambda _, record: record)
+        return positioned.filter(unseen)
 
-    return tf.cond(_applies(consumed, iteration), fresh, lambda: records)
-
-
-def _with_dense_ragged(spec: Any) -> bool:
-    """Whether an element ``spec`` holds ragged components of ragged rank 0 (as a Hugging Face
-    dataset's per-box lists are read)."""
-    return any(
-        isinstance(part, tf.RaggedTensorSpec) and part.ragged_rank == 0
-        for part in tf.nest.flatten(spec)
-    )
+    return tf.cond(_applies(consumed, iteration), fresh, lambda: positioned)
 
 
-def _pass_length(records: tf.data.Dataset, reads: ShardReads) -> int:
-    """The records in one pass of an iteration's stream ``records``: where an id first comes
-    again (every pass reads the shard's records once each)."""
+def _pass_length(reads: ShardReads, read: place.Read, seed: tf.Tensor | None) -> int:
+    """The records in one pass of a shard's stream (every pass reads the shard's records once
+    each): read once, ids only."""
     if reads.passes == 1:
         return _ONE_PASS
-    seen: set[int] = set()
-    keys = map_on_cpu(records, lambda record_id, *rest: record_keys(record_id)).batch(4096)
-    for batch in keys.as_numpy_iterator():
-        for key in batch.tolist():
-            if key in seen:
-                return len(seen)
-            seen.add(key)
-    return len(seen)
+    return int(place.count(read(seed)))
 
 
-def _delivered_keys(keys: tf.data.Dataset, where: np.ndarray | None) -> np.ndarray:
-    """The keys of the records of a shard's stream of an iteration (``(key, record)`` elements)
-    that the place ``where`` in it says were delivered (or dropped); None: the shard finished
-    it, all."""
-    if where is None:
-        return _all_keys(keys)
+def _delivered_keys(
+    reads: ShardReads,
+    read: place.Read,
+    seed: tf.Tensor | None,
+    start: int,
+    length: int,
+    where: np.ndarray,
+    done: bool,
+) -> np.ndarray:
+    """The keys of the records of a shard's stream of an iteration, from position ``start``
+    (where a pass begins) on, that the place ``where`` in it says were delivered (or dropped);
+    all of them when the shard is ``done``."""
+    records = place.stream(read, seed, reads.passes, start, length)
+    if done:
+        return _keys(records, start, length)
     _, restart, seen, bits = place.unpack(tf.constant(where))
-    delivered = _all_keys(keys.take(int(seen)))
-    if delivered.size < int(seen):
+    delivered = _keys(records.take(int(seen) - start), start, length)
+    if delivered.size < int(seen) - start:
         raise ValueError(
             f"a place {int(seen)} records into its shard's stream, which holds "
-            f"{delivered.size}: the states are not of this pipeline (its data, seed and options)"
+            f"{start + delivered.size}: the states are not of this pipeline (its data, seed and "
+            "options)"
         )
-    return delivered[np.concatenate([np.ones([int(restart)], bool), bits.numpy()])]
+    return delivered[np.concatenate([np.ones([int(restart) - start], bool), bits.numpy()])]
 
 
-def _all_keys(keys: tf.data.Dataset) -> np.ndarray:
-    """The keys of ``(key, record)`` elements, in order."""
-    batches = map_on_cpu(keys, lambda key, _: key).batch(4096).as_numpy_iterator()
-    return np.concatenate([np.zeros([0], np.int64), *batches])
+def _keys(records: tf.data.Dataset, start: int, length: int) -> np.ndarray:
+    """The keys of a stream's records (``(record_id, ...)`` elements, the first at position
+    ``start``, ``length`` to a pass), in order."""
+    keys = map_on_cpu(
+        records.enumerate(start),
+        lambda position, record: record_keys(record[0], position // length),
+    )
+    return np.concatenate([np.zeros([0], np.int64), *keys.batch(4096).as_numpy_iterator()])
 
 
 def _read_seed(seed: int | None, iteration: tf.Tensor) -> tf.Tensor | None:
@@ -444,22 +441,25 @@ NO_REPLAY, DROP_REPLAYED, FLAG_REPLAYED = "none", "drop", "flag"
 
 
 def seeded_records(
-    read: Callable[[int | tf.Tensor | None], tf.data.Dataset],
+    read: place.Read,
     seed: int | None,
     progress: Progress | None,
     *,
+    passes: int | None = 1,
     replayed: str = NO_REPLAY,
 ) -> tf.data.Dataset:
     """``((position, salt[, replayed]), record)``: the records of one iteration with what each
     record's example seed is folded from (:func:`example_seed`), and with ``FLAG_REPLAYED``
     whether it was delivered before the place the iterator resumes from.
 
-    ``read(seed)`` gives the iteration's records (its passes, shuffled as the pipeline asks)
-    for the iteration's seed (None when the pipeline has none). Each iterator first takes its
+    ``read(seed)`` gives one pass over the records (shuffled as the pipeline asks) for a seed
+    (None when the pipeline has none); an iteration reads ``passes`` of them (None: without
+    end), each with a seed of its own (:func:`place.seed_of_pass`). Each iterator first takes its
     starting place from ``progress`` (:mod:`object_input.place`), then reads with the shuffles
-    and the example seeds keyed by the pipeline seed and its iteration number, passing over the
-    records before the place's restart undecoded. Given the place, nothing random depends on
-    the process or the parallelism: iteration ``k`` is the same in any process.
+    and the example seeds keyed by the pipeline seed and its iteration number, from the pass
+    its place is in, passing over the records before the place's restart undecoded. Given the
+    place, nothing random depends on the process or the parallelism: iteration ``k`` is the
+    same in any process.
     """
     base = seed if seed is not None else 0
     if progress is None:
@@ -467,31 +467,38 @@ def seeded_records(
         # and hold no variables: tf.data's own generators then key each iteration, anew in
         # every process.
         salts = tf.data.Dataset.random(seed=base, rerandomize_each_iteration=True)
-        return _with_positions(read(seed), 0, salts, None)
+        iteration_keys = tf.data.Dataset.random(seed=base + 1, rerandomize_each_iteration=True)
+        records = iteration_keys.take(1).flat_map(
+            lambda key: place.stream(read, None if seed is None else key % _SEEDS, passes, 0)
+        )
+        return _with_positions(records, 0, salts, None)
 
     def one_iteration(starting_place: tf.Tensor, consumed: tf.Tensor) -> tf.data.Dataset:
         iteration, restart, seen, delivered = place.unpack(starting_place)
         iteration_seed = pass_seed(base, iteration)
         salts = tf.data.Dataset.from_tensors(iteration_seed).repeat()
+        read_seed = _read_seed(seed, iteration)
+        length = place.pass_length_before(read, read_seed, passes, restart)
 
-        def stream() -> tf.data.Dataset:
-            # A re-sharded iteration leaves out what the old shards delivered: the positions
-            # count in what remains, so places in it restore onto it exactly.
-            return _unconsumed(read(_read_seed(seed, iteration)), iteration, consumed)
+        def records(first: tf.Tensor, flags: tf.Tensor | None = None, count: tf.Tensor = -1):
+            # Positions count before a re-shard's consumed records are left out: a place
+            # restores onto the same stream.
+            positioned = place.stream(read, read_seed, passes, first, length).take(count)
+            return _unconsumed(
+                _with_positions(positioned, first, salts, flags), iteration, consumed
+            )
 
         if replayed == FLAG_REPLAYED:
-            return _with_positions(stream().skip(restart), restart, salts, delivered)
+            return records(restart, delivered)
         if replayed == NO_REPLAY:
-            return _with_positions(stream().skip(restart), restart, salts, None)
+            return records(restart)
         # The records the buckets held, then, read anew, the rest: a filter on the first
         # alone, so the stream past the place costs no function per record.
-        held = stream().skip(restart).take(seen - restart)
-        held = _with_positions(held, restart, salts, delivered).filter(
+        held = records(restart, delivered, seen - restart).filter(
             lambda parts, record: tf.logical_not(parts[2])
         )
         held = map_on_cpu(held, lambda parts, record: (parts[:2], record))
-        rest = _with_positions(stream().skip(seen), seen, salts, None)
-        return held.concatenate(rest)
+        return held.concatenate(records(seen))
 
     return keys(progress).flat_map(one_iteration)
 

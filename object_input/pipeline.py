@@ -284,7 +284,7 @@ def _build_dataset(opts: DatasetOptions) -> tf.data.Dataset:
         marks=policy.reader_marks,
     )
 
-    def read_shard(num_shards: int, shard_index: int) -> iterations.Read:
+    def read_shard(num_shards: int, shard_index: int) -> place.Read:
         reading = dataclasses.replace(
             opts.reading, num_shards=num_shards, shard_index=shard_index, input_context=None
         )
@@ -293,7 +293,6 @@ def _build_dataset(opts: DatasetOptions) -> tf.data.Dataset:
             opts.source,
             dataclasses.replace(context, reading=reading),
             shuffle_buffer_size=opts.shuffle_buffer_size if opts.shuffle else None,
-            num_epochs=opts.num_epochs,
         )
 
     read = read_shard(opts.reading.num_shards, opts.reading.shard_index)
@@ -322,7 +321,9 @@ def _build_dataset(opts: DatasetOptions) -> tf.data.Dataset:
         box_overflow=opts.box_overflow,
         tracks_place=progress is not None,
     )
-    records = iterations.seeded_records(read, opts.seed, progress, replayed=_replayed(opts, steps))
+    records = iterations.seeded_records(
+        read, opts.seed, progress, passes=opts.num_epochs, replayed=_replayed(opts, steps)
+    )
     dataset = policy.catch(records, steps.process, num_parallel_calls=opts.num_parallel_calls)
     if steps.combining:
         dataset = partners.combine(
@@ -405,15 +406,15 @@ def _read(
     seed: int | tf.Tensor | None,
     *,
     shuffle_buffer_size: int | None,
-    num_epochs: int | None,
 ) -> tf.data.Dataset:
-    """One iteration's ``num_epochs`` passes over the source's records, read with ``seed`` and
-    shuffled through a buffer of ``shuffle_buffer_size`` (None: not shuffled)."""
+    """One pass over the source's records, read with ``seed`` and shuffled through a buffer of
+    ``shuffle_buffer_size`` (None: not shuffled); :func:`iterations.seeded_records` strings
+    the passes of an iteration together, each with its own seed."""
     context = dataclasses.replace(context, seed=seed)
     records = source.records(context)
     if shuffle_buffer_size is not None:
         records = context.shuffled(records, shuffle_buffer_size)
-    return records.repeat(num_epochs)
+    return records
 
 
 def _batch(

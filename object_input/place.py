@@ -20,13 +20,19 @@ or aspect-ratio grouping ``restart == seen`` and the place is three integers.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
+import numpy as np
 import tensorflow as tf
 
 from object_input import fields
 from object_input.tracing.maps import map_on_cpu
 
 _HEADER = 3  # iteration, restart, seen
+#: Where an iteration without end stops numbering its passes.
+_ENDLESS = np.iinfo(np.int64).max
+#: Seeds of passes are in [0, 2**31 - 1).
+_SEEDS = 2**31 - 1
 _BITS = 63  # bits per int64 word, the sign bit unused
 _PRIVATE = (fields.POSITION, fields.RESTART, fields.START, fields.REPLAYED)
 
@@ -158,3 +164,82 @@ def record(dataset: tf.data.Dataset, write: Callable[[tf.Tensor], tf.Operation])
 
     dataset = map_on_cpu(dataset, written).filter(lambda payload, real: real)
     return map_on_cpu(dataset, lambda payload, real: payload)
+
+
+#: ``read(seed)``: one pass over a shard's records, in the order ``seed`` gives (None:
+#: unseeded).
+Read = Callable[[Any], tf.data.Dataset]
+
+
+def stream(
+    read: Read,
+    seed: tf.Tensor | None,
+    passes: int | None,
+    position: int | tf.Tensor,
+    pass_length: int | tf.Tensor = 0,
+) -> tf.data.Dataset:
+    """An iteration's records from ``position`` on: ``passes`` passes of ``read`` (None: without
+    end), each with its own seed (:func:`seed_of_pass`). Reading starts at the pass
+    ``position`` is in when ``pass_length`` (records in a pass; 0: not known) says which, else
+    at the first."""
+    if passes == 1:
+        return read(seed).skip(position)
+    position = tf.cast(position, tf.int64)
+    pass_length = tf.cast(pass_length, tf.int64)
+    first = tf.where(pass_length > 0, position // tf.maximum(pass_length, 1), 0)
+    if passes is None:
+        # Passes of an empty source would be read one after the other forever.
+        known = tf.cond(
+            pass_length > 0, lambda: tf.constant(True), lambda: _holds_records(read, seed)
+        )
+        end = tf.where(known, tf.constant(_ENDLESS, tf.int64), first + 1)
+    else:
+        end = tf.constant(passes, tf.int64)
+    numbers = tf.data.Dataset.range(first, end)
+    records = numbers.flat_map(_plain(lambda number: read(seed_of_pass(seed, number))))
+    return records.skip(position - first * pass_length)
+
+
+def seed_of_pass(seed: tf.Tensor | None, number: tf.Tensor) -> tf.Tensor | None:
+    """The seed pass ``number`` of an iteration read with ``seed`` reads with: ``seed`` in pass
+    0, one folded from it and the pass number after (None: unseeded)."""
+    if seed is None:
+        return None
+    seed = tf.cast(seed, tf.int64)
+    number = tf.cast(number, tf.int64)
+    folded = tf.random.stateless_uniform(
+        [], tf.stack([seed, number]), minval=0, maxval=_SEEDS, dtype=tf.int64
+    )
+    return tf.where(number == 0, seed, folded)
+
+
+def pass_length_before(
+    read: Read, seed: tf.Tensor | None, passes: int | None, position: tf.Tensor
+) -> tf.Tensor | int:
+    """The records in a pass when ``position`` lies past the first (a restore reads from its
+    pass on): the first pass read up to it, records only; 0 when it lies in the first."""
+    if passes == 1:
+        return 0
+
+    def counted() -> tf.Tensor:
+        read_up_to = count(read(seed).take(position + 1))
+        return tf.where(read_up_to > position, tf.constant(0, tf.int64), read_up_to)
+
+    return tf.cond(position > 0, counted, lambda: tf.constant(0, tf.int64))
+
+
+def count(records: tf.data.Dataset) -> tf.Tensor:
+    """The number of elements of ``records`` (int64), read through."""
+    return records.reduce(tf.constant(0, tf.int64), _plain(lambda total, _: total + 1))
+
+
+def _plain(fn: Callable) -> Callable:
+    """``fn``, traced as written: AutoGraph has nothing to convert in it."""
+    return tf.autograph.experimental.do_not_convert(fn)
+
+
+def _holds_records(read: Read, seed: tf.Tensor | None) -> tf.Tensor:
+    """Whether a pass of ``read`` holds a record (or an element marking what could not be
+    read): its first is read; the pass itself raises what reading raises."""
+    first = read(seed).ignore_errors().take(1)
+    return first.reduce(tf.constant(False), _plain(lambda _, element: tf.constant(True)))

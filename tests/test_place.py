@@ -106,12 +106,11 @@ PIPELINES = {
 
 
 def _make(files, **options):
+    options = {"batch_size": 3, "num_epochs": 2, **options}
     return oi.make_dataset(
         files,
-        batch_size=3,
         seed=11,
         shuffle_buffer_size=5,
-        num_epochs=2,
         on_error="skip",
         reading={"num_readers": 2},
         **options,
@@ -142,6 +141,66 @@ def test_resume_at_every_batch_equals_the_uninterrupted_run(tmp_path, name):
         iterations.progress_of(restored).resume(state)
         after = [_digest(batch) for batch in restored]
         assert before + after == whole, (name, delivered, _ints(state))
+
+
+def test_the_passes_of_an_iteration_do_not_depend_on_how_many_it_has(tmp_path):
+    files = _files(tmp_path, records=7)
+    options = {"batch_size": None, "image_size": (8, 8), "augment": ["random_horizontal_flip"]}
+
+    def examples(num_epochs, count=None):
+        dataset = _make(files, num_epochs=num_epochs, **options)
+        return [_digest(example) for example in dataset.take(count or -1)]
+
+    three = examples(3)
+    assert len(three) == 3 * 12  # two records of 14 skipped in each pass
+    assert examples(None, len(three) + 5)[: len(three)] == three
+    assert examples(1) == three[:12]
+    # Each pass its own order.
+    assert len({tuple(three[:12]), tuple(three[12:24]), tuple(three[24:])}) == 3
+
+
+@pytest.mark.parametrize(
+    "name", ["steps and skips", pytest.param("mosaic", marks=pytest.mark.slow)]
+)
+def test_a_restore_deep_in_an_endless_stream_continues_it_exactly(tmp_path, name):
+    files = _files(tmp_path, records=4)  # 6 records a pass
+
+    def make():
+        return _make(files, num_epochs=None, batch_size=2, **PIPELINES[name])
+
+    whole = [_digest(batch) for batch in make().take(40)]
+    dataset = make()
+    iterator = iter(dataset)
+    for _ in range(33):  # into the eleventh pass
+        next(iterator)
+    state = iterations.progress_of(dataset).state()
+    assert _ints(state)[2] >= 60
+    restored = make()
+    iterations.progress_of(restored).resume(state)
+    assert [_digest(batch) for batch in restored.take(7)] == whole[33:]
+
+
+def test_a_restore_deep_in_an_endless_stream_does_not_read_the_passes_before_it():
+    yielded = []
+
+    def records():
+        for i in range(10):
+            yielded.append(i)
+            yield {"image": np.full([2, 2, 3], i, np.uint8)}
+
+    def make():
+        source = oi.sources.Generator(records, {"image": tf.TensorSpec([2, 2, 3], tf.uint8)})
+        return oi.make_dataset(source, batch_size=5, seed=2, num_epochs=None)
+
+    whole = [batch["image"].numpy() for batch in make().take(202)]
+    restored = make()
+    iterations.progress_of(restored).resume([0, 1005, 1005])  # 5 records into pass 100
+    yielded.clear()
+    batch = next(iter(restored))
+    np.testing.assert_array_equal(batch["image"], whole[201])
+    # Pass 0 read to count a pass, then pass 100 and what the prefetching reads ahead of the
+    # batch (about 50 records here): not the 1,000 records before the place.
+    assert len(yielded) <= 150
 
 
 def test_a_finished_iteration_saves_the_start_of_the_next(tmp_path):

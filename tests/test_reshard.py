@@ -90,8 +90,9 @@ def _check_reshard(tmp_path, count, records, old, new, batches, **options):
         # The pass length, then a key (8 bytes) for each record the old shards delivered, and
         # for the bad one each time they skipped it.
         keys = set(progress.state().numpy()[4:].tolist())
-        assert len(keys) == progress.state().shape[0] - 4
-        assert len(before) <= len(keys) <= len(before) + passes
+        assert len(keys) == max(progress.state().shape[0] - 4, 0)
+        # Only records of the passes from the first one under way on: the new shards start there.
+        assert len(keys) <= len(before) + passes
         if passes == 1:
             delivered = set(iterations.record_keys(tf.constant(before)).numpy().tolist())
             assert delivered <= keys <= delivered | {_key(files[0] + ":3")}
@@ -119,6 +120,7 @@ CASES = {
     "by record to by file, 3 to 2": (2, 17, 3, 2, [1, 2, 0], {}),
     "aspect-ratio buckets, 2 to 3": (5, 7, 2, 3, [3, 2], {"group_by_aspect_ratio": True}),
     "two passes, into the second, 2 to 3": (5, 7, 2, 3, [12, 9], {"num_epochs": 2}),
+    "three passes, one old shard in the first, 2 to 3": (5, 7, 2, 3, [12, 5], {"num_epochs": 3}),
     "mosaic, 3 to 2": (
         5,
         7,
@@ -213,12 +215,33 @@ def test_a_plain_restore_onto_other_shards_names_resume_shards(tmp_path):
         tf.train.Checkpoint(data=other).restore(path)
 
 
-def test_a_reshard_inside_an_iteration_needs_an_end_and_a_seed(tmp_path):
+def test_an_endless_iteration_moves_to_other_shards_from_the_pass_under_way(tmp_path):
+    files = _files(tmp_path, 5)
+    # Both old shards are in their second pass. The passes of an endless stream are those of a
+    # finite one: its re-shard continues as that of three passes does (whose union of deliveries
+    # the cases above check), and on without end.
+    moved = {}
+    for num_epochs in (3, None):
+        _, states = _old_states(
+            files, 2, [12, 9], tmp_path / str(num_epochs), num_epochs=num_epochs
+        )
+        for index in range(3):
+            dataset = _make(files, 3, index, num_epochs=num_epochs)
+            progress = iterations.progress_of(dataset)
+            progress.resume_shards(states)
+            state = progress.state().numpy().tolist()
+            moved[num_epochs, index] = state, _digests(dataset.take(40))
+    for index in range(3):
+        state, batches = moved[3, index]
+        assert state[1] == state[2] == state[3] > 0  # from the second pass on
+        assert moved[None, index][0] == state
+        assert len(moved[None, index][1]) == 40 > len(batches)
+        assert moved[None, index][1][: len(batches) - 1] == batches[:-1]
+
+
+def test_a_reshard_inside_an_iteration_needs_a_seed(tmp_path):
     files = _files(tmp_path, 3, records=2)
     states = [(2, 0, [0, 1, 1]), (2, 1, [0, 0, 0])]
-    endless = iterations.progress_of(_make(files, 1, 0, num_epochs=None))
-    with pytest.raises(ValueError, match="only with a finite num_epochs"):
-        endless.resume_shards(states)
     unseeded = iterations.progress_of(oi.make_dataset(files, shuffle=True))
     with pytest.raises(ValueError, match="give make_dataset a seed"):
         unseeded.resume_shards(states)
