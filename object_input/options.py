@@ -233,7 +233,8 @@ DATASET_OPTIONS: tuple[Option, ...] = (
         "num_epochs",
         "int | None",
         1,
-        "passes over the data; None repeats forever.",
+        "passes over the data; None repeats forever. Each pass is shuffled with a seed of its "
+        "own: pass p is the same whatever num_epochs is.",
         _COUNT,
         config=True,
     ),

@@ -130,7 +130,8 @@ def make_dataset(
         height together, so that tall and wide images pad each other less.
       shuffle: shuffle files and records; None: the source's default (on for training data).
       shuffle_buffer_size: records in the shuffle buffer.
-      num_epochs: passes over the data; None repeats forever.
+      num_epochs: passes over the data; None repeats forever. Each pass is shuffled with a seed of
+        its own: pass p is the same whatever num_epochs is.
       seed: with a seed, batches are identical run after run whatever the parallelism.
       label_map: class names to ids for detection records from path sources: a label map file or a
         dict; it names the data's classes too (``class_names``). None: a ``label_map.pbtxt`` beside
