@@ -2,7 +2,7 @@
 tracking per image, on the 256 demo-size photographs (640 × 480 JPEG records, batches of 8).
 
     python benchmarks/resume.py sizes                 # iterator checkpoint against the place's
-    python benchmarks/resume.py restore               # fresh process: restore + first batch
+    python benchmarks/resume.py restore [--before DIR]  # fresh process: restore + first batch
     python benchmarks/resume.py tracking              # the place's own CPU per batch
     python benchmarks/resume.py reshard               # 2 shards' places continued on 3
     python benchmarks/resume.py cost --before DIR     # standard pipeline CPU per image, against
@@ -100,7 +100,8 @@ import common, speed
 import object_input as oi
 imported = time.perf_counter()
 position = int(sys.argv[1])
-dataset = speed.standard_dataset(common.write_photo_records({data!r}), 8, num_epochs=2)
+num_epochs = None if sys.argv[2] == "None" else int(sys.argv[2])
+dataset = speed.standard_dataset(common.write_photo_records({data!r}), 8, num_epochs=num_epochs)
 oi.iterations.progress_of(dataset).resume([0, position, position])
 first = next(iter(dataset))
 print(json.dumps({{"seconds": time.perf_counter() - imported}}))
@@ -121,18 +122,28 @@ def _fresh(script: str, *argv: str, pythonpath: str | None = None) -> dict:
 
 def restore(args: argparse.Namespace) -> None:
     """Build + restore + first batch after TensorFlow's import, in a fresh process, against the
-    position (records passed over undecoded): 0 is a fresh start."""
+    position (records passed over undecoded): 0 is a fresh start. Two passes (256 records
+    each), then an endless stream restored up to 50 passes deep; with ``--before``, that
+    checkout's times beside this tree's, alternating."""
     script = RESTORE.format(here=HERE, data=os.environ.get("OI_BENCH_DATA", "/tmp/oi-bench"))
     _pattern()
-    positions = [0, 128, 256, 384, 504]
-    times: dict[int, list[float]] = {p: [] for p in positions}
+    trees = {"after": os.path.dirname(HERE)}
+    if args.before is not None:
+        trees = {"before": os.path.abspath(args.before), **trees}
+    cases = [("2", p) for p in (0, 128, 256, 384, 504)]
+    cases += [("None", p) for p in (504, 2660, 12900)]
+    times: dict[tuple, list[float]] = {(t, *c): [] for c in cases for t in trees}
     for _ in range(args.rounds):
-        for position in positions:
-            times[position].append(_fresh(script, str(position))["seconds"])
-    print("| position (records passed over) | build + restore + first batch, s (median) |")
-    print("|---|---|")
-    for position in positions:
-        print(f"| {position} | {statistics.median(times[position]):.2f} |")
+        for epochs, position in cases:
+            for name, tree in trees.items():
+                seconds = _fresh(script, str(position), epochs, pythonpath=tree)["seconds"]
+                times[name, epochs, position].append(seconds)
+    names = " | ".join(f"{name}, s" for name in trees)
+    print(f"| num_epochs | position (records passed over) | {names} |")
+    print("|---|---|" + "---|" * len(trees))
+    for epochs, position in cases:
+        cells = " | ".join(f"{statistics.median(times[n, epochs, position]):.2f}" for n in trees)
+        print(f"| {epochs} | {position} | {cells} |")
 
 
 def tracking(args: argparse.Namespace) -> None:
@@ -272,7 +283,7 @@ def main() -> None:
     parser.add_argument("command", choices=sorted(COMMANDS))
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--images", type=int, default=400, help="cost: images timed per process")
-    parser.add_argument("--before", help="cost: a checkout of the commit to compare with")
+    parser.add_argument("--before", help="cost, restore: a checkout of the commit to compare with")
     args = parser.parse_args()
     began = time.perf_counter()
     COMMANDS[args.command](args)

@@ -215,6 +215,7 @@ def test_a_plain_restore_onto_other_shards_names_resume_shards(tmp_path):
         tf.train.Checkpoint(data=other).restore(path)
 
 
+@pytest.mark.slow
 def test_an_endless_iteration_moves_to_other_shards_from_the_pass_under_way(tmp_path):
     files = _files(tmp_path, 5)
     # Both old shards are in their second pass. The passes of an endless stream are those of a
