@@ -355,7 +355,7 @@ def _pass_length(reads: ShardReads, read: place.Read, seed: tf.Tensor | None) ->
     each): read once, ids only."""
     if reads.passes == 1:
         return _ONE_PASS
-    return int(place.count(read(seed)))
+    return int(place.count(read(seed, shuffled=False)))
 
 
 def _delivered_keys(
@@ -478,7 +478,7 @@ def seeded_records(
         iteration_seed = pass_seed(base, iteration)
         salts = tf.data.Dataset.from_tensors(iteration_seed).repeat()
         read_seed = _read_seed(seed, iteration)
-        length = place.pass_length_before(read, read_seed, passes, restart)
+        length = place.pass_length_at(read, read_seed, passes, restart) if passes != 1 else None
 
         def records(first: tf.Tensor, flags: tf.Tensor | None = None, count: tf.Tensor = -1):
             # Positions count before a re-shard's consumed records are left out: a place

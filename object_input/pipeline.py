@@ -405,15 +405,17 @@ def _read(
     source: Source,
     context: ReadContext,
     seed: int | tf.Tensor | None,
+    shuffled: bool = True,
     *,
     shuffle_buffer_size: int | None,
 ) -> tf.data.Dataset:
-    """One pass over the source's records, read with ``seed`` and shuffled through a buffer of
-    ``shuffle_buffer_size`` (None: not shuffled); :func:`iterations.seeded_records` strings
-    the passes of an iteration together, each with its own seed."""
+    """One pass over the source's records, read with ``seed`` and, when ``shuffled``, shuffled
+    through a buffer of ``shuffle_buffer_size`` (None: not shuffled);
+    :func:`iterations.seeded_records` strings the passes of an iteration together, each with
+    its own seed."""
     context = dataclasses.replace(context, seed=seed)
     records = source.records(context)
-    if shuffle_buffer_size is not None:
+    if shuffled and shuffle_buffer_size is not None:
         records = context.shuffled(records, shuffle_buffer_size)
     return records
 

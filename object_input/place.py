@@ -20,7 +20,6 @@ or aspect-ratio grouping ``restart == seen`` and the place is three integers.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 import tensorflow as tf
@@ -166,9 +165,9 @@ def record(dataset: tf.data.Dataset, write: Callable[[tf.Tensor], tf.Operation])
     return map_on_cpu(dataset, lambda payload, real: payload)
 
 
-#: ``read(seed)``: one pass over a shard's records, in the order ``seed`` gives (None:
-#: unseeded).
-Read = Callable[[Any], tf.data.Dataset]
+#: ``read(seed, shuffled=True)``: one pass over a shard's records, in the order ``seed`` gives
+#: (None: unseeded); ``shuffled=False`` leaves out the record shuffle (to count them).
+Read = Callable[..., tf.data.Dataset]
 
 
 def stream(
@@ -176,28 +175,25 @@ def stream(
     seed: tf.Tensor | None,
     passes: int | None,
     position: int | tf.Tensor,
-    pass_length: int | tf.Tensor = 0,
+    pass_length: tf.Tensor | None = None,
 ) -> tf.data.Dataset:
     """An iteration's records from ``position`` on: ``passes`` passes of ``read`` (None: without
-    end), each with its own seed (:func:`seed_of_pass`). Reading starts at the pass
-    ``position`` is in when ``pass_length`` (records in a pass; 0: not known) says which, else
-    at the first."""
+    end), each with its own seed (:func:`seed_of_pass`), starting at the pass ``position`` is
+    in. ``pass_length`` is what :func:`pass_length_at` says of ``position`` (None: found
+    here)."""
     if passes == 1:
         return read(seed).skip(position)
+    if pass_length is None:
+        pass_length = pass_length_at(read, seed, passes, position)
     position = tf.cast(position, tf.int64)
     pass_length = tf.cast(pass_length, tf.int64)
     first = tf.where(pass_length > 0, position // tf.maximum(pass_length, 1), 0)
-    if passes is None:
-        # Passes of an empty source would be read one after the other forever.
-        known = tf.cond(
-            pass_length > 0, lambda: tf.constant(True), lambda: _holds_records(read, seed)
-        )
-        end = tf.where(known, tf.constant(_ENDLESS, tf.int64), first + 1)
-    else:
-        end = tf.constant(passes, tf.int64)
+    # Passes of an empty source would be read one after the other forever.
+    endless = tf.where(pass_length < 0, first + 1, tf.constant(_ENDLESS, tf.int64))
+    end = endless if passes is None else tf.constant(passes, tf.int64)
     numbers = tf.data.Dataset.range(first, end)
     records = numbers.flat_map(_plain(lambda number: read(seed_of_pass(seed, number))))
-    return records.skip(position - first * pass_length)
+    return records.skip(position - first * tf.maximum(pass_length, 0))
 
 
 def seed_of_pass(seed: tf.Tensor | None, number: tf.Tensor) -> tf.Tensor | None:
@@ -213,19 +209,28 @@ def seed_of_pass(seed: tf.Tensor | None, number: tf.Tensor) -> tf.Tensor | None:
     return tf.where(number == 0, seed, folded)
 
 
-def pass_length_before(
-    read: Read, seed: tf.Tensor | None, passes: int | None, position: tf.Tensor
-) -> tf.Tensor | int:
-    """The records in a pass when ``position`` lies past the first (a restore reads from its
-    pass on): the first pass read up to it, records only; 0 when it lies in the first."""
-    if passes == 1:
-        return 0
+def pass_length_at(
+    read: Read, seed: tf.Tensor | None, passes: int | None, position: int | tf.Tensor
+) -> tf.Tensor:
+    """What reading an iteration from ``position`` needs to know of its passes: the records in
+    a pass when ``position`` lies past the first (a restore reads from its pass on), 0 when it
+    lies in the first, -1 when a pass of an endless iteration holds nothing. Records are read
+    unshuffled, up to the position (or the first, to tell an endless iteration's end)."""
+    records = read(seed, shuffled=False)
+    position = tf.cast(position, tf.int64)
 
     def counted() -> tf.Tensor:
-        read_up_to = count(read(seed).take(position + 1))
+        read_up_to = count(records.take(position + 1))
         return tf.where(read_up_to > position, tf.constant(0, tf.int64), read_up_to)
 
-    return tf.cond(position > 0, counted, lambda: tf.constant(0, tf.int64))
+    def probed() -> tf.Tensor:
+        if passes is not None:
+            return tf.constant(0, tf.int64)
+        # Only whether there is a record: what cannot be read raises in the pass itself.
+        holds = count(records.ignore_errors().take(1))
+        return tf.where(holds > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64))
+
+    return tf.cond(position > 0, counted, probed)
 
 
 def count(records: tf.data.Dataset) -> tf.Tensor:
@@ -236,10 +241,3 @@ def count(records: tf.data.Dataset) -> tf.Tensor:
 def _plain(fn: Callable) -> Callable:
     """``fn``, traced as written: AutoGraph has nothing to convert in it."""
     return tf.autograph.experimental.do_not_convert(fn)
-
-
-def _holds_records(read: Read, seed: tf.Tensor | None) -> tf.Tensor:
-    """Whether a pass of ``read`` holds a record (or an element marking what could not be
-    read): its first is read; the pass itself raises what reading raises."""
-    first = read(seed).ignore_errors().take(1)
-    return first.reduce(tf.constant(False), _plain(lambda _, element: tf.constant(True)))
