@@ -37,8 +37,6 @@ _KEY_SPACE = 2**63 - 1
 _PASS_STEP = 0x1E3779B97F4A7C15
 #: The pass length of an iteration of one pass: every position is in pass 0.
 _ONE_PASS = np.iinfo(np.int64).max
-#: Seeds of tf.data service iterations are in [0, 2**31 - 1).
-_SEEDS = 2**31 - 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -464,14 +462,10 @@ def seeded_records(
     base = seed if seed is not None else 0
     if progress is None:
         # tf.data service workers split the work through the sources at the top of the graph
-        # and hold no variables: tf.data's own generators then key each iteration, anew in
-        # every process.
+        # (no function may hold them) and hold no variables: tf.data's own generators then key
+        # each iteration and pass, anew in every process.
         salts = tf.data.Dataset.random(seed=base, rerandomize_each_iteration=True)
-        iteration_keys = tf.data.Dataset.random(seed=base + 1, rerandomize_each_iteration=True)
-        records = iteration_keys.take(1).flat_map(
-            lambda key: place.stream(read, None if seed is None else key % _SEEDS, passes, 0)
-        )
-        return _with_positions(records, 0, salts, None)
+        return _with_positions(read(seed).repeat(passes), 0, salts, None)
 
     def one_iteration(starting_place: tf.Tensor, consumed: tf.Tensor) -> tf.data.Dataset:
         iteration, restart, seen, delivered = place.unpack(starting_place)
