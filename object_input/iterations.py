@@ -472,12 +472,14 @@ def seeded_records(
         iteration_seed = pass_seed(base, iteration)
         salts = tf.data.Dataset.from_tensors(iteration_seed).repeat()
         read_seed = _read_seed(seed, iteration)
-        length = place.pass_length_at(read, read_seed, passes, restart) if passes != 1 else None
+        unshuffled = read(read_seed, shuffled=False) if passes != 1 else None
+        length = place.pass_length_at(unshuffled, restart) if passes != 1 else None
 
         def records(first: tf.Tensor, flags: tf.Tensor | None = None, count: tf.Tensor = -1):
             # Positions count before a re-shard's consumed records are left out: a place
             # restores onto the same stream.
-            positioned = place.stream(read, read_seed, passes, first, length).take(count)
+            positioned = place.stream(read, read_seed, passes, first, length, unshuffled)
+            positioned = positioned.take(count)
             return _unconsumed(
                 _with_positions(positioned, first, salts, flags), iteration, consumed
             )

@@ -176,24 +176,42 @@ def stream(
     passes: int | None,
     position: int | tf.Tensor,
     pass_length: tf.Tensor | None = None,
+    unshuffled: tf.data.Dataset | None = None,
 ) -> tf.data.Dataset:
     """An iteration's records from ``position`` on: ``passes`` passes of ``read`` (None: without
     end), each with its own seed (:func:`seed_of_pass`), starting at the pass ``position`` is
-    in. ``pass_length`` is what :func:`pass_length_at` says of ``position`` (None: found
-    here)."""
+    in. ``pass_length`` is what :func:`pass_length_at` says of ``position``, ``unshuffled``
+    ``read(seed, shuffled=False)`` (None: found here)."""
     if passes == 1:
         return read(seed).skip(position)
+    if unshuffled is None:
+        unshuffled = read(seed, shuffled=False)
     if pass_length is None:
-        pass_length = pass_length_at(read, seed, passes, position)
+        pass_length = pass_length_at(unshuffled, position)
     position = tf.cast(position, tf.int64)
     pass_length = tf.cast(pass_length, tf.int64)
     first = tf.where(pass_length > 0, position // tf.maximum(pass_length, 1), 0)
-    # Passes of an empty source would be read one after the other forever.
-    endless = tf.where(pass_length < 0, first + 1, tf.constant(_ENDLESS, tf.int64))
-    end = endless if passes is None else tf.constant(passes, tf.int64)
-    numbers = tf.data.Dataset.range(first, end)
+    if passes is None:
+        # The passes after the first are numbered once it is read (a dataset's iterator is
+        # made when the stream reaches it), so that reading stops there when a pass holds
+        # nothing (an empty source would be read pass after pass forever) and what tells it
+        # costs nothing before the first batch.
+        later = tf.data.Dataset.from_tensors(first + 1).flat_map(
+            _plain(lambda start: tf.data.Dataset.range(start, _end(unshuffled, start)))
+        )
+        numbers = tf.data.Dataset.range(first, first + 1).concatenate(later)
+    else:
+        numbers = tf.data.Dataset.range(first, passes)
     records = numbers.flat_map(_plain(lambda number: read(seed_of_pass(seed, number))))
-    return records.skip(position - first * tf.maximum(pass_length, 0))
+    return records.skip(position - first * pass_length)
+
+
+def _end(unshuffled: tf.data.Dataset, start: tf.Tensor) -> tf.Tensor:
+    """Where an endless iteration's pass numbers from ``start`` end: never, unless a pass
+    holds nothing (only whether there is a record is read: what cannot be read raises in the
+    pass itself)."""
+    holds = count(unshuffled.ignore_errors().take(1)) > 0
+    return tf.where(holds, tf.constant(_ENDLESS, tf.int64), start)
 
 
 def seed_of_pass(seed: tf.Tensor | None, number: tf.Tensor) -> tf.Tensor | None:
@@ -209,28 +227,17 @@ def seed_of_pass(seed: tf.Tensor | None, number: tf.Tensor) -> tf.Tensor | None:
     return tf.where(number == 0, seed, folded)
 
 
-def pass_length_at(
-    read: Read, seed: tf.Tensor | None, passes: int | None, position: int | tf.Tensor
-) -> tf.Tensor:
-    """What reading an iteration from ``position`` needs to know of its passes: the records in
-    a pass when ``position`` lies past the first (a restore reads from its pass on), 0 when it
-    lies in the first, -1 when a pass of an endless iteration holds nothing. Records are read
-    unshuffled, up to the position (or the first, to tell an endless iteration's end)."""
-    records = read(seed, shuffled=False)
+def pass_length_at(unshuffled: tf.data.Dataset, position: int | tf.Tensor) -> tf.Tensor:
+    """The records in a pass when ``position`` lies past the first (a restore reads from its
+    pass on), else 0: ``unshuffled``, a pass read without the record shuffle, read up to the
+    position."""
     position = tf.cast(position, tf.int64)
 
     def counted() -> tf.Tensor:
-        read_up_to = count(records.take(position + 1))
+        read_up_to = count(unshuffled.take(position + 1))
         return tf.where(read_up_to > position, tf.constant(0, tf.int64), read_up_to)
 
-    def probed() -> tf.Tensor:
-        if passes is not None:
-            return tf.constant(0, tf.int64)
-        # Only whether there is a record: what cannot be read raises in the pass itself.
-        holds = count(records.ignore_errors().take(1))
-        return tf.where(holds > 0, tf.constant(0, tf.int64), tf.constant(-1, tf.int64))
-
-    return tf.cond(position > 0, counted, probed)
+    return tf.cond(position > 0, counted, lambda: tf.constant(0, tf.int64))
 
 
 def count(records: tf.data.Dataset) -> tf.Tensor:
