@@ -342,10 +342,9 @@ def _unconsumed(
     def unseen(parts: tuple, record: tuple) -> tf.Tensor:
         return _fresh(record_keys(record[0], parts[0] // consumed[1]), consumed[2:])
 
-    def fresh() -> tf.data.Dataset:
-        return positioned.filter(unseen)
-
-    return tf.cond(_applies(consumed, iteration), fresh, lambda: positioned)
+    return tf.cond(
+        _applies(consumed, iteration), lambda: positioned.filter(unseen), lambda: positioned
+    )
 
 
 def _pass_length(reads: ShardReads, read: place.Read, seed: tf.Tensor | None) -> int:
@@ -411,8 +410,7 @@ def keys(progress: Progress) -> tf.data.Dataset:
 
 def pass_seed(seed: int, key: tf.Tensor) -> tf.Tensor:
     """The int64 seed of iteration ``key`` of a pipeline seeded with ``seed`` (in [0, 2**31))."""
-    pair = tf.stack([tf.constant(seed & 0x7FFFFFFF, tf.int64), tf.cast(key, tf.int64)])
-    return tf.random.stateless_uniform([], pair, minval=0, maxval=2**31 - 1, dtype=tf.int64)
+    return place.folded_seed(tf.constant(seed & 0x7FFFFFFF, tf.int64), key)
 
 
 def attach(dataset: tf.data.Dataset, progress: Progress) -> tf.data.Dataset:

@@ -15,6 +15,10 @@ A restored iterator passes over the first ``restart`` records undecoded, drops t
 group re-forms whole (``restart`` is where one begins) and the buckets refill with the examples
 they held, in stream order, so the next batches are the same bit for bit. Without combining steps
 or aspect-ratio grouping ``restart == seen`` and the place is three integers.
+
+An iteration's passes each read with a seed of their own (:func:`seed_of_pass`), so a restore
+starts reading at the pass its place is in (:func:`stream`), having counted the records of a
+pass: at most two passes are read again, however deep the place.
 """
 
 from __future__ import annotations
@@ -221,10 +225,13 @@ def seed_of_pass(seed: tf.Tensor | None, number: tf.Tensor) -> tf.Tensor | None:
         return None
     seed = tf.cast(seed, tf.int64)
     number = tf.cast(number, tf.int64)
-    folded = tf.random.stateless_uniform(
-        [], tf.stack([seed, number]), minval=0, maxval=_SEEDS, dtype=tf.int64
-    )
-    return tf.where(number == 0, seed, folded)
+    return tf.where(number == 0, seed, folded_seed(seed, number))
+
+
+def folded_seed(seed: tf.Tensor, key: tf.Tensor) -> tf.Tensor:
+    """An int64 seed in [0, 2**31 - 1) drawn statelessly from the int64 ``seed`` and ``key``."""
+    pair = tf.stack([tf.cast(seed, tf.int64), tf.cast(key, tf.int64)])
+    return tf.random.stateless_uniform([], pair, minval=0, maxval=_SEEDS, dtype=tf.int64)
 
 
 def pass_length_at(unshuffled: tf.data.Dataset, position: int | tf.Tensor) -> tf.Tensor:
