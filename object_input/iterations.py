@@ -27,6 +27,7 @@ import tensorflow as tf
 from object_input import place
 from object_input.ops import _core as core
 from object_input.reliability import dataset_state
+from object_input.tracing import stages
 from object_input.tracing.maps import map_on_cpu
 
 #: Record ids hash to int64 keys in [0, 2**63 - 1): two ids of a pass share a key with a
@@ -77,6 +78,10 @@ class Progress(tf.__internal__.tracking.Trackable):
     process. :meth:`state` and :meth:`resume` do the same through a plain int64 vector.
     :meth:`resume_shards` continues an iteration that another number of input shards began.
     """
+
+    # How to read the shards again for a re-shard: eager work, in no trace of the pipeline
+    # (tracing.trace_cache keys stage functions by what they hold).
+    _untraced = frozenset({"_reads"})
 
     def __init__(
         self, num_shards: int = 1, shard_index: int = 0, reads: ShardReads | None = None
@@ -494,7 +499,7 @@ def seeded_records(
         held = map_on_cpu(held, lambda parts, record: (parts[:2], record))
         return held.concatenate(records(seen))
 
-    return keys(progress).flat_map(one_iteration)
+    return stages.flat_map(keys(progress), one_iteration)
 
 
 def _with_positions(

@@ -283,6 +283,7 @@ def _build_dataset(opts: DatasetOptions) -> tf.data.Dataset:
         seed=opts.seed,
         deterministic=opts.deterministic,
         marks=policy.reader_marks,
+        state=opts.source.reader_state(),
     )
 
     def read_shard(num_shards: int, shard_index: int) -> place.Read:

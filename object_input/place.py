@@ -29,6 +29,7 @@ import numpy as np
 import tensorflow as tf
 
 from object_input import fields
+from object_input.tracing import stages
 from object_input.tracing.maps import map_on_cpu
 
 _HEADER = 3  # iteration, restart, seen
@@ -110,7 +111,7 @@ def with_restarts(
         return (counts, starts), {**features, fields.RESTART: restart}
 
     initial = (tf.zeros([num_buckets], tf.int64), tf.fill([num_buckets], tf.constant(empty)))
-    return dataset.scan(initial, step)
+    return stages.scan(dataset, initial, step)
 
 
 def track(dataset: tf.data.Dataset, read_start: Callable[[], tf.Tensor]) -> tf.data.Dataset:
@@ -134,7 +135,7 @@ def track(dataset: tf.data.Dataset, read_start: Callable[[], tf.Tensor]) -> tf.d
         return (tf.constant(True), place), (public, place)
 
     initial = (tf.constant(False), tf.zeros([_HEADER], tf.int64))
-    return dataset.scan(initial, step)
+    return stages.scan(dataset, initial, step)
 
 
 def end_marker(dataset: tf.data.Dataset) -> tf.data.Dataset:
@@ -165,7 +166,7 @@ def record(dataset: tf.data.Dataset, write: Callable[[tf.Tensor], tf.Operation])
         with tf.control_dependencies([write(place)]):
             return tf.nest.map_structure(tf.identity, payload), tf.size(place) > 0
 
-    dataset = map_on_cpu(dataset, written).filter(lambda payload, real: real)
+    dataset = stages.filter(map_on_cpu(dataset, written), lambda payload, real: real)
     return map_on_cpu(dataset, lambda payload, real: payload)
 
 

@@ -45,14 +45,16 @@ def no_lost_worker_watch_left():
 
 @pytest.fixture(autouse=True)
 def fresh_trace_cache():
-    """Each test starts with no traces kept (object_input.tracing.trace_cache): a test that patches
-    this package's code must not run on another test's traces. A test that builds a pipeline
-    twice still runs the second build on the traces the first one kept."""
-    from object_input.tracing import trace_cache
+    """Each test starts with no traces or stage functions kept (object_input.tracing): a test
+    that patches this package's code must not run on another test's traces. A test that builds
+    a pipeline twice still runs the second build on what the first one kept."""
+    from object_input.tracing import stages, trace_cache
 
     trace_cache.clear()
+    stages.clear()
     yield
     trace_cache.clear()
+    stages.clear()
 
 
 @pytest.fixture(scope="session")

@@ -17,6 +17,7 @@ import tensorflow as tf
 from object_input import fields
 from object_input.reliability import errors
 from object_input.reliability.skips import SkipCounter
+from object_input.tracing import stages
 from object_input.tracing.maps import map_on_cpu
 
 #: Records per window of :func:`catch_errors`: its fixed cost per window is spread over them,
@@ -88,7 +89,7 @@ def catch_errors(
     mapped = stream.window(block).interleave(
         one, cycle_length=1, block_length=block, num_parallel_calls=1
     )
-    return mapped.scan(tf.constant(0, tf.int64), step)
+    return stages.scan(mapped, tf.constant(0, tf.int64), step)
 
 
 def catch_marked(
@@ -152,12 +153,12 @@ def catch_marked(
         return position + tf.cast(~end, tf.int64), (failed, end, features)
 
     mapped = map_on_cpu(
-        stream.scan(start, number),
+        stages.scan(stream, start, number),
         attempt_at,
         num_parallel_calls=num_parallel_calls,
         deterministic=True,
     ).ignore_errors(log_warning=True)
-    return mapped.scan(tf.constant(0, tf.int64), step)
+    return stages.scan(mapped, tf.constant(0, tf.int64), step)
 
 
 def _every(records: tf.data.Dataset, marker: tf.data.Dataset, window: int) -> tf.data.Dataset:
@@ -259,7 +260,7 @@ def raise_caught(dataset: tf.data.Dataset, allowed: tuple[str, ...] = ()) -> tf.
             return tf.identity(~end)
 
     flags = () if allowed else (fields.ERROR, fields.ERROR_DETAIL)
-    return map_on_cpu(dataset.filter(keep), _features(flags))
+    return map_on_cpu(stages.filter(dataset, keep), _features(flags))
 
 
 def count_caught(dataset: tf.data.Dataset, counter: SkipCounter) -> tf.data.Dataset:
@@ -282,4 +283,4 @@ def count_caught(dataset: tf.data.Dataset, counter: SkipCounter) -> tf.data.Data
         with tf.control_dependencies([counted]):
             return tf.cond(end, lambda: tf.constant(False), lambda: counter.count_example(features))
 
-    return map_on_cpu(dataset.filter(keep), _features((fields.ERROR, fields.ERROR_DETAIL)))
+    return map_on_cpu(stages.filter(dataset, keep), _features((fields.ERROR, fields.ERROR_DETAIL)))

@@ -19,6 +19,7 @@ import tensorflow as tf
 
 from object_input import fields, wording
 from object_input.reliability import audit, dataset_state, errors
+from object_input.tracing import stages
 from object_input.tracing.maps import map_on_cpu
 
 logger = logging.getLogger("object_input")
@@ -229,5 +230,5 @@ def drop_and_count(dataset: tf.data.Dataset, counter: SkipCounter) -> tf.data.Da
         keep = counter.count_example(features)
         return keep, {k: v for k, v in features.items() if k not in flags}
 
-    kept = map_on_cpu(dataset, flag).filter(lambda keep, _: keep)
+    kept = stages.filter(map_on_cpu(dataset, flag), lambda keep, _: keep)
     return map_on_cpu(kept, lambda _, features: features)

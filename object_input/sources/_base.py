@@ -34,6 +34,8 @@ class ReadContext:
         :mod:`object_input.reliability.errors` (``OK`` for a record). A reader never skips or
         counts: the pipeline's policy raises or counts the marks
         (:mod:`object_input.reliability.error_policy`).
+      state: what :meth:`Source.reader_state` made for this build (None: the reader makes its
+        own).
     """
 
     reading: ReadOptions = dataclasses.field(default_factory=ReadOptions)
@@ -41,6 +43,7 @@ class ReadContext:
     seed: int | tf.Tensor | None = None
     deterministic: bool = True
     marks: bool = False
+    state: Any = None
 
     def unmarked(self) -> tuple:
         """What a record adds to its ``(record_id, payload)`` when the reader :attr:`marks`:
@@ -114,6 +117,13 @@ class Source(abc.ABC):
     @abc.abstractmethod
     def records(self, context: ReadContext) -> tf.data.Dataset:
         """``(record_id, payload)`` pairs of this worker's shard, in read order."""
+
+    def reader_state(self) -> Any:
+        """The TensorFlow state :meth:`records` looks things up in (tables), made before the
+        pipeline traces its reader and handed to it as ``context.state``: a pipeline built
+        again then runs the reader it traced before on the new state
+        (:mod:`object_input.tracing.stages`). None: the reader holds none."""
+        return None
 
     @abc.abstractmethod
     def decode(

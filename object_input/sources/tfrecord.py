@@ -107,21 +107,28 @@ class TFRecord(Source):
             large_images=self.decoding.large_images,
         )
 
+    def reader_state(self) -> tuple[tf.lookup.StaticHashTable, tf.lookup.StaticHashTable | None]:
+        """Each file's compression and, unless verified, its size as its reader must find it
+        (``integrity.DAMAGED``: not readable), as tables keyed by path."""
+        compressions = [compression_of(f, self.compression) for f in self.files]
+        compression_table = _table(self.files, compressions, "", tf.string)
+        if self.verified:
+            return compression_table, None
+        expected = integrity.expected_sizes(self.files, compressions)
+        return compression_table, _table(self.files, expected, integrity.DAMAGED, tf.int64)
+
     def records(self, context: ReadContext) -> tf.data.Dataset:
         """Records of every file; a file that cannot be read to its end is an error naming it,
         or a mark when ``context.marks`` (see :mod:`object_input.sources._integrity`);
         verified files are read plainly, as ``(record_id, payload)``."""
-        compressions = [compression_of(f, self.compression) for f in self.files]
-        compression_table = _table(self.files, compressions, "", tf.string)
-        if self.verified:
+        compression_table, expected_table = context.state or self.reader_state()
+        if expected_table is None:
             # Verified files read to their end: no byte accounting.
             return read_files(
                 self.files,
                 lambda path: tf.data.TFRecordDataset(path, compression_table.lookup(path)),
                 context,
             )
-        expected = integrity.expected_sizes(self.files, compressions)
-        expected_table = _table(self.files, expected, integrity.DAMAGED, tf.int64)
 
         def read(path: tf.Tensor, record_id: Callable[[tf.Tensor], tf.Tensor]) -> tf.data.Dataset:
             return integrity.checked_records(

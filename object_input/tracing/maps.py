@@ -20,9 +20,12 @@ from collections.abc import Callable
 from typing import Any
 
 import tensorflow as tf
-from tensorflow.python.data.ops import dataset_ops, structured_function
+from tensorflow.python.data.ops import dataset_ops
 from tensorflow.python.framework import device as tf_device
 from tensorflow.python.ops import gen_dataset_ops
+
+from object_input.tracing import stages
+from object_input.tracing.stages import Wrapper
 
 #: The function attribute that makes tf.data instantiate a map function on one device.
 ONE_DEVICE = "experimental_ints_on_device"
@@ -41,16 +44,29 @@ def map_on_cpu(
     deterministic: bool | None = None,
 ) -> tf.data.Dataset:
     """``dataset.map(fn, num_parallel_calls, deterministic)``, its function instantiated on
-    the CPU alone (module docstring); the same elements in the same order."""
+    the CPU alone (module docstring) and kept for the next build
+    (:mod:`~object_input.tracing.stages`); the same elements in the same order."""
     if tf.inside_function():
         return dataset.map(fn, num_parallel_calls=num_parallel_calls, deterministic=deterministic)
-    marked = structured_function.StructuredFunctionWrapper(
-        fn, "Dataset.map()", dataset=dataset, defun_kwargs={ONE_DEVICE: True}
+
+    def make(wrapper: Wrapper, captured: list[Any]) -> tf.data.Dataset:
+        one_device = _OneDeviceMap(dataset, wrapper, captured, num_parallel_calls, deterministic)
+        return one_device.with_options(_OPTIONS)
+
+    def build() -> stages.Built:
+        marked = Wrapper(fn, "Dataset.map()", dataset=dataset, defun_kwargs={ONE_DEVICE: True})
+        captured = marked.function.captured_inputs
+        if not all(_on_cpu(tensor) for tensor in captured):
+            # Known only once traced: traced again, unmarked (a variable placed on a GPU).
+            plain = dataset.map(
+                fn, num_parallel_calls=num_parallel_calls, deterministic=deterministic
+            )
+            return plain, None, {}
+        return make(marked, captured), marked, {}
+
+    return stages.stage(
+        dataset, "map", fn, build, lambda kept, captured: make(kept.wrapper, captured)
     )
-    if not all(_on_cpu(tensor) for tensor in marked.function.captured_inputs):
-        # Known only once traced: traced again, unmarked (a variable placed on a GPU).
-        return dataset.map(fn, num_parallel_calls=num_parallel_calls, deterministic=deterministic)
-    return _OneDeviceMap(dataset, marked, num_parallel_calls, deterministic).with_options(_OPTIONS)
 
 
 def _on_cpu(tensor: tf.Tensor) -> bool:
@@ -64,14 +80,14 @@ class _OneDeviceMap(dataset_ops.UnaryDataset):
     def __init__(
         self,
         input_dataset: tf.data.Dataset,
-        map_func: structured_function.StructuredFunctionWrapper,
+        map_func: Wrapper,
+        captured: list[Any],
         num_parallel_calls: int | None,
         deterministic: bool | None,
     ) -> None:
         self._input_dataset = input_dataset
         self._name = None
         self._map_func = map_func
-        captured = map_func.function.captured_inputs
         if num_parallel_calls is None:
             variant = gen_dataset_ops.map_dataset(
                 input_dataset._variant_tensor,
@@ -94,7 +110,7 @@ class _OneDeviceMap(dataset_ops.UnaryDataset):
             )
         super().__init__(input_dataset, variant)
 
-    def _functions(self) -> list[structured_function.StructuredFunctionWrapper]:
+    def _functions(self) -> list[Wrapper]:
         return [self._map_func]
 
     @property

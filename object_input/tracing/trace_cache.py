@@ -36,12 +36,15 @@ import functools
 import hashlib
 import threading
 import types
+import weakref
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import tensorflow as tf
 from tensorflow.python.framework import op_def_registry
+from tensorflow.python.framework.func_graph import FuncGraph
+from tensorflow.python.framework.ops import EagerTensor
 
 #: Traced functions kept (a pipeline of six steps keeps about 10); the least recently used
 #: goes first.
@@ -59,6 +62,7 @@ _BY_IDENTITY = (
     types.FunctionType,
     types.BuiltinFunctionType,
     types.ModuleType,
+    types.CodeType,
     type,
 )
 # TensorFlow state counts by its type: a trace that reads it captures it and is not reused.
@@ -66,6 +70,8 @@ _STATE = (tf.Variable, tf.Module, tf.lookup.StaticHashTable, tf.lookup.StaticVoc
 # Values whose equality is complete and whose hash is stable.
 _VALUES = (tf.DType, tf.TensorShape, tf.TypeSpec, types.UnionType, types.GenericAlias)
 
+# The kept traces imported into each graph being traced or made into a function.
+_imported_into: weakref.WeakKeyDictionary[FuncGraph, set[_Trace]] = weakref.WeakKeyDictionary()
 _cache: collections.OrderedDict[Any, _Trace] = collections.OrderedDict()
 # A key seen once maps to True, one whose trace captured state to False.
 _seen: collections.OrderedDict[Any, bool] = collections.OrderedDict()
@@ -86,11 +92,22 @@ def trace_key(value: Any) -> Any:
 
 
 class _Walk:
-    """One key's walk: counts the parts and refuses cycles."""
+    """One key's walk: counts the parts, refuses cycles and lists the TensorFlow state met
+    (``states``, each once, in the order met)."""
 
     def __init__(self) -> None:
         self.parts = 0
         self.open: set[int] = set()
+        self.states: list[Any] = []
+        self._numbers: dict[int, int] = {}
+
+    def _state(self, value: Any) -> int:
+        """The number of ``value`` among the state met: equal keys alias the same objects."""
+        number = self._numbers.get(id(value))
+        if number is None:
+            number = self._numbers[id(value)] = len(self.states)
+            self.states.append(value)
+        return number
 
     def key(self, value: Any) -> Any:
         self.parts += 1
@@ -106,14 +123,31 @@ class _Walk:
             # Its code may call functions that a notebook cell redefines: nothing in its
             # identity would tell the trace stale.
             raise _Unkeyable
+        if isinstance(value, types.FunctionType) and _made_here(value):
+            # A closure made at each build is another object each time: its code and what it
+            # closes over are what it traces. One that holds what a key cannot describe counts
+            # by identity, like a function of the package's top level.
+            cells = tuple(_cell_contents(cell) for cell in value.__closure__ or ())
+            code = value.__code__
+            try:
+                closed = self.key((value.__defaults__, value.__kwdefaults__, cells))
+            except _Unkeyable:
+                return (kind, id(value), value)
+            return (kind, id(code), code, closed)
         if isinstance(value, _BY_IDENTITY):
             return (kind, id(value), value)  # the value keeps the id from being reused
         if isinstance(value, types.MethodType):
             return (kind, self.key(value.__func__), self.key(value.__self__))
         if isinstance(value, functools.partial):
             return (kind, self.key(value.func), self.key(value.args), self.key(value.keywords))
-        if isinstance(value, _STATE):
-            return (kind, "state")
+        if isinstance(value, _STATE) and not _ours(value):
+            return (kind, "state", self._state(value), *_typed(value))
+        if isinstance(value, EagerTensor):
+            if value.dtype in (tf.resource, tf.variant):
+                raise _Unkeyable
+            # By its value too: a trace may have read it (a shape, a Python branch).
+            array = self.key(value.numpy())
+            return (kind, value.dtype, array, self._state(value))
         if isinstance(value, _VALUES) or type(value).__module__ == "typing":
             return (kind, value)
         if isinstance(value, np.ndarray):
@@ -144,8 +178,45 @@ class _Walk:
             state = getattr(value, "__dict__", None)
             if state is None:
                 raise _Unkeyable
+            untraced = getattr(value, "_untraced", ())
+            if isinstance(value, tf.__internal__.tracking.Trackable) or untraced:
+                # Not what tracks it for checkpoints, nor what its class says no trace reads.
+                state = {k: v for k, v in state.items() if not _internal(k) and k not in untraced}
             return self.key(state)
         raise _Unkeyable(type(value))
+
+
+def _internal(name: str) -> bool:
+    """Whether a trackable's attribute is what tracks its dependencies or its name scope,
+    not what its traces depend on."""
+    return name == "_name_scope" or name.startswith("_self_")
+
+
+def _typed(state: Any) -> tuple:
+    """What a trace sees of a variable or table besides its contents: its types and shape."""
+    if isinstance(state, tf.Variable):
+        return (state.dtype, state.shape)
+    if isinstance(state, tf.lookup.StaticHashTable | tf.lookup.StaticVocabularyTable):
+        return (state.key_dtype, state.value_dtype)
+    return ()
+
+
+class _Cell(enum.Enum):
+    UNBOUND = "unbound"
+
+
+def _cell_contents(cell: types.CellType) -> Any:
+    try:
+        return cell.cell_contents
+    except ValueError:  # a closure's variable not yet assigned
+        return _Cell.UNBOUND
+
+
+def _made_here(fn: types.FunctionType) -> bool:
+    """Whether ``fn`` is a closure or a function with defaults made inside this package's
+    code, a new object at each build."""
+    nested = "<locals>" in fn.__qualname__ or fn.__closure__ is not None
+    return nested and _ours(fn)
 
 
 def _ours(value: Any) -> bool:
@@ -235,6 +306,9 @@ class _Trace:
 
         placeholders = [v for v in leaves if isinstance(v, tf.TensorSpec)]
         function = tf.function(flat, autograph=False).get_concrete_function(*placeholders)
+        # Kept: it holds its ``tf.cond`` branches' functions registered with TensorFlow's
+        # runtime, which the imported ops call by name.
+        self.function = function
         self.graph = function.graph.as_graph_def()
         self.inputs = [t.name for t in function.inputs]
         self.returned = [(t.name, t.shape) for t in function.outputs]
@@ -244,6 +318,14 @@ class _Trace:
         """The traced ops imported into the graph being traced, fed ``inputs``: the graph is
         what tracing ``fn`` there would have made, at a third of the Python."""
         graph = tf.compat.v1.get_default_graph()
+        with _lock:
+            # Each graph the import goes into, and the graphs around it, hold this trace: its
+            # functions stay registered as long as a function made of them (a map's, a kept
+            # stage's) lives, whatever the cache has let go.
+            holder = graph
+            while isinstance(holder, FuncGraph):
+                _imported_into.setdefault(holder, set()).add(self)
+                holder = holder.outer_graph
         # An import maps tensors of the graph it imports into; an op captures those of the
         # graphs around it (a ``tf.cond`` branch's caller).
         inputs = [t if t.graph is graph else tf.identity(t) for t in inputs]

@@ -1,0 +1,222 @@
+"""stages: a pipeline built again runs its stages' functions as kept, on its own state."""
+
+import dataclasses
+from unittest import mock
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from tensorflow.python.data.ops import structured_function
+
+import object_input as oi
+from object_input import fields, iterations
+from object_input.reliability import skips
+from object_input.tracing import maps, stages, trace_cache
+from object_input.writers import write_tfrecords
+from object_input.writers.synthetic import synthetic_examples
+
+STEPS = [("random_horizontal_flip", {"probability": 0.5}), "random_adjust_brightness"]
+
+
+def _write(directory, seed=1, count=6):
+    write_tfrecords(list(synthetic_examples(count, seed=seed, max_objects=3)), directory / "t")
+    return str(directory)
+
+
+def _options(**options):
+    return {"batch_size": 2, "shuffle": False, "seed": 3, "augment": STEPS, **options}
+
+
+def _arrays(dataset):
+    return [{name: value.numpy() for name, value in batch.items()} for batch in dataset]
+
+
+def _assert_same(first, second):
+    assert len(first) == len(second)
+    for a, b in zip(first, second, strict=True):
+        assert a.keys() == b.keys()
+        for name in a:
+            np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+
+
+def _traces():
+    """A mock counting the functions tf.data traces (every stage's and every nested one)."""
+    wrapper = structured_function.StructuredFunctionWrapper
+    return mock.patch.object(maps, "Wrapper", wraps=wrapper), mock.patch.object(
+        structured_function, "StructuredFunctionWrapper", wraps=wrapper
+    )
+
+
+def test_a_pipeline_built_again_traces_no_stage_and_gives_the_same_batches(tmp_path):
+    source = _write(tmp_path / "data")
+    first = _arrays(oi.make_dataset(source, **_options()))
+    assert stages._kept
+    ours, theirs = _traces()
+    with ours as marked, theirs as plain:
+        again = oi.make_dataset(source, **_options())
+    assert marked.call_count == 0 and plain.call_count == 0
+    _assert_same(first, _arrays(again))
+    # Without the kept functions, as in a fresh process: the same batches.
+    stages.clear()
+    trace_cache.clear()
+    _assert_same(first, _arrays(oi.make_dataset(source, **_options())))
+
+
+def test_a_rebuilt_pipeline_runs_on_its_own_state(tmp_path):
+    source = _write(tmp_path / "data")
+    options = _options(num_epochs=None)
+    first = oi.make_dataset(source, **options)
+    second = oi.make_dataset(source, **options)
+    batches = iter(second)
+    next(batches), next(batches)
+    assert iterations.progress_of(second).state().numpy().tolist() == [0, 4, 4]
+    assert iterations.progress_of(first).state().numpy().tolist() == [0, 0, 0]
+    # The first pipeline, read now, starts at its own beginning: the same batches.
+    _assert_same(_arrays(first.take(2)), _arrays(oi.make_dataset(source, **options).take(2)))
+
+
+def test_a_rebuilt_pipeline_counts_its_own_skips(tmp_path):
+    source = _write(tmp_path / "data")
+    with open(tmp_path / "data" / "t-00000-of-00001.tfrecord", "r+b") as file:
+        file.seek(-7, 2)
+        file.truncate()
+    options = _options(on_error="skip", augment=[])
+    first = oi.make_dataset(source, **options)
+    second = oi.make_dataset(source, **options)
+    assert len(_arrays(second)) == 3  # five of six records read, in batches of two
+    counts = skips.counter_of(second).counts.numpy()
+    assert counts[0] == 5 and counts[1:].sum() == 1
+    assert skips.counter_of(first).counts.numpy().sum() == 0
+
+
+def test_a_file_changed_between_builds_is_read_as_it_is_now(tmp_path):
+    source = _write(tmp_path / "data")
+    assert len(_arrays(oi.make_dataset(source, **_options(augment=[])))) == 3
+    path = tmp_path / "data" / "t-00000-of-00001.tfrecord"
+    size = path.stat().st_size
+    with open(path, "r+b") as file:
+        file.truncate(size - 7)
+    # The file's size as its reader must find it is the new build's own.
+    with pytest.raises(tf.errors.InvalidArgumentError, match=r"t-00000-of-00001\.tfrecord"):
+        _arrays(oi.make_dataset(source, **_options(augment=[])))
+
+
+def test_a_changed_parameter_traces_what_it_changes(tmp_path):
+    source = _write(tmp_path / "data")
+    unflipped = _arrays(oi.make_dataset(source, **_options(augment=[_flip(0.0)], batch_size=None)))
+    kept = set(stages._kept)
+    ours, theirs = _traces()
+    with ours as marked, theirs:
+        flipped = _arrays(
+            oi.make_dataset(source, **_options(augment=[_flip(1.0)], batch_size=None))
+        )
+    assert marked.call_count >= 1  # the per-example function
+    assert set(stages._kept) > kept
+    for a, b in zip(unflipped, flipped, strict=True):
+        np.testing.assert_array_equal(a[fields.IMAGE][:, ::-1], b[fields.IMAGE])
+
+
+def _flip(probability):
+    return ("random_horizontal_flip", {"probability": probability})
+
+
+# --- the keys ------------------------------------------------------------------------------
+
+
+def _ours(fn):
+    """``fn`` as if this package had made it (only the package's functions get keys)."""
+    fn.__module__ = "object_input.tests"
+    return fn
+
+
+def _closure(*values):
+    def fn(x):
+        return x, values
+
+    return _ours(fn)
+
+
+def test_closures_are_keyed_by_code_and_what_they_hold():
+    key = trace_cache.trace_key
+    assert key(_closure(1, "a")) == key(_closure(1, "a"))
+    assert key(_closure(1, "a")) != key(_closure(1, "b"))
+    assert key(_closure(1)) != key(_closure(1.0))
+    assert key(_closure(1)) != key(_ours(lambda x: (x, (1,))))  # other code
+
+
+def test_state_is_keyed_by_type_shape_and_aliasing():
+    key = trace_cache.trace_key
+    v, w = tf.Variable([1, 2]), tf.Variable([3, 4])
+    assert key(_closure(v, w)) == key(_closure(tf.Variable([5, 6]), tf.Variable([7, 8])))
+    assert key(_closure(v, v)) != key(_closure(v, w))
+    assert key(_closure(v)) != key(_closure(tf.Variable([1.0, 2.0])))
+    assert key(_closure(v)) != key(_closure(tf.Variable([1, 2, 3])))
+    # Eager tensors by value: a trace may have read one.
+    assert key(_closure(tf.constant(1))) == key(_closure(tf.constant(1)))
+    assert key(_closure(tf.constant(1))) != key(_closure(tf.constant(2)))
+
+
+@dataclasses.dataclass
+class _Held:
+    variable: tf.Variable
+    note: str
+
+
+_Held.__module__ = "object_input.tests"
+
+
+def test_a_kept_function_is_fed_the_state_of_the_build():
+    def keep_below(held):
+        return stages.filter(
+            tf.data.Dataset.range(10), _ours(lambda x: x < held.variable + len(held.note))
+        )
+
+    first = keep_below(_Held(tf.Variable(tf.constant(3, tf.int64)), ""))
+    second = keep_below(_Held(tf.Variable(tf.constant(5, tf.int64)), ""))
+    longer = keep_below(_Held(tf.Variable(tf.constant(5, tf.int64)), "ab"))
+    assert isinstance(second, stages._Stage) and not isinstance(first, stages._Stage)
+    assert not isinstance(longer, stages._Stage)  # another note: another key
+    assert [int(x) for x in first] == [0, 1, 2]
+    assert [int(x) for x in second] == [0, 1, 2, 3, 4]
+    assert [int(x) for x in longer] == list(range(7))
+
+
+def test_a_scan_and_a_flat_map_are_fed_the_state_of_the_build():
+    def running(start):
+        step = _ours(lambda total, x: (total + x + start, total))
+        return stages.scan(tf.data.Dataset.range(3), tf.constant(0, tf.int64), step)
+
+    def repeated(times):
+        return stages.flat_map(
+            tf.data.Dataset.range(2),
+            _ours(lambda x: tf.data.Dataset.from_tensors(x).repeat(times)),
+        )
+
+    one, two = tf.Variable(tf.constant(1, tf.int64)), tf.Variable(tf.constant(2, tf.int64))
+    assert [int(x) for x in running(one)] == [0, 1, 3]
+    assert isinstance(reused := running(two), stages._Stage)
+    assert [int(x) for x in reused] == [0, 2, 5]
+    assert [int(x) for x in repeated(one)] == [0, 1]
+    assert isinstance(reused := repeated(two), stages._Stage)
+    assert [int(x) for x in reused] == [0, 0, 1, 1]
+
+
+def test_what_a_trace_captured_from_elsewhere_is_never_kept():
+    made = []
+
+    def fresh_constant():
+        with tf.init_scope():
+            made.append(tf.constant(2, tf.int64))
+        return made[-1]
+
+    for _ in range(2):
+        dataset = stages.filter(tf.data.Dataset.range(4), _ours(lambda x: x < fresh_constant()))
+        assert not isinstance(dataset, stages._Stage)
+        assert [int(x) for x in dataset] == [0, 1]
+    # Unseeded draws: traced every time.
+    for _ in range(2):
+        dataset = stages.filter(
+            tf.data.Dataset.range(4), _ours(lambda x: tf.random.uniform([]) < 2.0)
+        )
+        assert not isinstance(dataset, stages._Stage)
+    assert not stages._kept
