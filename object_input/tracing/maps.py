@@ -21,20 +21,10 @@ from typing import Any
 
 import tensorflow as tf
 from tensorflow.python.data.ops import dataset_ops
-from tensorflow.python.framework import device as tf_device
 from tensorflow.python.ops import gen_dataset_ops
 
 from object_input.tracing import stages
 from object_input.tracing.stages import Wrapper
-
-#: The function attribute that makes tf.data instantiate a map function on one device.
-ONE_DEVICE = "experimental_ints_on_device"
-
-# tf.data's prefetch injection (one of its default rewrites) fails on a function marked
-# ONE_DEVICE: it takes the function for a whole pipeline. Off wherever such a map is, unless a
-# caller asks for it by name.
-_OPTIONS = tf.data.Options()
-_OPTIONS.experimental_optimization.inject_prefetch = False
 
 
 def map_on_cpu(
@@ -51,31 +41,24 @@ def map_on_cpu(
 
     def make(wrapper: Wrapper, captured: list[Any]) -> tf.data.Dataset:
         one_device = _OneDeviceMap(dataset, wrapper, captured, num_parallel_calls, deterministic)
-        return one_device.with_options(_OPTIONS)
+        return one_device.with_options(stages.OPTIONS)
 
     def build() -> stages.Built:
-        marked = Wrapper(fn, "Dataset.map()", dataset=dataset, defun_kwargs={ONE_DEVICE: True})
-        captured = marked.function.captured_inputs
-        if not all(_on_cpu(tensor) for tensor in captured):
-            # Known only once traced: traced again, unmarked (a variable placed on a GPU).
+        marked = stages.traced(fn, "Dataset.map()", dataset)
+        if marked is None:  # traced again, unmarked
             plain = dataset.map(
                 fn, num_parallel_calls=num_parallel_calls, deterministic=deterministic
             )
             return plain, None, {}
-        return make(marked, captured), marked, {}
+        return make(marked, marked.function.captured_inputs), marked, {}
 
     return stages.stage(
         dataset, "map", fn, build, lambda kept, captured: make(kept.wrapper, captured)
     )
 
 
-def _on_cpu(tensor: tf.Tensor) -> bool:
-    device = getattr(tensor, "device", "")
-    return not device or tf_device.DeviceSpec.from_string(device).device_type in (None, "CPU")
-
-
 class _OneDeviceMap(dataset_ops.UnaryDataset):
-    """A map or parallel map dataset of a function marked :data:`ONE_DEVICE`."""
+    """A map or parallel map dataset of a function marked ``stages.ONE_DEVICE``."""
 
     def __init__(
         self,

@@ -27,6 +27,7 @@ from typing import Any
 import tensorflow as tf
 from tensorflow.python.data.ops import dataset_ops, structured_function
 from tensorflow.python.data.util import structure
+from tensorflow.python.framework import device as tf_device
 from tensorflow.python.ops import gen_dataset_ops, gen_experimental_dataset_ops
 
 from object_input.tracing import trace_cache
@@ -35,6 +36,31 @@ from object_input.tracing import trace_cache
 MAX_ENTRIES = 256
 
 Wrapper = structured_function.StructuredFunctionWrapper
+
+#: The function attribute that makes tf.data instantiate a stage's function on one device, the
+#: CPU, without Grappler (:mod:`~object_input.tracing.maps`).
+ONE_DEVICE = "experimental_ints_on_device"
+
+# tf.data's prefetch injection (one of its default rewrites) fails on a function marked
+# ONE_DEVICE: it takes the function for a whole pipeline. Off wherever such a stage is, unless a
+# caller asks for it by name.
+OPTIONS = tf.data.Options()
+OPTIONS.experimental_optimization.inject_prefetch = False
+
+
+def traced(fn: Callable[..., Any], transformation: str, dataset: tf.data.Dataset) -> Wrapper | None:
+    """``fn`` traced as ``tf.data`` traces a stage's function on ``dataset``, marked
+    :data:`ONE_DEVICE`; None when it captures something placed off the CPU (a variable on a
+    GPU), which only a function spanning devices can reach."""
+    wrapper = Wrapper(fn, transformation, dataset=dataset, defun_kwargs={ONE_DEVICE: True})
+    if all(_on_cpu(tensor) for tensor in wrapper.function.captured_inputs):
+        return wrapper
+    return None
+
+
+def _on_cpu(tensor: tf.Tensor) -> bool:
+    device = getattr(tensor, "device", "")
+    return not device or tf_device.DeviceSpec.from_string(device).device_type in (None, "CPU")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -151,11 +177,8 @@ def stage(
 
 
 def filter(dataset: tf.data.Dataset, predicate: Callable[..., tf.Tensor]) -> tf.data.Dataset:
-    """``dataset.filter(predicate)``, its function kept for the next build."""
-
-    def build() -> Built:
-        built = dataset.filter(predicate)
-        return built, built._functions()[0], {}
+    """``dataset.filter(predicate)``, its function instantiated on the CPU alone and kept for
+    the next build."""
 
     def make(kept: _Kept, captured: list[Any]) -> tf.data.Dataset:
         return _Stage(
@@ -167,17 +190,25 @@ def filter(dataset: tf.data.Dataset, predicate: Callable[..., tf.Tensor]) -> tf.
                 predicate=kept.wrapper.function,
                 **stage._common_args,
             ),
-        )
+        ).with_options(OPTIONS)
+
+    def build() -> Built:
+        wrapper = traced(predicate, "Dataset.filter()", dataset)
+        if wrapper is None:
+            return dataset.filter(predicate), None, {}
+        if not wrapper.output_structure.is_compatible_with(tf.TensorSpec([], tf.bool)):
+            raise ValueError(
+                f"a filter's predicate must return a scalar tf.bool, not {wrapper.output_structure}"
+            )
+        first = _Kept(wrapper, (), dataset.element_spec)
+        return make(first, wrapper.function.captured_inputs), wrapper, {}
 
     return stage(dataset, "filter", predicate, build, make)
 
 
 def flat_map(dataset: tf.data.Dataset, fn: Callable[..., tf.data.Dataset]) -> tf.data.Dataset:
-    """``dataset.flat_map(fn)``, its function kept for the next build."""
-
-    def build() -> Built:
-        built = dataset.flat_map(fn)
-        return built, built._functions()[0], {}
+    """``dataset.flat_map(fn)``, its function instantiated on the CPU alone and kept for the
+    next build."""
 
     def make(kept: _Kept, captured: list[Any]) -> tf.data.Dataset:
         return _Stage(
@@ -186,7 +217,18 @@ def flat_map(dataset: tf.data.Dataset, fn: Callable[..., tf.data.Dataset]) -> tf
             lambda stage: gen_dataset_ops.flat_map_dataset(
                 dataset._variant_tensor, captured, f=kept.wrapper.function, **stage._common_args
             ),
-        )
+        ).with_options(OPTIONS)
+
+    def build() -> Built:
+        wrapper = traced(fn, "Dataset.flat_map()", dataset)
+        if wrapper is None:
+            return dataset.flat_map(fn), None, {}
+        if not isinstance(wrapper.output_structure, dataset_ops.DatasetSpec):
+            raise TypeError(
+                f"a flat_map's function must return a dataset, not {wrapper.output_structure}"
+            )
+        first = _Kept(wrapper, (), wrapper.output_structure._element_spec)
+        return make(first, wrapper.function.captured_inputs), wrapper, {}
 
     return stage(dataset, "flat_map", fn, build, make)
 

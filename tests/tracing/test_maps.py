@@ -11,6 +11,7 @@ import tensorflow as tf
 
 import object_input as oi
 from object_input.tracing import maps as _maps
+from object_input.tracing import stages
 from object_input.writers.synthetic import write_synthetic_dataset
 
 
@@ -41,7 +42,7 @@ def test_it_gives_what_dataset_map_gives_in_the_same_order(num_parallel_calls):
 
 def _marked(dataset: tf.data.Dataset) -> bool:
     attributes = dataset._map_func.function.function_def.attr
-    return _maps.ONE_DEVICE in attributes and attributes[_maps.ONE_DEVICE].b
+    return stages.ONE_DEVICE in attributes and attributes[stages.ONE_DEVICE].b
 
 
 def test_its_function_is_marked_for_one_device_and_a_plain_map_is_not():
@@ -103,7 +104,7 @@ def test_a_capture_is_told_on_the_cpu_or_off_it_by_its_device(device, on_cpu):
 
     captured = Captured()
     captured.device = device
-    assert _maps._on_cpu(captured) is on_cpu
+    assert stages._on_cpu(captured) is on_cpu
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from tensorflow.python.data.ops import structured_function
 import object_input as oi
 from object_input import fields, iterations
 from object_input.reliability import skips
-from object_input.tracing import maps, stages, trace_cache
+from object_input.tracing import stages, trace_cache
 from object_input.writers import write_tfrecords
 from object_input.writers.synthetic import synthetic_examples
 
@@ -42,7 +42,7 @@ def _assert_same(first, second):
 def _traces():
     """A mock counting the functions tf.data traces (every stage's and every nested one)."""
     wrapper = structured_function.StructuredFunctionWrapper
-    return mock.patch.object(maps, "Wrapper", wraps=wrapper), mock.patch.object(
+    return mock.patch.object(stages, "Wrapper", wraps=wrapper), mock.patch.object(
         structured_function, "StructuredFunctionWrapper", wraps=wrapper
     )
 
@@ -165,17 +165,26 @@ class _Held:
 _Held.__module__ = "object_input.tests"
 
 
+def _built(make):
+    """``make()`` and whether it traced a function."""
+    ours, theirs = _traces()
+    with ours as marked, theirs as plain:
+        dataset = make()
+    return dataset, marked.call_count + plain.call_count > 0
+
+
 def test_a_kept_function_is_fed_the_state_of_the_build():
     def keep_below(held):
         return stages.filter(
             tf.data.Dataset.range(10), _ours(lambda x: x < held.variable + len(held.note))
         )
 
-    first = keep_below(_Held(tf.Variable(tf.constant(3, tf.int64)), ""))
-    second = keep_below(_Held(tf.Variable(tf.constant(5, tf.int64)), ""))
-    longer = keep_below(_Held(tf.Variable(tf.constant(5, tf.int64)), "ab"))
-    assert isinstance(second, stages._Stage) and not isinstance(first, stages._Stage)
-    assert not isinstance(longer, stages._Stage)  # another note: another key
+    first, traced = _built(lambda: keep_below(_Held(tf.Variable(tf.constant(3, tf.int64)), "")))
+    assert traced
+    second, traced = _built(lambda: keep_below(_Held(tf.Variable(tf.constant(5, tf.int64)), "")))
+    assert not traced
+    longer, traced = _built(lambda: keep_below(_Held(tf.Variable(tf.constant(5, tf.int64)), "ab")))
+    assert traced  # another note: another key
     assert [int(x) for x in first] == [0, 1, 2]
     assert [int(x) for x in second] == [0, 1, 2, 3, 4]
     assert [int(x) for x in longer] == list(range(7))
@@ -194,10 +203,12 @@ def test_a_scan_and_a_flat_map_are_fed_the_state_of_the_build():
 
     one, two = tf.Variable(tf.constant(1, tf.int64)), tf.Variable(tf.constant(2, tf.int64))
     assert [int(x) for x in running(one)] == [0, 1, 3]
-    assert isinstance(reused := running(two), stages._Stage)
+    reused, traced = _built(lambda: running(two))
+    assert not traced
     assert [int(x) for x in reused] == [0, 2, 5]
     assert [int(x) for x in repeated(one)] == [0, 1]
-    assert isinstance(reused := repeated(two), stages._Stage)
+    reused, traced = _built(lambda: repeated(two))
+    assert not traced
     assert [int(x) for x in reused] == [0, 0, 1, 1]
 
 
@@ -209,14 +220,22 @@ def test_what_a_trace_captured_from_elsewhere_is_never_kept():
             made.append(tf.constant(2, tf.int64))
         return made[-1]
 
+    below = _ours(lambda value: value < fresh_constant())
     for _ in range(2):
-        dataset = stages.filter(tf.data.Dataset.range(4), _ours(lambda x: x < fresh_constant()))
-        assert not isinstance(dataset, stages._Stage)
+        dataset, traced = _built(lambda: stages.filter(tf.data.Dataset.range(4), below))
+        assert traced
         assert [int(x) for x in dataset] == [0, 1]
     # Unseeded draws: traced every time.
     for _ in range(2):
-        dataset = stages.filter(
-            tf.data.Dataset.range(4), _ours(lambda x: tf.random.uniform([]) < 2.0)
+        _, traced = _built(
+            lambda: stages.filter(
+                tf.data.Dataset.range(4), _ours(lambda x: tf.random.uniform([]) < 2.0)
+            )
         )
-        assert not isinstance(dataset, stages._Stage)
+        assert traced
     assert not stages._kept
+
+
+def test_a_predicate_that_is_not_a_scalar_bool_is_refused():
+    with pytest.raises(ValueError, match=r"scalar tf\.bool"):
+        stages.filter(tf.data.Dataset.range(3), _ours(lambda x: x))
