@@ -127,15 +127,16 @@ def test_a_pipeline_made_of_kept_traces_runs_after_the_cache_lets_them_go(tmp_pa
     steps = ["random_horizontal_flip", "random_adjust_hue"]
     first = _batches(source, augment=steps)
     stages.clear()
+    # Built on kept traces: the stage functions kept now hold their imported ops.
     _batches(source, augment=steps)
     assert _kept()
-    stages.clear()
-    dataset = oi.make_dataset(source, shuffle=False, seed=3, augment=steps)
-    # The imported ops call the kept traces' tf.cond branches by name: the dataset keeps them
-    # registered with TensorFlow's runtime whatever the cache and the collector let go.
+    # The imported ops call the kept traces' tf.cond branches by name: whatever the cache and
+    # the collector let go, they stay registered with TensorFlow's runtime.
     trace_cache.clear()
     gc.collect()
-    for a, b in zip(first, _arrays(dataset), strict=True):
+    again = oi.make_dataset(source, shuffle=False, seed=3, augment=steps)
+    gc.collect()
+    for a, b in zip(first, _arrays(again), strict=True):
         for name in a:
             np.testing.assert_array_equal(a[name], b[name], err_msg=name)
 
