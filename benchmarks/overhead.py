@@ -10,7 +10,8 @@
    seconds of the build (Python tracing), ``iter()`` (the runtime instantiating and optimizing
    the functions) and the first ``next()``, medians of ``--builds`` warm builds, and their
    total against the floor's; "standard, step changed" builds the standard pipeline with one
-   step's parameter changed each time (the notebook loop).
+   step's parameter changed each time (the notebook loop); "buffer 16" and "num_epochs=1" are
+   the standard pipeline as one exploring might ask for it.
 3. The same for no steps and standard with the TFRecord source not marking what it cannot
    read, so that ``make_dataset`` catches op errors per window of records
    (``catch.catch_errors``), as it does for the sources that do not mark: what such a source
@@ -188,6 +189,13 @@ def main() -> None:
             "standard": standard,
             # The notebook loop: each build with one step's parameters changed.
             "standard, step changed": changed_step(pattern),
+            # What a user exploring can ask for: the first batch without a whole pass read.
+            "standard, buffer 16": functools.partial(
+                speed.standard_dataset, pattern, 8, shuffle_buffer_size=16
+            ),
+            "standard, num_epochs=1": functools.partial(
+                speed.standard_dataset, pattern, 8, num_epochs=1
+            ),
             # The TFRecord source not marking: make_dataset catches per window, as before.
             "no steps, window catch": patched(no_steps, TFRecord, "marks_read_errors", False),
             "standard, window catch": patched(standard, TFRecord, "marks_read_errors", False),
