@@ -8,8 +8,9 @@ marked ``experimental_ints_on_device`` is instantiated as a function of one devi
 CPU where tf.data runs it, with TensorFlow's plain graph optimizations (common subexpressions,
 constant folding) and no Grappler pass.
 
-Only the maps of the pipeline's top level are marked, and only when their function captures
-nothing placed off the CPU (a variable on a GPU); maps inside another dataset function (a
+Only the maps of the pipeline's top level are marked (so are its filters, scans and
+flat_maps, :mod:`~object_input.tracing.stages`), and only when their function captures nothing
+placed off the CPU (a variable on a GPU); maps inside another dataset function (a
 ``flat_map``'s) stay as ``Dataset.map`` traces them, since tf.data's rewrites look inside those.
 tf.data's ``experimental_slack`` rewrite fails on marked functions.
 """
@@ -36,15 +37,16 @@ def map_on_cpu(
     """``dataset.map(fn, num_parallel_calls, deterministic)``, its function instantiated on
     the CPU alone (module docstring) and kept for the next build
     (:mod:`~object_input.tracing.stages`); the same elements in the same order."""
+
     if tf.inside_function():
         return dataset.map(fn, num_parallel_calls=num_parallel_calls, deterministic=deterministic)
 
     def make(wrapper: Wrapper, captured: list[Any]) -> tf.data.Dataset:
         one_device = _OneDeviceMap(dataset, wrapper, captured, num_parallel_calls, deterministic)
-        return one_device.with_options(stages.OPTIONS)
+        return stages.on_cpu_options(one_device)
 
     def build() -> stages.Built:
-        marked = stages.traced(fn, "Dataset.map()", dataset)
+        marked = stages.traced(fn, "Dataset.map()", dataset=dataset)
         if marked is None:  # traced again, unmarked
             plain = dataset.map(
                 fn, num_parallel_calls=num_parallel_calls, deterministic=deterministic

@@ -32,8 +32,9 @@ from tensorflow.python.ops import gen_dataset_ops, gen_experimental_dataset_ops
 
 from object_input.tracing import trace_cache
 
-#: Stage functions kept (a pipeline has about 20); the least recently used goes first.
-MAX_ENTRIES = 256
+#: Stage functions kept (a pipeline has about 15; a per-example function with its graph holds
+#: about 6 MB); the least recently used goes first.
+MAX_ENTRIES = 32
 
 Wrapper = structured_function.StructuredFunctionWrapper
 
@@ -48,14 +49,20 @@ OPTIONS = tf.data.Options()
 OPTIONS.experimental_optimization.inject_prefetch = False
 
 
-def traced(fn: Callable[..., Any], transformation: str, dataset: tf.data.Dataset) -> Wrapper | None:
-    """``fn`` traced as ``tf.data`` traces a stage's function on ``dataset``, marked
-    :data:`ONE_DEVICE`; None when it captures something placed off the CPU (a variable on a
-    GPU), which only a function spanning devices can reach."""
-    wrapper = Wrapper(fn, transformation, dataset=dataset, defun_kwargs={ONE_DEVICE: True})
+def traced(fn: Callable[..., Any], transformation: str, **inputs: Any) -> Wrapper | None:
+    """``fn`` traced as ``tf.data`` traces a stage's function on ``inputs`` (its ``dataset=``
+    or ``input_structure=``), marked :data:`ONE_DEVICE`; None when it captures something placed
+    off the CPU (a variable on a GPU), which only a function spanning devices can reach."""
+    wrapper = Wrapper(fn, transformation, defun_kwargs={ONE_DEVICE: True}, **inputs)
     if all(_on_cpu(tensor) for tensor in wrapper.function.captured_inputs):
         return wrapper
     return None
+
+
+def on_cpu_options(dataset: tf.data.Dataset) -> tf.data.Dataset:
+    """``dataset`` with :data:`OPTIONS`, at a pipeline's top level (inside a function, options
+    are the pipeline's)."""
+    return dataset if tf.inside_function() else dataset.with_options(OPTIONS)
 
 
 def _on_cpu(tensor: tf.Tensor) -> bool:
@@ -181,19 +188,21 @@ def filter(dataset: tf.data.Dataset, predicate: Callable[..., tf.Tensor]) -> tf.
     the next build."""
 
     def make(kept: _Kept, captured: list[Any]) -> tf.data.Dataset:
-        return _Stage(
-            dataset,
-            kept,
-            lambda stage: gen_dataset_ops.filter_dataset(
-                dataset._variant_tensor,
-                other_arguments=captured,
-                predicate=kept.wrapper.function,
-                **stage._common_args,
-            ),
-        ).with_options(OPTIONS)
+        return on_cpu_options(
+            _Stage(
+                dataset,
+                kept,
+                lambda stage: gen_dataset_ops.filter_dataset(
+                    dataset._variant_tensor,
+                    other_arguments=captured,
+                    predicate=kept.wrapper.function,
+                    **stage._common_args,
+                ),
+            )
+        )
 
     def build() -> Built:
-        wrapper = traced(predicate, "Dataset.filter()", dataset)
+        wrapper = traced(predicate, "Dataset.filter()", dataset=dataset)
         if wrapper is None:
             return dataset.filter(predicate), None, {}
         if not wrapper.output_structure.is_compatible_with(tf.TensorSpec([], tf.bool)):
@@ -211,16 +220,18 @@ def flat_map(dataset: tf.data.Dataset, fn: Callable[..., tf.data.Dataset]) -> tf
     next build."""
 
     def make(kept: _Kept, captured: list[Any]) -> tf.data.Dataset:
-        return _Stage(
-            dataset,
-            kept,
-            lambda stage: gen_dataset_ops.flat_map_dataset(
-                dataset._variant_tensor, captured, f=kept.wrapper.function, **stage._common_args
-            ),
-        ).with_options(OPTIONS)
+        return on_cpu_options(
+            _Stage(
+                dataset,
+                kept,
+                lambda stage: gen_dataset_ops.flat_map_dataset(
+                    dataset._variant_tensor, captured, f=kept.wrapper.function, **stage._common_args
+                ),
+            )
+        )
 
     def build() -> Built:
-        wrapper = traced(fn, "Dataset.flat_map()", dataset)
+        wrapper = traced(fn, "Dataset.flat_map()", dataset=dataset)
         if wrapper is None:
             return dataset.flat_map(fn), None, {}
         if not isinstance(wrapper.output_structure, dataset_ops.DatasetSpec):
@@ -234,15 +245,13 @@ def flat_map(dataset: tf.data.Dataset, fn: Callable[..., tf.data.Dataset]) -> tf
 
 
 def scan(dataset: tf.data.Dataset, initial_state: Any, fn: Callable[..., Any]) -> tf.data.Dataset:
-    """``dataset.scan(initial_state, fn)``, its function kept for the next build."""
+    """``dataset.scan(initial_state, fn)``, its function instantiated on the CPU alone (when the
+    state keeps its spec from one element to the next) and kept for the next build."""
     initial_state = structure.normalize_element(initial_state)
-
-    def build() -> Built:
-        built = dataset.scan(initial_state, fn)
-        return built, built._functions()[0], {"state_structure": built._state_structure}
+    state_spec = structure.type_spec_from_value(initial_state)
 
     def make(kept: _Kept, captured: list[Any]) -> tf.data.Dataset:
-        return _Stage(
+        scanned = _Stage(
             dataset,
             kept,
             lambda stage: gen_experimental_dataset_ops.scan_dataset(
@@ -254,6 +263,21 @@ def scan(dataset: tf.data.Dataset, initial_state: Any, fn: Callable[..., Any]) -
                 **stage._common_args,
             ),
         )
+        marked = kept.wrapper.function.function_def.attr.get(ONE_DEVICE)
+        return on_cpu_options(scanned) if marked and marked.b else scanned
 
-    initial_spec = structure.type_spec_from_value(initial_state)
-    return stage(dataset, "scan", fn, build, make, initial_spec)
+    def build() -> Built:
+        wrapper = traced(fn, "Dataset.scan()", input_structure=(state_spec, dataset.element_spec))
+        outputs = None if wrapper is None else wrapper.output_structure
+        if not isinstance(outputs, tuple) or len(outputs) != 2 or outputs[0] != state_spec:
+            # A state whose shape changes: tf.data settles its spec, tracing again.
+            built = dataset.scan(initial_state, fn)
+            return built, built._functions()[0], {"state_structure": built._state_structure}
+        first = _Kept(wrapper, (), outputs[1], state_structure=state_spec)
+        return (
+            make(first, wrapper.function.captured_inputs),
+            wrapper,
+            {"state_structure": state_spec},
+        )
+
+    return stage(dataset, "scan", fn, build, make, state_spec)
