@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -77,6 +78,7 @@ class _Kept:
     places: tuple[tuple[int, int], ...]
     element_spec: Any
     state_structure: Any = None  # a scan's state, as tf.data settled it
+    marked: bool = True  # its function is marked ONE_DEVICE
 
 
 _kept: collections.OrderedDict[Any, _Kept] = collections.OrderedDict()
@@ -183,65 +185,81 @@ def stage(
     return built
 
 
+def _made(
+    dataset: tf.data.Dataset, kept: _Kept, op: Callable[..., tf.Tensor], *inputs: Any, **attrs: Any
+) -> tf.data.Dataset:
+    """A stage's dataset: ``op`` on ``dataset``'s variant, ``inputs`` and ``attrs``; under
+    :data:`OPTIONS` when its function is marked."""
+
+    def variant(stage: _Stage) -> tf.Tensor:
+        return op(dataset._variant_tensor, *inputs, **attrs, **stage._common_args)
+
+    made = _Stage(dataset, kept, variant)
+    return on_cpu_options(made) if kept.marked else made
+
+
+def _first(
+    wrapper: Wrapper,
+    element_spec: Any,
+    make: Callable[[_Kept, list[Any]], tf.data.Dataset],
+    **extra: Any,
+) -> Built:
+    """A stage's first build from its marked ``wrapper``."""
+    made = make(_Kept(wrapper, (), element_spec, **extra), wrapper.function.captured_inputs)
+    return made, wrapper, extra
+
+
+def _one_function(
+    dataset: tf.data.Dataset,
+    kind: str,
+    fn: Callable[..., Any],
+    op: Callable[..., tf.Tensor],
+    attr: str,
+    plain: Callable[[], tf.data.Dataset],
+    element_spec: Callable[[Any], Any],
+) -> tf.data.Dataset:
+    """A stage of one function (``fn``, the ``attr`` of dataset op ``op``): marked and kept;
+    ``plain()`` where it cannot be marked. ``element_spec`` gives the stage's from the
+    function's output structure, or raises what ``tf.data`` would for a wrong one."""
+
+    def make(kept: _Kept, captured: list[Any]) -> tf.data.Dataset:
+        return _made(dataset, kept, op, captured, **{attr: kept.wrapper.function})
+
+    def build() -> Built:
+        wrapper = traced(fn, f"Dataset.{kind}()", dataset=dataset)
+        if wrapper is None:
+            return plain(), None, {}
+        return _first(wrapper, element_spec(wrapper.output_structure), make)
+
+    return stage(dataset, kind, fn, build, make)
+
+
 def filter(dataset: tf.data.Dataset, predicate: Callable[..., tf.Tensor]) -> tf.data.Dataset:
     """``dataset.filter(predicate)``, its function instantiated on the CPU alone and kept for
     the next build."""
 
-    def make(kept: _Kept, captured: list[Any]) -> tf.data.Dataset:
-        return on_cpu_options(
-            _Stage(
-                dataset,
-                kept,
-                lambda stage: gen_dataset_ops.filter_dataset(
-                    dataset._variant_tensor,
-                    other_arguments=captured,
-                    predicate=kept.wrapper.function,
-                    **stage._common_args,
-                ),
-            )
-        )
+    def element_spec(output: Any) -> Any:
+        if not output.is_compatible_with(tf.TensorSpec([], tf.bool)):
+            raise ValueError(f"a filter's predicate must return a scalar tf.bool, not {output}")
+        return dataset.element_spec
 
-    def build() -> Built:
-        wrapper = traced(predicate, "Dataset.filter()", dataset=dataset)
-        if wrapper is None:
-            return dataset.filter(predicate), None, {}
-        if not wrapper.output_structure.is_compatible_with(tf.TensorSpec([], tf.bool)):
-            raise ValueError(
-                f"a filter's predicate must return a scalar tf.bool, not {wrapper.output_structure}"
-            )
-        first = _Kept(wrapper, (), dataset.element_spec)
-        return make(first, wrapper.function.captured_inputs), wrapper, {}
-
-    return stage(dataset, "filter", predicate, build, make)
+    filtered = gen_dataset_ops.filter_dataset
+    plain = functools.partial(dataset.filter, predicate)
+    return _one_function(dataset, "filter", predicate, filtered, "predicate", plain, element_spec)
 
 
 def flat_map(dataset: tf.data.Dataset, fn: Callable[..., tf.data.Dataset]) -> tf.data.Dataset:
     """``dataset.flat_map(fn)``, its function instantiated on the CPU alone and kept for the
     next build."""
 
-    def make(kept: _Kept, captured: list[Any]) -> tf.data.Dataset:
-        return on_cpu_options(
-            _Stage(
-                dataset,
-                kept,
-                lambda stage: gen_dataset_ops.flat_map_dataset(
-                    dataset._variant_tensor, captured, f=kept.wrapper.function, **stage._common_args
-                ),
-            )
-        )
+    def element_spec(output: Any) -> Any:
+        if not isinstance(output, dataset_ops.DatasetSpec):
+            raise TypeError(f"a flat_map's function must return a dataset, not {output}")
+        return output._element_spec
 
-    def build() -> Built:
-        wrapper = traced(fn, "Dataset.flat_map()", dataset=dataset)
-        if wrapper is None:
-            return dataset.flat_map(fn), None, {}
-        if not isinstance(wrapper.output_structure, dataset_ops.DatasetSpec):
-            raise TypeError(
-                f"a flat_map's function must return a dataset, not {wrapper.output_structure}"
-            )
-        first = _Kept(wrapper, (), wrapper.output_structure._element_spec)
-        return make(first, wrapper.function.captured_inputs), wrapper, {}
-
-    return stage(dataset, "flat_map", fn, build, make)
+    flat = gen_dataset_ops.flat_map_dataset
+    plain = functools.partial(dataset.flat_map, fn)
+    return _one_function(dataset, "flat_map", fn, flat, "f", plain, element_spec)
 
 
 def scan(dataset: tf.data.Dataset, initial_state: Any, fn: Callable[..., Any]) -> tf.data.Dataset:
@@ -251,20 +269,12 @@ def scan(dataset: tf.data.Dataset, initial_state: Any, fn: Callable[..., Any]) -
     state_spec = structure.type_spec_from_value(initial_state)
 
     def make(kept: _Kept, captured: list[Any]) -> tf.data.Dataset:
-        scanned = _Stage(
-            dataset,
-            kept,
-            lambda stage: gen_experimental_dataset_ops.scan_dataset(
-                dataset._variant_tensor,
-                structure.to_tensor_list(kept.state_structure, initial_state),
-                captured,
-                f=kept.wrapper.function,
-                preserve_cardinality=True,
-                **stage._common_args,
-            ),
+        initial = structure.to_tensor_list(kept.state_structure, initial_state)
+        scanned = gen_experimental_dataset_ops.scan_dataset
+        function = kept.wrapper.function
+        return _made(
+            dataset, kept, scanned, initial, captured, f=function, preserve_cardinality=True
         )
-        marked = kept.wrapper.function.function_def.attr.get(ONE_DEVICE)
-        return on_cpu_options(scanned) if marked and marked.b else scanned
 
     def build() -> Built:
         wrapper = traced(fn, "Dataset.scan()", input_structure=(state_spec, dataset.element_spec))
@@ -272,12 +282,8 @@ def scan(dataset: tf.data.Dataset, initial_state: Any, fn: Callable[..., Any]) -
         if not isinstance(outputs, tuple) or len(outputs) != 2 or outputs[0] != state_spec:
             # A state whose shape changes: tf.data settles its spec, tracing again.
             built = dataset.scan(initial_state, fn)
-            return built, built._functions()[0], {"state_structure": built._state_structure}
-        first = _Kept(wrapper, (), outputs[1], state_structure=state_spec)
-        return (
-            make(first, wrapper.function.captured_inputs),
-            wrapper,
-            {"state_structure": state_spec},
-        )
+            settled = {"state_structure": built._state_structure, "marked": False}
+            return built, built._functions()[0], settled
+        return _first(wrapper, outputs[1], make, state_structure=state_spec)
 
     return stage(dataset, "scan", fn, build, make, state_spec)
