@@ -103,14 +103,6 @@ def _handles(state: Any) -> list[Any]:
     return [state]  # an eager tensor
 
 
-def _walk(parts: Any) -> tuple[Any, list[Any]] | None:
-    walk = trace_cache._Walk()
-    try:
-        return walk.key(parts), walk.states
-    except (trace_cache._Unkeyable, RecursionError):
-        return None
-
-
 def _lookup(key: Any, states: list[Any]) -> tuple[_Kept, list[Any]] | None:
     with _lock:
         kept = _kept.get(key)
@@ -128,7 +120,7 @@ def _keep(key: Any, states: list[Any], wrapper: Wrapper, element_spec: Any, **ex
         for index, tensor in enumerate(_handles(state))
     }
     places = [handles.get(id(tensor)) for tensor in wrapper.function.captured_inputs]
-    if None in places or trace_cache._draws_from_state(wrapper.function.graph.as_graph_def()):
+    if None in places or trace_cache.draws_from_state(wrapper.function.graph.as_graph_def()):
         return
     with _lock:
         _kept[key] = _Kept(wrapper, tuple(places), element_spec, **extra)
@@ -138,7 +130,8 @@ def _keep(key: Any, states: list[Any], wrapper: Wrapper, element_spec: Any, **ex
 
 
 class _Stage(dataset_ops.UnaryDataset):
-    """A stage's dataset op made with a kept function and the new pipeline's captures."""
+    """A stage's dataset op, made with its function (traced now or kept) and this build's
+    captured inputs."""
 
     def __init__(
         self, input_dataset: tf.data.Dataset, kept: _Kept, make: Callable[[_Stage], tf.Tensor]
@@ -172,7 +165,8 @@ def stage(
     """The stage ``build()`` traces and makes, or, when a function is kept under the key of
     ``kind``, ``fn``, the input's element spec and ``key_parts``, the stage ``make`` makes from
     it and the captured inputs of this build's state."""
-    walked = None if tf.inside_function() else _walk((kind, fn, dataset.element_spec, key_parts))
+    parts = (kind, fn, dataset.element_spec, key_parts)
+    walked = None if tf.inside_function() else trace_cache.keyed(parts)
     if walked is None:
         return build()[0]
     key, states = walked

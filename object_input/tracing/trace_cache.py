@@ -19,9 +19,11 @@ callable object of this package, the whole state it holds, walked field by field
 their types, strings, containers, numpy arrays, the options, steps and parameters, the
 source's files and settings; and from the call's inputs, tensors by their type spec and other
 values as they are. Functions and classes count by identity, so a step redefined in a notebook
-cell is traced afresh. Whatever cannot be described so (an object of another library, a cycle,
-more than :data:`MAX_KEY_PARTS` parts, an array over :data:`MAX_ARRAY_BYTES`) is traced in
-place every time. TensorFlow state (variables, tables) counts by its type only; a trace that
+cell is traced afresh; a closure made at each build counts by its code and what it closes
+over. Whatever cannot be described so (an object of another library, a cycle, more than
+:data:`MAX_KEY_PARTS` parts, an array over :data:`MAX_ARRAY_BYTES`) is traced in place every
+time. TensorFlow state (variables, tables, eager tensors) counts by its types, shape or value
+and its place among the state met (:func:`keyed` lists it), not by its contents; a trace that
 captures anything from outside (a table, a variable, a tensor) or draws from a stateful random
 op is used by the pipeline that traced it and never kept, so no pipeline runs on another's
 state.
@@ -85,8 +87,16 @@ class _Unkeyable(Exception):
 def trace_key(value: Any) -> Any:
     """A hashable key that is equal for two values only when tracing with them builds the same
     graph; None when ``value`` holds something it cannot describe."""
+    walked = keyed(value)
+    return None if walked is None else walked[0]
+
+
+def keyed(value: Any) -> tuple[Any, list[Any]] | None:
+    """:func:`trace_key` and the TensorFlow state met while walking ``value``, each object
+    once, in the order met (what the key numbers them by); None: no key."""
+    walk = _Walk()
     try:
-        return _Walk().key(value)
+        return walk.key(value), walk.states
     except (_Unkeyable, RecursionError):
         return None
 
@@ -213,8 +223,8 @@ def _cell_contents(cell: types.CellType) -> Any:
 
 
 def _made_here(fn: types.FunctionType) -> bool:
-    """Whether ``fn`` is a closure or a function with defaults made inside this package's
-    code, a new object at each build."""
+    """Whether ``fn`` is a closure or a function defined inside another of this package's
+    functions: a new object at each call of that one."""
     nested = "<locals>" in fn.__qualname__ or fn.__closure__ is not None
     return nested and _ours(fn)
 
@@ -312,7 +322,7 @@ class _Trace:
         self.graph = function.graph.as_graph_def()
         self.inputs = [t.name for t in function.inputs]
         self.returned = [(t.name, t.shape) for t in function.outputs]
-        self.reusable = not function.captured_inputs and not _draws_from_state(self.graph)
+        self.reusable = not function.captured_inputs and not draws_from_state(self.graph)
 
     def __call__(self, inputs: list[tf.Tensor]) -> Any:
         """The traced ops imported into the graph being traced, fed ``inputs``: the graph is
@@ -343,7 +353,7 @@ class _Trace:
         return tf.nest.pack_sequence_as(self.structure, leaves, expand_composites=True)
 
 
-def _draws_from_state(graph: Any) -> bool:
+def draws_from_state(graph: Any) -> bool:
     """Whether a traced graph (a ``GraphDef``) draws from a stateful random op, in its own
     nodes or in its functions' (``tf.cond`` branches)."""
     nodes = [*graph.node, *(n for f in graph.library.function for n in f.node_def)]
