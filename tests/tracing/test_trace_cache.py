@@ -80,11 +80,11 @@ def _kept():
 
 
 def _batches(source, **options):
-    options = {"shuffle": False, "seed": 3, **options}
-    return [
-        {name: value.numpy() for name, value in batch.items()}
-        for batch in oi.make_dataset(source, **options)
-    ]
+    return _arrays(_dataset(source, **options))
+
+
+def _dataset(source, **options):
+    return oi.make_dataset(source, **{"shuffle": False, "seed": 3, **options})
 
 
 @pytest.mark.parametrize(
@@ -134,7 +134,7 @@ def test_a_pipeline_made_of_kept_traces_runs_after_the_cache_lets_them_go(tmp_pa
     # the collector let go, they stay registered with TensorFlow's runtime.
     trace_cache.clear()
     gc.collect()
-    again = oi.make_dataset(source, shuffle=False, seed=3, augment=steps)
+    again = _dataset(source, augment=steps)
     gc.collect()
     for a, b in zip(first, _arrays(again), strict=True):
         for name in a:
