@@ -247,16 +247,16 @@ def render_grid(
         row, column = divmod(index, columns)
         left = (column * CELL_PIXELS + margin_px) / width_px
         bottom = ((rows - row - 1) * CELL_PIXELS + margin_px) / height_px
-        ax = figure.add_axes(
-            (
-                left,
-                bottom,
-                (CELL_PIXELS - 2 * margin_px) / width_px,
-                (CELL_PIXELS - 2 * margin_px - caption_px) / height_px,
-            )
-        )
+        width = (CELL_PIXELS - 2 * margin_px) / width_px
+        height = (CELL_PIXELS - 2 * margin_px - caption_px) / height_px
+        ax = figure.add_axes((left, bottom, width, height))
         draw_example(ax, example, class_names)
-        ax.set_title(caption(example, index), fontsize=8, pad=3)
+        # A figure text, not an axes title: placing titles measures every axes' ticks, a
+        # third of the drawing time of a grid of 16.
+        top = bottom + height + 3 / height_px
+        figure.text(
+            left + width / 2, top, caption(example, index), ha="center", va="bottom", fontsize=8
+        )
     path = os.fspath(path)
     figure.savefig(path, dpi=DPI, format="png")
     return path

@@ -2,8 +2,13 @@
 
 import gc
 import os
+import shutil
+import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# Stage functions kept on disk (object_input.tracing.stage_files) go to a folder of this run's,
+# emptied around each test, never the user's cache; the CLI's subprocesses inherit it.
+os.environ["OBJECT_INPUT_CACHE"] = tempfile.mkdtemp(prefix="object-input-stages-")
 
 import numpy as np
 import pytest
@@ -23,6 +28,10 @@ settings.load_profile("ci" if os.environ.get("CI") else "default")
 def pytest_configure(config):
     if "not slow" in (config.option.markexpr or ""):
         settings.load_profile("dev")
+
+
+def pytest_unconfigure(config):
+    shutil.rmtree(os.environ["OBJECT_INPUT_CACHE"], ignore_errors=True)
 
 
 def pytest_collection_finish(session):
@@ -45,16 +54,17 @@ def no_lost_worker_watch_left():
 
 @pytest.fixture(autouse=True)
 def fresh_trace_cache():
-    """Each test starts with no traces or stage functions kept (object_input.tracing): a test
-    that patches this package's code must not run on another test's traces. A test that builds
-    a pipeline twice still runs the second build on what the first one kept."""
-    from object_input.tracing import stages, trace_cache
+    """Each test starts with no traces or stage functions kept (object_input.tracing), in
+    memory or on disk: a test that patches this package's code must not run on another test's
+    traces. A test that builds a pipeline twice still runs the second build on what the first
+    one kept."""
+    from object_input.tracing import stage_files, stages, trace_cache
 
-    trace_cache.clear()
-    stages.clear()
+    for forget in (trace_cache.clear, stages.clear, stage_files.clear):
+        forget()
     yield
-    trace_cache.clear()
-    stages.clear()
+    for forget in (trace_cache.clear, stages.clear, stage_files.clear):
+        forget()
 
 
 @pytest.fixture(scope="session")

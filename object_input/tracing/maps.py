@@ -25,7 +25,6 @@ from tensorflow.python.data.ops import dataset_ops
 from tensorflow.python.ops import gen_dataset_ops
 
 from object_input.tracing import stages
-from object_input.tracing.stages import Wrapper
 
 
 def map_on_cpu(
@@ -41,8 +40,8 @@ def map_on_cpu(
     if tf.inside_function():
         return dataset.map(fn, num_parallel_calls=num_parallel_calls, deterministic=deterministic)
 
-    def make(wrapper: Wrapper, captured: list[Any]) -> tf.data.Dataset:
-        one_device = _OneDeviceMap(dataset, wrapper, captured, num_parallel_calls, deterministic)
+    def make(kept: stages.Kept, captured: list[Any]) -> tf.data.Dataset:
+        one_device = _OneDeviceMap(dataset, kept, captured, num_parallel_calls, deterministic)
         return stages.on_cpu_options(one_device)
 
     def build() -> stages.Built:
@@ -52,11 +51,9 @@ def map_on_cpu(
                 fn, num_parallel_calls=num_parallel_calls, deterministic=deterministic
             )
             return plain, None, {}
-        return make(marked, marked.function.captured_inputs), marked, {}
+        return stages.first(marked, marked.output_structure, make)
 
-    return stages.stage(
-        dataset, "map", fn, build, lambda kept, captured: make(kept.wrapper, captured)
-    )
+    return stages.stage(dataset, "map", fn, build, make)
 
 
 class _OneDeviceMap(dataset_ops.UnaryDataset):
@@ -65,19 +62,19 @@ class _OneDeviceMap(dataset_ops.UnaryDataset):
     def __init__(
         self,
         input_dataset: tf.data.Dataset,
-        map_func: Wrapper,
+        kept: stages.Kept,
         captured: list[Any],
         num_parallel_calls: int | None,
         deterministic: bool | None,
     ) -> None:
         self._input_dataset = input_dataset
         self._name = None
-        self._map_func = map_func
+        self._kept = kept
         if num_parallel_calls is None:
             variant = gen_dataset_ops.map_dataset(
                 input_dataset._variant_tensor,
                 captured,
-                f=map_func.function,
+                f=kept.wrapper.function,
                 use_inter_op_parallelism=True,
                 preserve_cardinality=True,
                 **self._common_args,
@@ -86,7 +83,7 @@ class _OneDeviceMap(dataset_ops.UnaryDataset):
             variant = gen_dataset_ops.parallel_map_dataset_v2(
                 input_dataset._variant_tensor,
                 captured,
-                f=map_func.function,
+                f=kept.wrapper.function,
                 num_parallel_calls=tf.convert_to_tensor(num_parallel_calls, tf.int64),
                 deterministic={None: "default", True: "true", False: "false"}[deterministic],
                 use_inter_op_parallelism=True,
@@ -95,9 +92,9 @@ class _OneDeviceMap(dataset_ops.UnaryDataset):
             )
         super().__init__(input_dataset, variant)
 
-    def _functions(self) -> list[Wrapper]:
-        return [self._map_func]
+    def _functions(self) -> list[Any]:
+        return [self._kept.wrapper]
 
     @property
     def element_spec(self) -> Any:
-        return self._map_func.output_structure
+        return self._kept.element_spec

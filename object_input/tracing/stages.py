@@ -31,7 +31,7 @@ from tensorflow.python.data.util import structure
 from tensorflow.python.framework import device as tf_device
 from tensorflow.python.ops import gen_dataset_ops, gen_experimental_dataset_ops
 
-from object_input.tracing import trace_cache
+from object_input.tracing import stage_files, trace_cache
 
 #: Stage functions kept (a pipeline has about 15; a per-example function with its graph holds
 #: about 6 MB); the least recently used goes first.
@@ -72,8 +72,8 @@ def _on_cpu(tensor: tf.Tensor) -> bool:
 
 
 @dataclasses.dataclass(frozen=True)
-class _Kept:
-    wrapper: Wrapper
+class Kept:
+    wrapper: Wrapper | stage_files.Loaded
     # For each captured input: its object's number in the walk, and which of its tensors.
     places: tuple[tuple[int, int], ...]
     element_spec: Any
@@ -81,7 +81,7 @@ class _Kept:
     marked: bool = True  # its function is marked ONE_DEVICE
 
 
-_kept: collections.OrderedDict[Any, _Kept] = collections.OrderedDict()
+_kept: collections.OrderedDict[Any, Kept] = collections.OrderedDict()
 _lock = threading.Lock()
 
 
@@ -103,27 +103,66 @@ def _handles(state: Any) -> list[Any]:
     return [state]  # an eager tensor
 
 
-def _lookup(key: Any, states: list[Any]) -> tuple[_Kept, list[Any]] | None:
+def _lookup(key: Any, digest: str | None, states: list[Any]) -> tuple[Kept, list[Any]] | None:
+    """The function kept under ``key`` (in memory, else on disk under ``digest``) and its
+    captured inputs from ``states``."""
     with _lock:
         kept = _kept.get(key)
-        if kept is None:
-            return None
-        _kept.move_to_end(key)
+        if kept is not None:
+            _kept.move_to_end(key)
+    if kept is None and digest is not None:
+        kept = _read(key, digest, states)
+    if kept is None:
+        return None
     return kept, [_handles(states[number])[index] for number, index in kept.places]
 
 
-def _keep(key: Any, states: list[Any], wrapper: Wrapper, element_spec: Any, **extra: Any) -> None:
-    """Keep ``wrapper`` under ``key`` when each of its captured inputs is one of ``states``'."""
+def _read(key: Any, digest: str, states: list[Any]) -> Kept | None:
+    """The function :func:`stage_files.load` reads under ``digest``, kept in memory under
+    ``key``; None when there is none, or its places do not fit ``states``."""
+    read = stage_files.load(digest)
+    if read is None:
+        return None
+    loaded, stage = read
+    fits = all(
+        number < len(states) and index < len(_handles(states[number]))
+        for number, index in stage["places"]
+    )
+    if not fits:
+        return None
+    kept = Kept(loaded, **stage)
+    _remember(key, kept)
+    return kept
+
+
+def _keep(
+    key: Any,
+    digest: str | None,
+    states: list[Any],
+    wrapper: Wrapper,
+    element_spec: Any,
+    **extra: Any,
+) -> None:
+    """Keep ``wrapper`` under ``key`` (and on disk under ``digest``) when each of its captured
+    inputs is one of ``states``'."""
     handles = {
         id(tensor): (number, index)
         for number, state in enumerate(states)
         for index, tensor in enumerate(_handles(state))
     }
-    places = [handles.get(id(tensor)) for tensor in wrapper.function.captured_inputs]
-    if None in places or trace_cache.draws_from_state(wrapper.function.graph.as_graph_def()):
+    places = tuple(handles.get(id(tensor)) for tensor in wrapper.function.captured_inputs)
+    graph_def = wrapper.function.graph.as_graph_def()
+    if None in places or trace_cache.draws_from_state(graph_def):
         return
+    kept = Kept(wrapper, places, element_spec, **extra)
+    _remember(key, kept)
+    if digest is not None:
+        stage_files.save(digest, wrapper.function, graph_def, kept)
+
+
+def _remember(key: Any, kept: Kept) -> None:
     with _lock:
-        _kept[key] = _Kept(wrapper, tuple(places), element_spec, **extra)
+        _kept[key] = kept
         _kept.move_to_end(key)
         while len(_kept) > MAX_ENTRIES:
             _kept.popitem(last=False)
@@ -134,7 +173,7 @@ class _Stage(dataset_ops.UnaryDataset):
     captured inputs."""
 
     def __init__(
-        self, input_dataset: tf.data.Dataset, kept: _Kept, make: Callable[[_Stage], tf.Tensor]
+        self, input_dataset: tf.data.Dataset, kept: Kept, make: Callable[[_Stage], tf.Tensor]
     ) -> None:
         self._input_dataset = input_dataset
         self._name = None
@@ -159,7 +198,7 @@ def stage(
     kind: str,
     fn: Callable[..., Any],
     build: Callable[[], Built],
-    make: Callable[[_Kept, list[Any]], tf.data.Dataset],
+    make: Callable[[Kept, list[Any]], tf.data.Dataset],
     *key_parts: Any,
 ) -> tf.data.Dataset:
     """The stage ``build()`` traces and makes, or, when a function is kept under the key of
@@ -170,17 +209,18 @@ def stage(
     if walked is None:
         return build()[0]
     key, states = walked
-    found = _lookup(key, states)
+    digest = None if stage_files.directory() is None else trace_cache.durable_digest(key)
+    found = _lookup(key, digest, states)
     if found is not None:
         return make(*found)
     built, wrapper, extra = build()
     if wrapper is not None:
-        _keep(key, states, wrapper, built.element_spec, **extra)
+        _keep(key, digest, states, wrapper, built.element_spec, **extra)
     return built
 
 
 def _made(
-    dataset: tf.data.Dataset, kept: _Kept, op: Callable[..., tf.Tensor], *inputs: Any, **attrs: Any
+    dataset: tf.data.Dataset, kept: Kept, op: Callable[..., tf.Tensor], *inputs: Any, **attrs: Any
 ) -> tf.data.Dataset:
     """A stage's dataset: ``op`` on ``dataset``'s variant, ``inputs`` and ``attrs``; under
     :data:`OPTIONS` when its function is marked."""
@@ -192,14 +232,14 @@ def _made(
     return on_cpu_options(made) if kept.marked else made
 
 
-def _first(
+def first(
     wrapper: Wrapper,
     element_spec: Any,
-    make: Callable[[_Kept, list[Any]], tf.data.Dataset],
+    make: Callable[[Kept, list[Any]], tf.data.Dataset],
     **extra: Any,
 ) -> Built:
     """A stage's first build from its marked ``wrapper``."""
-    made = make(_Kept(wrapper, (), element_spec, **extra), wrapper.function.captured_inputs)
+    made = make(Kept(wrapper, (), element_spec, **extra), wrapper.function.captured_inputs)
     return made, wrapper, extra
 
 
@@ -216,14 +256,14 @@ def _one_function(
     ``plain()`` where it cannot be marked. ``element_spec`` gives the stage's from the
     function's output structure, or raises what ``tf.data`` would for a wrong one."""
 
-    def make(kept: _Kept, captured: list[Any]) -> tf.data.Dataset:
+    def make(kept: Kept, captured: list[Any]) -> tf.data.Dataset:
         return _made(dataset, kept, op, captured, **{attr: kept.wrapper.function})
 
     def build() -> Built:
         wrapper = traced(fn, f"Dataset.{kind}()", dataset=dataset)
         if wrapper is None:
             return plain(), None, {}
-        return _first(wrapper, element_spec(wrapper.output_structure), make)
+        return first(wrapper, element_spec(wrapper.output_structure), make)
 
     return stage(dataset, kind, fn, build, make)
 
@@ -262,7 +302,7 @@ def scan(dataset: tf.data.Dataset, initial_state: Any, fn: Callable[..., Any]) -
     initial_state = structure.normalize_element(initial_state)
     state_spec = structure.type_spec_from_value(initial_state)
 
-    def make(kept: _Kept, captured: list[Any]) -> tf.data.Dataset:
+    def make(kept: Kept, captured: list[Any]) -> tf.data.Dataset:
         initial = structure.to_tensor_list(kept.state_structure, initial_state)
         scanned = gen_experimental_dataset_ops.scan_dataset
         function = kept.wrapper.function
@@ -278,6 +318,6 @@ def scan(dataset: tf.data.Dataset, initial_state: Any, fn: Callable[..., Any]) -
             built = dataset.scan(initial_state, fn)
             settled = {"state_structure": built._state_structure, "marked": False}
             return built, built._functions()[0], settled
-        return _first(wrapper, outputs[1], make, state_structure=state_spec)
+        return first(wrapper, outputs[1], make, state_structure=state_spec)
 
     return stage(dataset, "scan", fn, build, make, state_spec)

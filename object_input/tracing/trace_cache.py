@@ -36,6 +36,9 @@ import dataclasses
 import enum
 import functools
 import hashlib
+import pathlib
+import platform
+import sys
 import threading
 import types
 import weakref
@@ -82,6 +85,22 @@ _lock = threading.Lock()  # pipelines may be built on several threads
 
 class _Unkeyable(Exception):
     """The state holds something a key cannot describe."""
+
+
+class _Identity:
+    """A key's part that is equal only to itself: a function, class, module or code object,
+    held so that its id is not reused while the key lives."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Identity) and other.value is self.value
+
+    def __hash__(self) -> int:
+        return id(self.value)
 
 
 def trace_key(value: Any) -> Any:
@@ -142,10 +161,12 @@ class _Walk:
             try:
                 closed = self.key((value.__defaults__, value.__kwdefaults__, cells))
             except _Unkeyable:
-                return (kind, id(value), value)
-            return (kind, id(code), code, closed)
+                return (kind, _Identity(value))
+            return (kind, _Identity(code), closed)
         if isinstance(value, _BY_IDENTITY):
-            return (kind, id(value), value)  # the value keeps the id from being reused
+            return (kind, _Identity(value))
+        if isinstance(value, _Identity):
+            return value  # a part of a key closed over (by the function ``reused`` returns)
         if isinstance(value, types.MethodType):
             return (kind, self.key(value.__func__), self.key(value.__self__))
         if isinstance(value, functools.partial):
@@ -351,6 +372,131 @@ class _Trace:
         results = iter(outputs)
         leaves = [next(results) if isinstance(t, tf.Tensor) else t for t in self.outputs]
         return tf.nest.pack_sequence_as(self.structure, leaves, expand_composites=True)
+
+
+#: Packages whose functions and classes a durable key may name: their code is what the
+#: installed versions (in every durable key) say; a notebook's or a script's may change unseen.
+_DURABLE_PACKAGES = frozenset(
+    {
+        "object_input",
+        "builtins",
+        "numpy",
+        "tensorflow",
+        "typing",
+        "types",
+        "enum",
+        "collections",
+        "functools",
+        "abc",
+    }
+)
+_PACKAGE_ROOT = pathlib.Path(__file__).resolve().parents[1]
+# Where the code of each package a durable key may name code objects of lies (TensorFlow's
+# wrappers of this package's functions are its own code).
+_CODE_ROOTS = {
+    "object_input": _PACKAGE_ROOT,
+    "tensorflow": pathlib.Path(tf.__file__).resolve().parent,
+    "numpy": pathlib.Path(np.__file__).resolve().parent,
+}
+
+
+def durable_digest(key: Any) -> str | None:
+    """A digest of ``key`` (:func:`trace_key`'s) that every process computes alike for an
+    equal key with the same sources of this package and versions of TensorFlow, numpy and
+    Python: the name of what a trace may be kept under on disk. None when the key names a
+    function or class defined elsewhere (a notebook's, which another process may define
+    otherwise) or holds a value with no stable description."""
+    digest = hashlib.blake2b(_installed(), digest_size=20)
+    try:
+        _describe(key, digest)
+    except _Unkeyable:
+        return None
+    return digest.hexdigest()
+
+
+@functools.cache
+def _installed() -> bytes:
+    """What every durable key depends on besides itself: this package's sources, the
+    versions of TensorFlow, numpy and Python, and the machine's kind."""
+    digest = hashlib.blake2b(digest_size=20)
+    for path in sorted(_PACKAGE_ROOT.rglob("*.py")):
+        digest.update(str(path.relative_to(_PACKAGE_ROOT)).encode())
+        digest.update(path.read_bytes())
+    versions = (tf.__version__, tf.version.GIT_VERSION, np.__version__, sys.version)
+    digest.update(repr((versions, platform.machine())).encode())
+    return digest.digest()
+
+
+def _describe(part: Any, digest: Any) -> None:
+    """Feed ``digest`` a description of one part of a key that names nothing by its id."""
+    if isinstance(part, tuple):
+        digest.update(b"(")
+        for item in part:
+            _describe(item, digest)
+        digest.update(b")")
+    elif isinstance(part, frozenset):
+        described = []
+        for item in part:
+            inner = hashlib.blake2b(digest_size=20)
+            _describe(item, inner)
+            described.append(inner.digest())
+        digest.update(b"{" + b"".join(sorted(described)) + b"}")
+    else:
+        digest.update(_durable_text(part).encode() + b"\0")
+
+
+def _durable_text(part: Any) -> str:
+    if isinstance(part, _Identity):
+        return "id:" + _durable_name(part.value)
+    if isinstance(part, type):
+        return _type_name(part)
+    if isinstance(part, enum.Enum):
+        return f"enum:{_durable_name(type(part))}.{part.name}"
+    if isinstance(part, (type(None), bool, int, float, complex, str, bytes)):
+        return f"{type(part).__name__}:{part!r}"
+    if isinstance(part, _VALUES) or type(part).__module__ == "typing":
+        text = repr(part)
+        if " at 0x" in text:
+            raise _Unkeyable(text)  # an address: another process's differs
+        return f"{type(part).__name__}:{text}"
+    raise _Unkeyable(type(part))
+
+
+@functools.lru_cache(maxsize=1024)
+def _code_file(filename: str) -> tuple[str, str]:
+    """The package a code file is of (empty: none a durable key may name) and its path there."""
+    path = pathlib.Path(filename).resolve()
+    for module, root in _CODE_ROOTS.items():
+        if path.is_relative_to(root):
+            return module, str(path.relative_to(root))
+    return "", filename
+
+
+@functools.lru_cache(maxsize=4096)
+def _type_name(kind: type) -> str:
+    """A class's :func:`_durable_name`, once per class: one leads every part of a key."""
+    return "type:" + _durable_name(kind)
+
+
+def _durable_name(value: Any) -> str:
+    """Where ``value`` (a function, class, module or code object) is defined: a name another
+    process finds the same definition under."""
+    code = value.__code__ if isinstance(value, types.FunctionType) else value
+    code = code if isinstance(code, types.CodeType) else None
+    if isinstance(value, types.ModuleType):
+        module, name = value.__name__, ""
+    elif code is not None:
+        # Where its code is: a function's __module__ may say another (functools.wraps).
+        module, path = _code_file(code.co_filename)
+        qualname = getattr(code, "co_qualname", code.co_name)  # Python 3.10: co_name
+        name = f"{path}:{qualname}:{code.co_firstlineno}"
+    else:
+        module, name = getattr(value, "__module__", None) or "", value.__qualname__
+        if "<" in name:
+            raise _Unkeyable(value)  # a class made inside a function
+    if module.split(".")[0] not in _DURABLE_PACKAGES:
+        raise _Unkeyable(value)
+    return f"{module}:{name}"
 
 
 def draws_from_state(graph: Any) -> bool:

@@ -96,7 +96,7 @@ def iterate_records(files: Sequence[str]) -> Iterator[tuple[str, int, bytes | Co
         compression = compression_of(path)
         expected = tf.constant(expected_bytes(path, compression), tf.int64)
         marked = checked_records(
-            tf.constant(path), expected, compression, marks=True, record_id=tf.strings.as_string
+            tf.constant(path), expected, compression, marks=True, record_id=_index_text
         )
         for index, (_, payload, error, detail) in enumerate(marked):
             if error != errors.OK:
@@ -105,6 +105,12 @@ def iterate_records(files: Sequence[str]) -> Iterator[tuple[str, int, bytes | Co
                 yield path, index, CorruptRecord(path, index, why)
             else:
                 yield path, index, payload.numpy()
+
+
+def _index_text(index: tf.Tensor) -> tf.Tensor:
+    """A record's id: its index in its file, as text. (A function of this package: the stages
+    of the reading are kept for the next file and process, :mod:`object_input.tracing`.)"""
+    return tf.strings.as_string(index)
 
 
 def _image_size(example: Mapping[str, Any]) -> tuple[int, int] | None:

@@ -1,0 +1,270 @@
+"""stage_files: stage functions kept on disk, read back by a later build or process."""
+
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import object_input as oi
+from object_input import fields
+from object_input.tracing import maps, stage_files, stages, trace_cache
+from object_input.writers import write_tfrecords
+from object_input.writers.synthetic import synthetic_examples
+
+STEPS = [("random_horizontal_flip", {"probability": 0.5}), "random_adjust_brightness"]
+
+
+def _write(directory, count=6):
+    write_tfrecords(list(synthetic_examples(count, seed=1, max_objects=3)), directory / "t")
+    return str(directory)
+
+
+def _options(**options):
+    return {"batch_size": 2, "shuffle": False, "seed": 3, "augment": STEPS, **options}
+
+
+def _arrays(dataset):
+    return [{name: value.numpy() for name, value in batch.items()} for batch in dataset]
+
+
+def _assert_same(first, second):
+    assert len(first) == len(second)
+    for a, b in zip(first, second, strict=True):
+        assert list(a) == list(b)  # the same fields, in the same order
+        for name in a:
+            np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+
+
+def _files():
+    folder = stage_files.directory()
+    return sorted(name for name in os.listdir(folder) if name.endswith(".stage"))
+
+
+def _forget_in_memory():
+    """What a fresh process has: nothing kept in memory, the files on disk."""
+    stages.clear()
+    trace_cache.clear()
+
+
+class _Reads:
+    """Counts the stage functions read from disk and traced while it is entered."""
+
+    def __init__(self, monkeypatch):
+        self.read = self.traced = 0
+        load, traced = stage_files.load, stages.traced
+
+        def counted_load(digest):
+            found = load(digest)
+            self.read += found is not None
+            return found
+
+        def counted_traced(*args, **kwargs):
+            self.traced += 1
+            return traced(*args, **kwargs)
+
+        monkeypatch.setattr(stage_files, "load", counted_load)
+        monkeypatch.setattr(stages, "traced", counted_traced)
+
+
+def test_a_pipeline_built_in_a_fresh_state_reads_its_stages_from_disk(tmp_path, monkeypatch):
+    source = _write(tmp_path / "data")
+    first = oi.make_dataset(source, **_options())
+    batches = _arrays(first)
+    written = _files()
+    assert len(written) >= 10  # every stage of the pipeline
+    _forget_in_memory()
+    reads = _Reads(monkeypatch)
+    again = oi.make_dataset(source, **_options())
+    assert reads.traced == 0 and reads.read == len(written)
+    assert again.element_spec == first.element_spec
+    assert list(again.element_spec) == list(first.element_spec)
+    _assert_same(batches, _arrays(again))
+    # Read once, then kept in memory: the next build reads nothing.
+    _arrays(oi.make_dataset(source, **_options()))
+    assert reads.read == len(written)
+
+
+def test_a_changed_parameter_is_never_read_from_another_parameters_file(tmp_path, monkeypatch):
+    source = _write(tmp_path / "data")
+    flip = [("random_horizontal_flip", {"probability": 1.0})]
+    flipped = _arrays(oi.make_dataset(source, **_options(augment=flip, batch_size=None)))
+    _forget_in_memory()
+    reads = _Reads(monkeypatch)
+    unflip = [("random_horizontal_flip", {"probability": 0.0})]
+    unflipped = _arrays(oi.make_dataset(source, **_options(augment=unflip, batch_size=None)))
+    assert reads.traced >= 1  # the per-example function, and only what depends on the step
+    assert reads.read >= 1  # the stages before it: the same as the flipped pipeline's
+    for a, b in zip(flipped, unflipped, strict=True):
+        np.testing.assert_array_equal(a[fields.IMAGE][:, ::-1], b[fields.IMAGE])
+
+
+def test_another_source_or_option_gets_other_files(tmp_path):
+    one, other = _write(tmp_path / "one"), _write(tmp_path / "other", count=4)
+    oi.make_dataset(one, **_options())
+    written = set(_files())
+    _forget_in_memory()
+    oi.make_dataset(other, **_options())
+    assert set(_files()) - written  # the file lists differ: new stages
+    _forget_in_memory()
+    before = set(_files())
+    oi.make_dataset(one, **_options(max_boxes=5))
+    assert set(_files()) - before
+
+
+def test_the_key_on_disk_changes_with_the_installed_code(monkeypatch):
+    key = trace_cache.trace_key((trace_cache.clear, 1.5, "a"))
+    digest = trace_cache.durable_digest(key)
+    assert digest == trace_cache.durable_digest(trace_cache.trace_key((trace_cache.clear, 1.5, "a")))
+    assert digest != trace_cache.durable_digest(trace_cache.trace_key((trace_cache.clear, 1.5)))
+    monkeypatch.setattr(trace_cache, "_installed", lambda: b"another version of the sources")
+    assert trace_cache.durable_digest(key) != digest
+
+
+def _user_step(x):
+    return x
+
+
+_user_step.__module__ = "object_input.tests"  # keyed in memory as the package's own
+
+
+def test_code_from_outside_the_installed_packages_has_no_key_on_disk():
+    # A notebook's or a test's function: another process may define it otherwise.
+    assert trace_cache.trace_key(_user_step) is not None
+    assert trace_cache.durable_digest(trace_cache.trace_key(_user_step)) is None
+    local = type("Local", (), {})
+    assert trace_cache.durable_digest((local,)) is None
+    # A function of the package, a class of TensorFlow's: named by where they are defined.
+    assert trace_cache.durable_digest(trace_cache.trace_key(stage_files.directory))
+    assert trace_cache.durable_digest((tf.TensorSpec, tf.TensorSpec([2], tf.int64)))
+
+
+def test_a_stage_of_code_from_elsewhere_is_kept_in_memory_only():
+    def fn(x):
+        return x + 1
+
+    fn.__module__ = "object_input.tests"  # keyed as the package's own, but defined here
+    mapped = maps.map_on_cpu(tf.data.Dataset.range(3), fn)
+    assert [int(x) for x in mapped] == [1, 2, 3]
+    assert len(stages._kept) == 1 and _files() == []
+
+
+def test_an_unreadable_file_is_traced_again_and_written_anew(tmp_path, monkeypatch, caplog):
+    source = _write(tmp_path / "data")
+    batches = _arrays(oi.make_dataset(source, **_options()))
+    folder = stage_files.directory()
+    for name in _files():
+        with open(os.path.join(folder, name), "r+b") as file:
+            file.truncate(40)  # a header cut short
+    _forget_in_memory()
+    reads = _Reads(monkeypatch)
+    with caplog.at_level(logging.WARNING, logger=stage_files.__name__):
+        again = _arrays(oi.make_dataset(source, **_options()))
+    assert reads.read == 0 and reads.traced > 0
+    assert "ignoring the unreadable kept stage function" in caplog.text
+    _assert_same(batches, again)
+    _forget_in_memory()
+    reads.read = 0
+    _arrays(oi.make_dataset(source, **_options()))
+    assert reads.read == len(_files())
+
+
+def test_a_file_of_another_format_is_not_read(tmp_path, monkeypatch):
+    source = _write(tmp_path / "data")
+    oi.make_dataset(source, **_options())
+    monkeypatch.setattr(stage_files, "FORMAT", stage_files.FORMAT + 1)
+    _forget_in_memory()
+    reads = _Reads(monkeypatch)
+    oi.make_dataset(source, **_options())
+    assert reads.read == 0
+
+
+def test_off_keeps_nothing_on_disk(tmp_path, monkeypatch):
+    monkeypatch.setenv(stage_files.CACHE_ENV, "off")
+    assert stage_files.directory() is None
+    source = _write(tmp_path / "data")
+    oi.make_dataset(source, **_options())
+    monkeypatch.setenv(stage_files.CACHE_ENV, str(tmp_path / "cache"))
+    assert not (tmp_path / "cache").exists()
+
+
+def test_the_default_folder_is_the_users_cache(monkeypatch, tmp_path):
+    monkeypatch.delenv(stage_files.CACHE_ENV)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert stage_files.directory() == os.path.join(tmp_path, "object_input", "stages")
+
+
+def test_the_least_recently_used_files_go_beyond_the_limit(tmp_path, monkeypatch):
+    monkeypatch.setattr(stage_files, "MAX_FILES", 3)
+    oi.make_dataset(_write(tmp_path / "data"), **_options())
+    assert len(_files()) == 3
+
+
+def test_a_dataset_of_read_stages_can_be_made_into_a_function(tmp_path):
+    source = _write(tmp_path / "data")
+    oi.make_dataset(source, **_options())
+    _forget_in_memory()
+    dataset = oi.make_dataset(source, **_options())
+    # What tf.distribute does with a dataset: a function that makes its variant, holding the
+    # definitions of the functions its stages call.
+    function = dataset._trace_variant_creation()
+    names = {f.signature.name for f in function.graph.as_graph_def().library.function}
+    read = [kept.wrapper.function.name.decode() for kept in stages._kept.values()]
+    assert read and set(read) <= names
+
+
+def test_functions_read_twice_share_their_definitions(tmp_path):
+    source = _write(tmp_path / "data")
+    batches = _arrays(oi.make_dataset(source, **_options()))
+    _forget_in_memory()
+    first = oi.make_dataset(source, **_options())
+    _forget_in_memory()
+    second = oi.make_dataset(source, **_options())  # the same names, registered already
+    del first
+    _assert_same(batches, _arrays(second))
+
+
+_PROCESS = textwrap.dedent(
+    """
+    import hashlib, sys
+    import tensorflow as tf
+    import object_input as oi
+    from object_input.tracing import stage_files, stages
+
+    read = []
+    load = stage_files.load
+    stage_files.load = lambda digest: read.append(load(digest) is not None) or load(digest)
+    dataset = oi.make_dataset(
+        sys.argv[1], batch_size=2, shuffle=False, seed=3,
+        augment=[("random_horizontal_flip", {"probability": 0.5}), "random_adjust_brightness"],
+    )
+    digest = hashlib.sha256()
+    for batch in dataset:
+        for name in batch:
+            digest.update(name.encode() + tf.io.serialize_tensor(batch[name]).numpy())
+    print(sum(read), len(read), digest.hexdigest())
+    """
+)
+
+
+@pytest.mark.slow
+def test_a_fresh_process_reads_what_an_earlier_one_wrote(tmp_path):
+    source = _write(tmp_path / "data")
+    env = {**os.environ, stage_files.CACHE_ENV: str(tmp_path / "cache")}
+
+    def run():
+        command = [sys.executable, "-c", _PROCESS, source]
+        done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
+        read, stages_built, digest = done.stdout.split()
+        return int(read), int(stages_built), digest
+
+    first, second = run(), run()
+    assert first[0] == 0 and first[1] >= 10
+    assert second[0] == second[1] == first[1]  # every stage read from disk
+    assert second[2] == first[2]  # bit-identical batches
+    files = os.listdir(tmp_path / "cache")
+    assert len(files) == first[1] and not [f for f in files if f.endswith(".tmp")]
