@@ -117,10 +117,13 @@ def test_another_source_or_option_gets_other_files(tmp_path):
 
 
 def test_the_key_on_disk_changes_with_the_installed_code(monkeypatch):
+    def durable(*parts):
+        return trace_cache.durable_digest(trace_cache.trace_key(parts))
+
     key = trace_cache.trace_key((trace_cache.clear, 1.5, "a"))
     digest = trace_cache.durable_digest(key)
-    assert digest == trace_cache.durable_digest(trace_cache.trace_key((trace_cache.clear, 1.5, "a")))
-    assert digest != trace_cache.durable_digest(trace_cache.trace_key((trace_cache.clear, 1.5)))
+    assert digest == durable(trace_cache.clear, 1.5, "a")
+    assert digest != durable(trace_cache.clear, 1.5) != durable(trace_cache.clear, 1.5, "b")
     monkeypatch.setattr(trace_cache, "_installed", lambda: b"another version of the sources")
     assert trace_cache.durable_digest(key) != digest
 
