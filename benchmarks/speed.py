@@ -34,6 +34,7 @@ medians are reported. The machine may be shared: compare the ratios, not the abs
 from __future__ import annotations
 
 import argparse
+import glob
 import os
 import subprocess
 import sys
@@ -60,6 +61,7 @@ from common import (
 
 import object_input as oi
 from object_input import fields
+from object_input.tracing import stage_files
 
 AUTOTUNE = tf.data.AUTOTUNE
 SIZE = (512, 512)
@@ -331,11 +333,16 @@ def compare(args: argparse.Namespace, pattern: str, files: list[str]) -> None:
 
 
 def cold(args: argparse.Namespace, pattern: str, files: list[str]) -> None:
-    """Build and first-batch time of one pipeline as the first one built in a fresh process."""
+    """Build and first-batch time of one pipeline as the first one built in a fresh process,
+    with the stage functions an earlier process kept on disk (``$OBJECT_INPUT_CACHE``; run it
+    twice on an empty folder to see both) or without."""
+    folder = stage_files.directory()
+    kept = len(glob.glob(os.path.join(folder, "*.stage"))) if folder else 0
     timing = time_stream(pipelines(args, pattern, files)[args.pipeline], args.images)
     print(
         f"{LABELS[args.pipeline]}: built in {timing.build_s:.2f} s, "
-        f"first batch after {timing.first_batch_s:.2f} s"
+        f"first batch after {timing.first_batch_s:.2f} s "
+        f"({kept} stage functions kept on disk in {folder} before)"
     )
 
 

@@ -51,6 +51,8 @@ MAX_FILES = 512
 #: The layout of a file; another layout's files are not read.
 FORMAT = 1
 _SIZE = struct.Struct("<Q")
+# The folders a file could not be written to, warned about once.
+_unwritable: set[str] = set()
 
 
 def directory() -> str | None:
@@ -118,7 +120,9 @@ def save(digest: str, function: Any, graph_def: Any, stage: Any) -> None:
             raise
         _prune(folder)
     except OSError as err:
-        logger.warning("could not keep a stage function in %s: %s", folder, err)
+        if folder not in _unwritable:  # once a folder: a build has about 15 stages
+            _unwritable.add(folder)
+            logger.warning("could not keep stage functions in %s: %s", folder, err)
 
 
 def load(digest: str) -> tuple[Loaded, dict[str, Any]] | None:
@@ -185,9 +189,12 @@ def _entries(folder: str) -> Iterator[os.DirEntry]:
 
 def _prune(folder: str) -> None:
     """Remove the least recently used files beyond :data:`MAX_FILES`."""
-    entries = sorted(_entries(folder), key=lambda entry: entry.stat().st_mtime)
-    for entry in entries[: max(0, len(entries) - MAX_FILES)]:
-        _remove(entry.path)
+    used = []
+    for entry in _entries(folder):
+        with contextlib.suppress(FileNotFoundError):  # another process removed it
+            used.append((entry.stat().st_mtime, entry.path))
+    for _, path in sorted(used)[: max(0, len(used) - MAX_FILES)]:
+        _remove(path)
 
 
 def _remove(path: str) -> None:

@@ -447,7 +447,12 @@ def _describe(part: Any, digest: Any) -> None:
 
 def _durable_text(part: Any) -> str:
     if isinstance(part, _Identity):
-        return "id:" + _durable_name(part.value)
+        value = part.value
+        if isinstance(value, types.FunctionType) and _made_here(value):
+            # A closure counted by identity (what it holds has no key): another one made by
+            # the same code, holding other values, has the same name.
+            raise _Unkeyable(value)
+        return "id:" + _durable_name(value)
     if isinstance(part, type):
         return _type_name(part)
     if isinstance(part, enum.Enum):
@@ -460,6 +465,17 @@ def _durable_text(part: Any) -> str:
             raise _Unkeyable(text)  # an address: another process's differs
         return f"{type(part).__name__}:{text}"
     raise _Unkeyable(type(part))
+
+
+def _code_digest(code: types.CodeType) -> str:
+    """What tells apart two functions defined on one line (two lambdas): their bytecode, the
+    names they use and their constants, nested code by its own digest."""
+    digest = hashlib.blake2b(code.co_code, digest_size=8)
+    for const in code.co_consts:
+        text = _code_digest(const) if isinstance(const, types.CodeType) else repr(const)
+        digest.update(text.encode())
+    digest.update(repr((code.co_names, code.co_varnames, code.co_freevars)).encode())
+    return digest.hexdigest()
 
 
 @functools.lru_cache(maxsize=1024)
@@ -489,7 +505,7 @@ def _durable_name(value: Any) -> str:
         # Where its code is: a function's __module__ may say another (functools.wraps).
         module, path = _code_file(code.co_filename)
         qualname = getattr(code, "co_qualname", code.co_name)  # Python 3.10: co_name
-        name = f"{path}:{qualname}:{code.co_firstlineno}"
+        name = f"{path}:{qualname}:{code.co_firstlineno}:{_code_digest(code)}"
     else:
         module, name = getattr(value, "__module__", None) or "", value.__qualname__
         if "<" in name:

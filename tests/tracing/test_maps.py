@@ -41,7 +41,8 @@ def test_it_gives_what_dataset_map_gives_in_the_same_order(num_parallel_calls):
 
 
 def _marked(dataset: tf.data.Dataset) -> bool:
-    attributes = dataset._map_func.function.function_def.attr
+    (function,) = dataset._functions()
+    attributes = function.function.function_def.attr
     return stages.ONE_DEVICE in attributes and attributes[stages.ONE_DEVICE].b
 
 

@@ -146,6 +146,20 @@ def test_code_from_outside_the_installed_packages_has_no_key_on_disk():
     assert trace_cache.durable_digest((tf.TensorSpec, tf.TensorSpec([2], tf.int64)))
 
 
+def test_closures_of_one_code_are_told_apart_on_disk_by_what_they_hold():
+    # Two closures the package made with one code: keyed by what they hold, never by the name
+    # of their code alone (where what they hold has no key, they have no key on disk).
+    one, other = trace_cache.reused(trace_cache.clear), trace_cache.reused(stages.clear)
+    durable_one = trace_cache.durable_digest(trace_cache.trace_key(one))
+    assert durable_one and durable_one != trace_cache.durable_digest(trace_cache.trace_key(other))
+    assert trace_cache.durable_digest((trace_cache._Identity(one),)) is None
+
+
+def test_two_lambdas_on_one_line_are_told_apart():
+    first, second = (lambda x: x + 1), (lambda x: x + 2)  # noqa: E731
+    assert trace_cache._code_digest(first.__code__) != trace_cache._code_digest(second.__code__)
+
+
 def test_a_stage_of_code_from_elsewhere_is_kept_in_memory_only():
     def fn(x):
         return x + 1
@@ -271,3 +285,13 @@ def test_a_fresh_process_reads_what_an_earlier_one_wrote(tmp_path):
     assert second[2] == first[2]  # bit-identical batches
     files = os.listdir(tmp_path / "cache")
     assert len(files) == first[1] and not [f for f in files if f.endswith(".tmp")]
+
+
+def test_a_folder_that_cannot_be_written_is_warned_about_once(tmp_path, monkeypatch, caplog):
+    (tmp_path / "a file").write_text("not a folder")
+    monkeypatch.setenv(stage_files.CACHE_ENV, str(tmp_path / "a file" / "stages"))
+    source = _write(tmp_path / "data")
+    with caplog.at_level(logging.WARNING, logger=stage_files.__name__):
+        batches = _arrays(oi.make_dataset(source, **_options()))
+    assert caplog.text.count("could not keep stage functions in") == 1
+    assert len(batches) == 3
