@@ -32,6 +32,9 @@ class Namespace(types.SimpleNamespace):
 
     __eq__ = object.__eq__
     __hash__ = object.__hash__
+    # Which namespace a trace ran on is all it depends on (object_input.tracing.trace_cache):
+    # each is a constant of its module.
+    _key_by_identity = True
 
 
 def _tf_map_images(fn: Any, elems: Any, shape: Any) -> tf.Tensor:

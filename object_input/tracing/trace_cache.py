@@ -163,7 +163,7 @@ class _Walk:
             except _Unkeyable:
                 return (kind, _Identity(value))
             return (kind, _Identity(code), closed)
-        if isinstance(value, _BY_IDENTITY):
+        if isinstance(value, _BY_IDENTITY) or getattr(kind, "_key_by_identity", False):
             return (kind, _Identity(value))
         if isinstance(value, _Identity):
             return value  # a part of a key closed over (by the function ``reused`` returns)
@@ -450,9 +450,14 @@ def _durable_text(part: Any) -> str:
         value = part.value
         if isinstance(value, types.FunctionType) and _made_here(value):
             # A closure counted by identity (what it holds has no key): another one made by
-            # the same code, holding other values, has the same name.
-            raise _Unkeyable(value)
-        return "id:" + _durable_name(value)
+            # the same code, holding other values, has the same code. Named only where its
+            # module holds it under its name (a step a decorator made).
+            if not _named(value):
+                raise _Unkeyable(value)
+            return f"named:{value.__module__}:{value.__qualname__}"
+        if isinstance(value, _BY_IDENTITY):
+            return "id:" + _durable_name(value)
+        return "object:" + _module_constant(value)
     if isinstance(part, type):
         return _type_name(part)
     if isinstance(part, enum.Enum):
@@ -465,6 +470,24 @@ def _durable_text(part: Any) -> str:
             raise _Unkeyable(text)  # an address: another process's differs
         return f"{type(part).__name__}:{text}"
     raise _Unkeyable(type(part))
+
+
+def _module_constant(value: Any) -> str:
+    """Where the module of ``value``'s class holds it (an object keyed by identity)."""
+    module = type(value).__module__
+    if module.split(".")[0] == "object_input" and module in sys.modules:
+        for name, held in vars(sys.modules[module]).items():
+            if held is value:
+                return f"{module}:{name}"
+    raise _Unkeyable(value)
+
+
+def _named(fn: types.FunctionType) -> bool:
+    """Whether ``fn``'s module holds ``fn`` itself under its qualified name."""
+    found: Any = sys.modules.get(fn.__module__)
+    for name in fn.__qualname__.split("."):
+        found = getattr(found, name, None)
+    return found is fn and fn.__module__.split(".")[0] == "object_input"
 
 
 def _code_digest(code: types.CodeType) -> str:

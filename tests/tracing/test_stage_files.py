@@ -156,7 +156,7 @@ def test_closures_of_one_code_are_told_apart_on_disk_by_what_they_hold():
 
 
 def test_two_lambdas_on_one_line_are_told_apart():
-    first, second = (lambda x: x + 1), (lambda x: x + 2)  # noqa: E731
+    first, second = (lambda x: x + 1), (lambda x: x + 2)
     assert trace_cache._code_digest(first.__code__) != trace_cache._code_digest(second.__code__)
 
 
