@@ -12,7 +12,7 @@ import tensorflow as tf
 import object_input as oi
 from object_input import fields
 from object_input.ops import _box_geometry as box_geometry
-from object_input.tracing import stages, trace_cache
+from object_input.tracing import stage_files, stages, trace_cache
 from object_input.writers import write_tfrecords
 from object_input.writers.synthetic import synthetic_examples
 
@@ -79,6 +79,12 @@ def _kept():
     return dict(trace_cache._cache)
 
 
+def _forget_stages():
+    """No stage function kept, in memory or on disk: the stages are traced again."""
+    stages.clear()
+    stage_files.clear()
+
+
 def _batches(source, **options):
     return _arrays(_dataset(source, **options))
 
@@ -108,11 +114,11 @@ def test_a_pipeline_is_kept_when_built_again_and_gives_the_same_batches(tmp_path
     first = _batches(source, augment=steps, **options)
     assert not _kept()  # seen once: traced in place
     # The stages' functions kept whole (tracing.stages) would leave nothing to trace again.
-    stages.clear()
+    _forget_stages()
     second = _batches(source, augment=steps, **options)
     kept = _kept()
     assert len(kept) >= 3  # the decoder, each step, the per-example function
-    stages.clear()
+    _forget_stages()
     third = _batches(source, augment=steps, **options)
     assert _kept() == kept
     for batches in (second, third):
@@ -126,7 +132,7 @@ def test_a_pipeline_made_of_kept_traces_runs_after_the_cache_lets_them_go(tmp_pa
     source = _write(tmp_path / "data", seed=1)
     steps = ["random_horizontal_flip", "random_adjust_hue"]
     first = _batches(source, augment=steps)
-    stages.clear()
+    _forget_stages()
     # Built on kept traces: the stage functions kept now hold their imported ops.
     _batches(source, augment=steps)
     assert _kept()
