@@ -401,21 +401,34 @@ def _read_seed(seed: int | None, iteration: tf.Tensor) -> tf.Tensor | None:
     return pass_seed(seed, iteration) if seed is not None else None
 
 
-def keys(progress: Progress) -> tf.data.Dataset:
-    """One element per iterator: its starting place, taken from ``progress`` as it starts, and
-    the records consumed in a re-sharded iteration (:meth:`Progress.consumed`)."""
+def keys(progress: Progress, seed: int | None) -> tf.data.Dataset:
+    """One element per iterator: its starting place, taken from ``progress`` as it starts, the
+    records consumed in a re-sharded iteration (:meth:`Progress.consumed`), and the base of its
+    example seeds: ``seed``'s, or, without one, drawn afresh for each iterator (the only draw
+    from a state: every function after it is stateless, and kept)."""
 
     def begin(_):
         chosen = progress.start()
+        if seed is None:
+            base = tf.random.uniform([], maxval=_SEED_BASES, dtype=tf.int64)
+        else:
+            base = tf.constant(seed & 0x7FFFFFFF, tf.int64)
         with tf.control_dependencies([chosen]):
-            return chosen, progress.consumed()
+            return chosen, progress.consumed(), base
 
     return map_on_cpu(tf.data.Dataset.from_tensors(tf.constant(0, tf.int64)), begin)
 
 
-def pass_seed(seed: int, key: tf.Tensor) -> tf.Tensor:
-    """The int64 seed of iteration ``key`` of a pipeline seeded with ``seed`` (in [0, 2**31))."""
-    return place.folded_seed(tf.constant(seed & 0x7FFFFFFF, tf.int64), key)
+#: An unseeded iterator's base is drawn from [0, 2**31), as a seed's is masked.
+_SEED_BASES = 2**31
+
+
+def pass_seed(seed: int | tf.Tensor, key: tf.Tensor) -> tf.Tensor:
+    """The int64 seed of iteration ``key`` of a pipeline seeded with ``seed`` (in [0, 2**31)),
+    or with a base an iterator drew (a tensor)."""
+    if isinstance(seed, int):
+        seed = tf.constant(seed & 0x7FFFFFFF, tf.int64)
+    return place.folded_seed(seed, key)
 
 
 def attach(dataset: tf.data.Dataset, progress: Progress) -> tf.data.Dataset:
@@ -462,15 +475,16 @@ def seeded_records(
     place, nothing random depends on the process or the parallelism: iteration ``k`` is the
     same in any process.
     """
-    base = seed if seed is not None else 0
     if progress is None:
         # tf.data service workers split the work through the sources at the top of the graph
         # (no function may hold them) and hold no variables: tf.data's own generators then key
-        # each iteration and pass, anew in every process.
-        salts = tf.data.Dataset.random(seed=base, rerandomize_each_iteration=True)
+        # each iteration and pass, anew in every process (and, unseeded, in every iterator).
+        salts = tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True)
         return _with_positions(read(seed).repeat(passes), 0, salts, None)
 
-    def one_iteration(starting_place: tf.Tensor, consumed: tf.Tensor) -> tf.data.Dataset:
+    def one_iteration(
+        starting_place: tf.Tensor, consumed: tf.Tensor, base: tf.Tensor
+    ) -> tf.data.Dataset:
         iteration, restart, seen, delivered = place.unpack(starting_place)
         iteration_seed = pass_seed(base, iteration)
         salts = tf.data.Dataset.from_tensors(iteration_seed).repeat()
@@ -499,7 +513,7 @@ def seeded_records(
         held = map_on_cpu(held, lambda parts, record: (parts[:2], record))
         return held.concatenate(records(seen))
 
-    return stages.flat_map(keys(progress), one_iteration)
+    return stages.flat_map(keys(progress, seed), one_iteration)
 
 
 def _with_positions(

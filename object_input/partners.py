@@ -137,7 +137,6 @@ def combine(
     augment: Augmentation,
     finish: Callable[[Any, Features, int], Features],
     *,
-    use_seed: bool,
     num_parallel_calls: int,
     deterministic: bool,
 ) -> tf.data.Dataset:
@@ -146,8 +145,7 @@ def combine(
     ``dataset`` holds feature dicts after the steps before the first combining step, each with
     its stream seed in :data:`SEED`;
     ``finish(seed, features, start)`` runs the steps from ``start`` after the last combining step
-    and finishes the example. ``use_seed`` False gives the steps no seed (fresh draws); partners
-    are drawn from the example seeds either way.
+    and finishes the example. Partners and the steps draw from the example seeds.
     """
     dataset = map_on_cpu(
         dataset,
@@ -160,13 +158,12 @@ def combine(
 
         @tf.autograph.experimental.do_not_convert
         def run(seed, features, partners, index=index, stop=stop):
-            step_seed: Any = seed if use_seed else None
             placed = {n: v for n, v in features.items() if n in _PLACE}
             features = {n: v for n, v in features.items() if n not in _PLACE}
-            out = augment.combine_step([features, *partners], step_seed, index)
+            out = augment.combine_step([features, *partners], seed, index)
             if stop is None:
-                return {**finish(step_seed, out, index + 1), **placed}
-            return seed, {**augment(out, step_seed, start=index + 1, stop=stop), **placed}
+                return {**finish(seed, out, index + 1), **placed}
+            return seed, {**augment(out, seed, start=index + 1, stop=stop), **placed}
 
         if augment.steps[index][0].prepare is not None:
             dataset = map_on_cpu(

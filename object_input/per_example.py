@@ -33,7 +33,6 @@ class ExampleSteps:
 
     Attributes:
       source, augment, policy: the pipeline's source, steps and error policy.
-      seeded: whether the pipeline has a seed (else the steps draw afresh).
       shard_index: the worker's shard, folded into every example seed.
       deferred: how many leading steps run before decoding (0: decode first).
       trailing: the trailing steps whose pixels are changed on the batch (they start at
@@ -50,7 +49,6 @@ class ExampleSteps:
     source: Source
     augment: Augmentation
     policy: ErrorPolicy
-    seeded: bool
     shard_index: int
     deferred: int
     trailing: DeviceStage | None
@@ -73,9 +71,9 @@ class ExampleSteps:
         ``partners.SEED``."""
         position, salt = seed_parts[:2]
         # The seed is folded here, in the parallel map: a stage of its own would cost every
-        # record a hand-off between threads (docs/performance.md).
-        example_seed = iterations.example_seed(position, salt, self.shard_index)
-        seed = example_seed if self.seeded else None
+        # record a hand-off between threads (docs/performance.md). Without a pipeline seed the
+        # salt comes from a base each iterator draws: the steps draw statelessly either way.
+        seed = example_seed = iterations.example_seed(position, salt, self.shard_index)
         record_id, payload = record[:2]
         features = self.source.decode(record_id, payload, defer_image=self.deferred > 0)
         features = self.policy.flag(features, record_id)
@@ -179,7 +177,6 @@ def plan(
         source=source,
         augment=augment,
         policy=policy,
-        seeded=seed is not None,
         shard_index=shard_index,
         deferred=deferred,
         trailing=trailing,

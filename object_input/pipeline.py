@@ -101,8 +101,9 @@ def make_dataset(
 ) -> tf.data.Dataset:
     """A batched, prefetched dataset of decoded, augmented examples.
 
-    Every example gets a stateless seed derived from the pipeline seed, the iterator's iteration
-    number and its position in the stream, so augmentation does not depend on thread timing;
+    Every example gets a stateless seed derived from the pipeline seed (without one, a base each
+    iterator draws afresh), the iterator's iteration number and its position in the stream, so
+    augmentation does not depend on thread timing;
     the shuffles are keyed by the seed and iteration number too (:mod:`object_input.iterations`,
     and :class:`object_input.SyncEpochs` for Keras).
 
@@ -132,7 +133,8 @@ def make_dataset(
       shuffle_buffer_size: records in the shuffle buffer.
       num_epochs: passes over the data; None repeats forever. Each pass is shuffled with a seed of
         its own: pass p is the same whatever num_epochs is.
-      seed: with a seed, batches are identical run after run whatever the parallelism.
+      seed: with a seed, batches are identical run after run whatever the parallelism; without
+        one, each iterator draws its own.
       label_map: class names to ids for detection records from path sources: a label map file or a
         dict; it names the data's classes too (``class_names``). None: a ``label_map.pbtxt`` beside
         TFRecord files (what the converters write) names the classes.
@@ -332,7 +334,6 @@ def _build_dataset(opts: DatasetOptions) -> tf.data.Dataset:
             dataset,
             steps.augment,
             steps.finish_combined,
-            use_seed=steps.seeded,
             num_parallel_calls=opts.num_parallel_calls,
             deterministic=opts.deterministic,
         )

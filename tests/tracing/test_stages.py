@@ -62,6 +62,20 @@ def test_a_pipeline_built_again_traces_no_stage_and_gives_the_same_batches(tmp_p
     _assert_same(first, _arrays(oi.make_dataset(source, **_options())))
 
 
+def test_an_unseeded_pipeline_is_kept_and_draws_afresh_in_each_iterator(tmp_path):
+    source = _write(tmp_path / "data")
+    options = _options(seed=None, augment=[("random_adjust_brightness", {"max_delta": 0.5})])
+    first = oi.make_dataset(source, **options)
+    ours, theirs = _traces()
+    with ours as marked, theirs as plain:
+        second = oi.make_dataset(source, **options)
+    # Only the stage that draws each iterator's base from TensorFlow's generator is traced.
+    assert marked.call_count == 1 and plain.call_count == 0
+    images = [_arrays(dataset)[0][fields.IMAGE] for dataset in (first, first, second)]
+    assert not np.array_equal(images[0], images[1])
+    assert not np.array_equal(images[0], images[2])
+
+
 def test_a_rebuilt_pipeline_runs_on_its_own_state(tmp_path):
     source = _write(tmp_path / "data")
     options = _options(num_epochs=None)
