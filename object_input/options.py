@@ -242,7 +242,8 @@ DATASET_OPTIONS: tuple[Option, ...] = (
         "seed",
         "int | None",
         None,
-        "with a seed, batches are identical run after run whatever the parallelism.",
+        "with a seed, batches are identical run after run whatever the parallelism; without one, "
+        "each iterator draws its own.",
         Rule(int, optional=True),
         config=True,
     ),

@@ -133,8 +133,8 @@ def make_dataset(
       shuffle_buffer_size: records in the shuffle buffer.
       num_epochs: passes over the data; None repeats forever. Each pass is shuffled with a seed of
         its own: pass p is the same whatever num_epochs is.
-      seed: with a seed, batches are identical run after run whatever the parallelism; without
-        one, each iterator draws its own.
+      seed: with a seed, batches are identical run after run whatever the parallelism; without one,
+        each iterator draws its own.
       label_map: class names to ids for detection records from path sources: a label map file or a
         dict; it names the data's classes too (``class_names``). None: a ``label_map.pbtxt`` beside
         TFRecord files (what the converters write) names the classes.
