@@ -9,35 +9,11 @@ import textwrap
 import numpy as np
 import pytest
 import tensorflow as tf
+from stage_helpers import arrays, assert_same, options, write
 
 import object_input as oi
 from object_input import fields
 from object_input.tracing import maps, stage_files, stages, trace_cache
-from object_input.writers import write_tfrecords
-from object_input.writers.synthetic import synthetic_examples
-
-STEPS = [("random_horizontal_flip", {"probability": 0.5}), "random_adjust_brightness"]
-
-
-def _write(directory, count=6):
-    write_tfrecords(list(synthetic_examples(count, seed=1, max_objects=3)), directory / "t")
-    return str(directory)
-
-
-def _options(**options):
-    return {"batch_size": 2, "shuffle": False, "seed": 3, "augment": STEPS, **options}
-
-
-def _arrays(dataset):
-    return [{name: value.numpy() for name, value in batch.items()} for batch in dataset]
-
-
-def _assert_same(first, second):
-    assert len(first) == len(second)
-    for a, b in zip(first, second, strict=True):
-        assert list(a) == list(b)  # the same fields, in the same order
-        for name in a:
-            np.testing.assert_array_equal(a[name], b[name], err_msg=name)
 
 
 def _files():
@@ -72,31 +48,31 @@ class _Reads:
 
 
 def test_a_pipeline_built_in_a_fresh_state_reads_its_stages_from_disk(tmp_path, monkeypatch):
-    source = _write(tmp_path / "data")
-    first = oi.make_dataset(source, **_options())
-    batches = _arrays(first)
+    source = write(tmp_path / "data")
+    first = oi.make_dataset(source, **options())
+    batches = arrays(first)
     written = _files()
     assert len(written) >= 10  # every stage of the pipeline
     _forget_in_memory()
     reads = _Reads(monkeypatch)
-    again = oi.make_dataset(source, **_options())
+    again = oi.make_dataset(source, **options())
     assert reads.traced == 0 and reads.read == len(written)
     assert again.element_spec == first.element_spec
     assert list(again.element_spec) == list(first.element_spec)
-    _assert_same(batches, _arrays(again))
+    assert_same(batches, arrays(again))
     # Read once, then kept in memory: the next build reads nothing.
-    _arrays(oi.make_dataset(source, **_options()))
+    arrays(oi.make_dataset(source, **options()))
     assert reads.read == len(written)
 
 
 def test_a_changed_parameter_is_never_read_from_another_parameters_file(tmp_path, monkeypatch):
-    source = _write(tmp_path / "data")
+    source = write(tmp_path / "data")
     flip = [("random_horizontal_flip", {"probability": 1.0})]
-    flipped = _arrays(oi.make_dataset(source, **_options(augment=flip, batch_size=None)))
+    flipped = arrays(oi.make_dataset(source, **options(augment=flip, batch_size=None)))
     _forget_in_memory()
     reads = _Reads(monkeypatch)
     unflip = [("random_horizontal_flip", {"probability": 0.0})]
-    unflipped = _arrays(oi.make_dataset(source, **_options(augment=unflip, batch_size=None)))
+    unflipped = arrays(oi.make_dataset(source, **options(augment=unflip, batch_size=None)))
     assert reads.traced >= 1  # the per-example function, and only what depends on the step
     assert reads.read >= 1  # the stages before it: the same as the flipped pipeline's
     for a, b in zip(flipped, unflipped, strict=True):
@@ -104,15 +80,15 @@ def test_a_changed_parameter_is_never_read_from_another_parameters_file(tmp_path
 
 
 def test_another_source_or_option_gets_other_files(tmp_path):
-    one, other = _write(tmp_path / "one"), _write(tmp_path / "other", count=4)
-    oi.make_dataset(one, **_options())
+    one, other = write(tmp_path / "one"), write(tmp_path / "other", count=4)
+    oi.make_dataset(one, **options())
     written = set(_files())
     _forget_in_memory()
-    oi.make_dataset(other, **_options())
+    oi.make_dataset(other, **options())
     assert set(_files()) - written  # the file lists differ: new stages
     _forget_in_memory()
     before = set(_files())
-    oi.make_dataset(one, **_options(max_boxes=5))
+    oi.make_dataset(one, **options(max_boxes=5))
     assert set(_files()) - before
 
 
@@ -171,8 +147,8 @@ def test_a_stage_of_code_from_elsewhere_is_kept_in_memory_only():
 
 
 def test_an_unreadable_file_is_traced_again_and_written_anew(tmp_path, monkeypatch, caplog):
-    source = _write(tmp_path / "data")
-    batches = _arrays(oi.make_dataset(source, **_options()))
+    source = write(tmp_path / "data")
+    batches = arrays(oi.make_dataset(source, **options()))
     folder = stage_files.directory()
     for name in _files():
         with open(os.path.join(folder, name), "r+b") as file:
@@ -180,31 +156,31 @@ def test_an_unreadable_file_is_traced_again_and_written_anew(tmp_path, monkeypat
     _forget_in_memory()
     reads = _Reads(monkeypatch)
     with caplog.at_level(logging.WARNING, logger=stage_files.__name__):
-        again = _arrays(oi.make_dataset(source, **_options()))
+        again = arrays(oi.make_dataset(source, **options()))
     assert reads.read == 0 and reads.traced > 0
     assert "ignoring the unreadable kept stage function" in caplog.text
-    _assert_same(batches, again)
+    assert_same(batches, again)
     _forget_in_memory()
     reads.read = 0
-    _arrays(oi.make_dataset(source, **_options()))
+    arrays(oi.make_dataset(source, **options()))
     assert reads.read == len(_files())
 
 
 def test_a_file_of_another_format_is_not_read(tmp_path, monkeypatch):
-    source = _write(tmp_path / "data")
-    oi.make_dataset(source, **_options())
+    source = write(tmp_path / "data")
+    oi.make_dataset(source, **options())
     monkeypatch.setattr(stage_files, "FORMAT", stage_files.FORMAT + 1)
     _forget_in_memory()
     reads = _Reads(monkeypatch)
-    oi.make_dataset(source, **_options())
+    oi.make_dataset(source, **options())
     assert reads.read == 0
 
 
 def test_off_keeps_nothing_on_disk(tmp_path, monkeypatch):
     monkeypatch.setenv(stage_files.CACHE_ENV, "off")
     assert stage_files.directory() is None
-    source = _write(tmp_path / "data")
-    oi.make_dataset(source, **_options())
+    source = write(tmp_path / "data")
+    oi.make_dataset(source, **options())
     monkeypatch.setenv(stage_files.CACHE_ENV, str(tmp_path / "cache"))
     assert not (tmp_path / "cache").exists()
 
@@ -217,15 +193,15 @@ def test_the_default_folder_is_the_users_cache(monkeypatch, tmp_path):
 
 def test_the_least_recently_used_files_go_beyond_the_limit(tmp_path, monkeypatch):
     monkeypatch.setattr(stage_files, "MAX_FILES", 3)
-    oi.make_dataset(_write(tmp_path / "data"), **_options())
+    oi.make_dataset(write(tmp_path / "data"), **options())
     assert len(_files()) == 3
 
 
 def test_a_dataset_of_read_stages_can_be_made_into_a_function(tmp_path):
-    source = _write(tmp_path / "data")
-    oi.make_dataset(source, **_options())
+    source = write(tmp_path / "data")
+    oi.make_dataset(source, **options())
     _forget_in_memory()
-    dataset = oi.make_dataset(source, **_options())
+    dataset = oi.make_dataset(source, **options())
     # What tf.distribute does with a dataset: a function that makes its variant, holding the
     # definitions of the functions its stages call.
     function = dataset._trace_variant_creation()
@@ -235,14 +211,14 @@ def test_a_dataset_of_read_stages_can_be_made_into_a_function(tmp_path):
 
 
 def test_functions_read_twice_share_their_definitions(tmp_path):
-    source = _write(tmp_path / "data")
-    batches = _arrays(oi.make_dataset(source, **_options()))
+    source = write(tmp_path / "data")
+    batches = arrays(oi.make_dataset(source, **options()))
     _forget_in_memory()
-    first = oi.make_dataset(source, **_options())
+    first = oi.make_dataset(source, **options())
     _forget_in_memory()
-    second = oi.make_dataset(source, **_options())  # the same names, registered already
+    second = oi.make_dataset(source, **options())  # the same names, registered already
     del first
-    _assert_same(batches, _arrays(second))
+    assert_same(batches, arrays(second))
 
 
 _PROCESS = textwrap.dedent(
@@ -270,7 +246,7 @@ _PROCESS = textwrap.dedent(
 
 @pytest.mark.slow
 def test_a_fresh_process_reads_what_an_earlier_one_wrote(tmp_path):
-    source = _write(tmp_path / "data")
+    source = write(tmp_path / "data")
     env = {**os.environ, stage_files.CACHE_ENV: str(tmp_path / "cache")}
 
     def run():
@@ -290,8 +266,8 @@ def test_a_fresh_process_reads_what_an_earlier_one_wrote(tmp_path):
 def test_a_folder_that_cannot_be_written_is_warned_about_once(tmp_path, monkeypatch, caplog):
     (tmp_path / "a file").write_text("not a folder")
     monkeypatch.setenv(stage_files.CACHE_ENV, str(tmp_path / "a file" / "stages"))
-    source = _write(tmp_path / "data")
+    source = write(tmp_path / "data")
     with caplog.at_level(logging.WARNING, logger=stage_files.__name__):
-        batches = _arrays(oi.make_dataset(source, **_options()))
+        batches = arrays(oi.make_dataset(source, **options()))
     assert caplog.text.count("could not keep stage functions in") == 1
     assert len(batches) == 3

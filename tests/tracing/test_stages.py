@@ -6,37 +6,13 @@ from unittest import mock
 import numpy as np
 import pytest
 import tensorflow as tf
+from stage_helpers import arrays, assert_same, options, write
 from tensorflow.python.data.ops import structured_function
 
 import object_input as oi
 from object_input import fields, iterations
 from object_input.reliability import skips
 from object_input.tracing import stages, trace_cache
-from object_input.writers import write_tfrecords
-from object_input.writers.synthetic import synthetic_examples
-
-STEPS = [("random_horizontal_flip", {"probability": 0.5}), "random_adjust_brightness"]
-
-
-def _write(directory, seed=1, count=6):
-    write_tfrecords(list(synthetic_examples(count, seed=seed, max_objects=3)), directory / "t")
-    return str(directory)
-
-
-def _options(**options):
-    return {"batch_size": 2, "shuffle": False, "seed": 3, "augment": STEPS, **options}
-
-
-def _arrays(dataset):
-    return [{name: value.numpy() for name, value in batch.items()} for batch in dataset]
-
-
-def _assert_same(first, second):
-    assert len(first) == len(second)
-    for a, b in zip(first, second, strict=True):
-        assert a.keys() == b.keys()
-        for name in a:
-            np.testing.assert_array_equal(a[name], b[name], err_msg=name)
 
 
 def _traces():
@@ -48,82 +24,80 @@ def _traces():
 
 
 def test_a_pipeline_built_again_traces_no_stage_and_gives_the_same_batches(tmp_path):
-    source = _write(tmp_path / "data")
-    first = _arrays(oi.make_dataset(source, **_options()))
+    source = write(tmp_path / "data")
+    first = arrays(oi.make_dataset(source, **options()))
     assert stages._kept
     ours, theirs = _traces()
     with ours as marked, theirs as plain:
-        again = oi.make_dataset(source, **_options())
+        again = oi.make_dataset(source, **options())
     assert marked.call_count == 0 and plain.call_count == 0
-    _assert_same(first, _arrays(again))
+    assert_same(first, arrays(again))
     # Without the kept functions, as in a fresh process: the same batches.
     stages.clear()
     trace_cache.clear()
-    _assert_same(first, _arrays(oi.make_dataset(source, **_options())))
+    assert_same(first, arrays(oi.make_dataset(source, **options())))
 
 
 def test_an_unseeded_pipeline_is_kept_and_draws_afresh_in_each_iterator(tmp_path):
-    source = _write(tmp_path / "data")
-    options = _options(seed=None, augment=[("random_adjust_brightness", {"max_delta": 0.5})])
-    first = oi.make_dataset(source, **options)
+    source = write(tmp_path / "data")
+    chosen = options(seed=None, augment=[("random_adjust_brightness", {"max_delta": 0.5})])
+    first = oi.make_dataset(source, **chosen)
     ours, theirs = _traces()
     with ours as marked, theirs as plain:
-        second = oi.make_dataset(source, **options)
+        second = oi.make_dataset(source, **chosen)
     # Only the stage that draws each iterator's base from TensorFlow's generator is traced.
     assert marked.call_count == 1 and plain.call_count == 0
-    images = [_arrays(dataset)[0][fields.IMAGE] for dataset in (first, first, second)]
+    images = [arrays(dataset)[0][fields.IMAGE] for dataset in (first, first, second)]
     assert not np.array_equal(images[0], images[1])
     assert not np.array_equal(images[0], images[2])
 
 
 def test_a_rebuilt_pipeline_runs_on_its_own_state(tmp_path):
-    source = _write(tmp_path / "data")
-    options = _options(num_epochs=None)
-    first = oi.make_dataset(source, **options)
-    second = oi.make_dataset(source, **options)
+    source = write(tmp_path / "data")
+    chosen = options(num_epochs=None)
+    first = oi.make_dataset(source, **chosen)
+    second = oi.make_dataset(source, **chosen)
     batches = iter(second)
     next(batches), next(batches)
     assert iterations.progress_of(second).state().numpy().tolist() == [0, 4, 4]
     assert iterations.progress_of(first).state().numpy().tolist() == [0, 0, 0]
     # The first pipeline, read now, starts at its own beginning: the same batches.
-    _assert_same(_arrays(first.take(2)), _arrays(oi.make_dataset(source, **options).take(2)))
+    assert_same(arrays(first.take(2)), arrays(oi.make_dataset(source, **chosen).take(2)))
 
 
 def test_a_rebuilt_pipeline_counts_its_own_skips(tmp_path):
-    source = _write(tmp_path / "data")
+    source = write(tmp_path / "data")
     with open(tmp_path / "data" / "t-00000-of-00001.tfrecord", "r+b") as file:
         file.seek(-7, 2)
         file.truncate()
-    options = _options(on_error="skip", augment=[])
-    first = oi.make_dataset(source, **options)
-    second = oi.make_dataset(source, **options)
-    assert len(_arrays(second)) == 3  # five of six records read, in batches of two
+    chosen = options(on_error="skip", augment=[])
+    first = oi.make_dataset(source, **chosen)
+    second = oi.make_dataset(source, **chosen)
+    assert len(arrays(second)) == 3  # five of six records read, in batches of two
     counts = skips.counter_of(second).counts.numpy()
     assert counts[0] == 5 and counts[1:].sum() == 1
     assert skips.counter_of(first).counts.numpy().sum() == 0
 
 
 def test_a_file_changed_between_builds_is_read_as_it_is_now(tmp_path):
-    source = _write(tmp_path / "data")
-    assert len(_arrays(oi.make_dataset(source, **_options(augment=[])))) == 3
+    source = write(tmp_path / "data")
+    assert len(arrays(oi.make_dataset(source, **options(augment=[])))) == 3
     path = tmp_path / "data" / "t-00000-of-00001.tfrecord"
     size = path.stat().st_size
     with open(path, "r+b") as file:
         file.truncate(size - 7)
     # The file's size as its reader must find it is the new build's own.
     with pytest.raises(tf.errors.InvalidArgumentError, match=r"t-00000-of-00001\.tfrecord"):
-        _arrays(oi.make_dataset(source, **_options(augment=[])))
+        arrays(oi.make_dataset(source, **options(augment=[])))
 
 
 def test_a_changed_parameter_traces_what_it_changes(tmp_path):
-    source = _write(tmp_path / "data")
-    unflipped = _arrays(oi.make_dataset(source, **_options(augment=[_flip(0.0)], batch_size=None)))
+    source = write(tmp_path / "data")
+    unflipped = arrays(oi.make_dataset(source, **options(augment=[_flip(0.0)], batch_size=None)))
     kept = set(stages._kept)
     ours, theirs = _traces()
     with ours as marked, theirs:
-        flipped = _arrays(
-            oi.make_dataset(source, **_options(augment=[_flip(1.0)], batch_size=None))
-        )
+        flipped = arrays(oi.make_dataset(source, **options(augment=[_flip(1.0)], batch_size=None)))
     assert marked.call_count >= 1  # the per-example function
     assert set(stages._kept) > kept
     for a, b in zip(unflipped, flipped, strict=True):
