@@ -103,17 +103,17 @@ def _handles(state: Any) -> list[Any]:
     return [state]  # an eager tensor
 
 
-def _lookup(key: Any, digest: str | None, states: list[Any]) -> tuple[Kept, list[Any]] | None:
-    """The function kept under ``key`` (in memory, else on disk under ``digest``) and its
-    captured inputs from ``states``."""
+def _lookup(key: Any, states: list[Any]) -> tuple[Kept, list[Any]] | None:
+    """The function kept in memory under ``key`` and its captured inputs from ``states``."""
     with _lock:
         kept = _kept.get(key)
-        if kept is not None:
-            _kept.move_to_end(key)
-    if kept is None and digest is not None:
-        kept = _read(key, digest, states)
-    if kept is None:
-        return None
+        if kept is None:
+            return None
+        _kept.move_to_end(key)
+    return _fed(kept, states)
+
+
+def _fed(kept: Kept, states: list[Any]) -> tuple[Kept, list[Any]]:
     return kept, [_handles(states[number])[index] for number, index in kept.places]
 
 
@@ -209,10 +209,14 @@ def stage(
     if walked is None:
         return build()[0]
     key, states = walked
-    digest = None if stage_files.directory() is None else trace_cache.durable_digest(key)
-    found = _lookup(key, digest, states)
+    found = _lookup(key, states)
     if found is not None:
         return make(*found)
+    # Only a stage not kept in memory needs the key's digest (a warm build walks no further).
+    digest = None if stage_files.directory() is None else trace_cache.durable_digest(key)
+    read = None if digest is None else _read(key, digest, states)
+    if read is not None:
+        return make(*_fed(read, states))
     built, wrapper, extra = build()
     if wrapper is not None:
         _keep(key, digest, states, wrapper, built.element_spec, **extra)

@@ -195,6 +195,28 @@ def test_the_least_recently_used_files_go_beyond_the_limit(tmp_path, monkeypatch
     monkeypatch.setattr(stage_files, "MAX_FILES", 3)
     oi.make_dataset(write(tmp_path / "data"), **options())
     assert len(_files()) == 3
+    folder = stage_files.directory()
+    by_use = [*_files(), "d.stage", "e.stage"]
+    for used, name in enumerate(by_use):
+        path = os.path.join(folder, name)
+        open(path, "ab").close()
+        os.utime(path, (used, used))  # the order of their last use
+    stage_files._prune(folder)
+    assert _files() == sorted(by_use[-3:])
+
+
+def test_a_stage_kept_in_memory_computes_no_digest(tmp_path, monkeypatch):
+    source = write(tmp_path / "data")
+    oi.make_dataset(source, **options())
+    digests = []
+    durable = trace_cache.durable_digest
+    monkeypatch.setattr(
+        trace_cache, "durable_digest", lambda key: digests.append(key) or durable(key)
+    )
+    assert_same(
+        arrays(oi.make_dataset(source, **options())), arrays(oi.make_dataset(source, **options()))
+    )
+    assert digests == []
 
 
 def test_a_dataset_of_read_stages_can_be_made_into_a_function(tmp_path):
