@@ -9,8 +9,9 @@
    and functions of its traced graph (every map, filter and branch function), and the CPU
    seconds of the build (Python tracing), ``iter()`` (the runtime instantiating and optimizing
    the functions) and the first ``next()``, medians of ``--builds`` warm builds, and their
-   total against the floor's; "standard, step changed" builds the standard pipeline with one
-   step's parameter changed each time (the notebook loop); "buffer 16" and "num_epochs=1" are
+   total against the floor's; "standard, step changed" builds the standard pipeline with the
+   brightness's ``max_delta`` (tunable) changed each time (the notebook loop), "crop changed"
+   with the crop's ``overlap_thresh`` (traced with); "buffer 16" and "num_epochs=1" are
    the standard pipeline as one exploring might ask for it.
 3. The same for no steps and standard with the TFRecord source not marking what it cannot
    read, so that ``make_dataset`` catches op errors per window of records
@@ -138,18 +139,13 @@ def first_batch_cpu(make: Callable[[], tf.data.Dataset], builds: int) -> tuple[f
     return tuple(statistics.median(column) for column in zip(*rows, strict=True))
 
 
-def changed_step(pattern: str) -> Callable[[], tf.data.Dataset]:
-    """The standard pipeline, its brightness ``max_delta`` different at every build."""
+def changed_step(pattern: str, step: str, param: str, base: float) -> Callable[[], tf.data.Dataset]:
+    """The standard pipeline, ``step``'s ``param`` different at every build (from ``base``)."""
     builds = iter(range(1, 1_000_000))
 
     def make() -> tf.data.Dataset:
-        delta = 0.1 + next(builds) * 1e-4
-        steps = [
-            ("random_adjust_brightness", {"max_delta": delta})
-            if step == "random_adjust_brightness"
-            else step
-            for step in speed.STANDARD_STEPS
-        ]
+        value = base + next(builds) * 1e-4
+        steps = [(name, {param: value}) if name == step else name for name in speed.STANDARD_STEPS]
         return speed.standard_dataset(pattern, 8, steps=steps)
 
     return make
@@ -187,8 +183,14 @@ def main() -> None:
             "floor": lambda files=files: speed.floor_dataset(files, 8),
             "make_dataset, no steps": no_steps,
             "standard": standard,
-            # The notebook loop: each build with one step's parameters changed.
-            "standard, step changed": changed_step(pattern),
+            # The notebook loop: each build with one step's parameters changed, a tunable one
+            # (fed to the kept functions) or one the functions are traced with.
+            "standard, step changed": changed_step(
+                pattern, "random_adjust_brightness", "max_delta", 0.1
+            ),
+            "standard, crop changed": changed_step(
+                pattern, "random_crop_image", "overlap_thresh", 0.3
+            ),
             # What a user exploring can ask for: the first batch without a whole pass read.
             "standard, buffer 16": functools.partial(
                 speed.standard_dataset, pattern, 8, shuffle_buffer_size=16

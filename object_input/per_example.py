@@ -136,7 +136,7 @@ class ExampleSteps:
         """Step ``index`` (with its usual seed) given ``image_size`` as its output size."""
         spec, params = self.augment.steps[index]
         sized = {**params, spec.output_size: tuple(self.image_size)}
-        return spec.fn(features, seed=self.augment.step_seed(seed, index), **sized)
+        return spec.run(features, self.augment.step_seed(seed, index), sized)
 
     def _batches(self, features: dict) -> bool:
         """Whether the trailing steps' pixels go to the batch: on the device always; in the

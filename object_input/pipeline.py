@@ -310,9 +310,12 @@ def _build_dataset(opts: DatasetOptions) -> tf.data.Dataset:
             reproducible=opts.deterministic and (opts.seed is not None or not opts.shuffle),
         )
         progress = iterations.Progress(opts.reading.num_shards, opts.reading.shard_index, reads)
+    # Tunable parameters as variables: a rebuild with one changed runs the kept functions. Not
+    # on service workers, nor for a device stage, which other Keras backends run.
+    tuned = local and opts.trailing_steps != "device"
     steps = per_example.plan(
         opts.source,
-        opts.augment,
+        opts.augment.tuned() if tuned else opts.augment,
         policy,
         seed=opts.seed,
         shard_index=opts.reading.shard_index,

@@ -31,6 +31,7 @@ _STEPS = re.compile(r"<!-- steps -->\n(.*?)<!-- /steps -->\n", re.S)
 _SECTIONS = re.compile(r"<!-- sections -->\n(.*?)<!-- /sections -->\n", re.S)
 _HEADINGS = re.compile(r"^###\s+`?(\w+)`?\s*$", re.M)
 _ROLE = re.compile(r":\w+:`~?([\w.]+)`")
+_TUNABLE = "performance.md#tunable-parameters"
 _HEADER = "| parameter | type | default | allowed | meaning |\n|---|---|---|---|---|\n"
 
 
@@ -125,19 +126,24 @@ def parameter_table(spec: StepSpec, meanings: Mapping[str, str]) -> str:
         )
     together = getattr(spec.validate, "rule", None)
     note = f"\nTogether: {together}.\n" if together else ""
+    if spec.tunable:
+        names = ", ".join(f"`{name}`" for name in spec.tunable)
+        note += f"\nTunable ([changed without tracing again]({_TUNABLE})): {names}.\n"
     return _HEADER + "".join(rows) + note
 
 
 def steps_table() -> str:
-    """The table of every registered step: name, kind, parameters with defaults."""
-    rows = ["| step | kind | parameters (defaults) |\n", "|---|---|---|\n"]
+    """The table of every registered step: name, kind, parameters with defaults, the
+    tunable ones."""
+    rows = ["| step | kind | parameters (defaults) | tunable |\n", "|---|---|---|---|\n"]
     for name in registered_steps():
         spec = get_step(name)
         params = ", ".join(
             f"{p} (required)" if d is inspect.Parameter.empty else f"{p}={d!r}"
             for p, d in spec.defaults.items()
         )
-        rows.append(f"| `{name}` | {spec.kind} | {_cell(params) or '–'} |\n")
+        tunable = ", ".join(spec.tunable) or "–"
+        rows.append(f"| `{name}` | {spec.kind} | {_cell(params) or '–'} | {tunable} |\n")
     return "".join(rows)
 
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+import tensorflow as tf
 
 from object_input.ops import _core as core
 from object_input.ops._registry import ConfigError, StepSpec, get_step
@@ -50,12 +53,30 @@ class Augmentation:
     steps before it unchanged.
     """
 
+    # A tuned copy's parameters as given (:meth:`as_config`): its traces read the variables
+    # in their place, so its key (tracing.trace_cache) must not hold their values.
+    _untraced = frozenset({"_given"})
+
     def __init__(self, steps: Iterable[StepLike] = ()):
         self.steps: list[tuple[StepSpec, dict[str, Any]]] = []
+        self._given: list[tuple[StepSpec, dict[str, Any]]] | None = None
         for position, step in enumerate(steps):
             name, params = normalize_step(step, position)
             spec = get_step(name)
             self.steps.append((spec, spec.resolve(params)))
+
+    def tuned(self) -> Augmentation:
+        """A copy whose steps' ``tunable`` parameters (``register_step``) are float32
+        variables on the CPU, holding their values: functions traced with it read the
+        variables, so a copy tuned from other values runs them as they are (a pipeline built
+        again with a brightness or a probability changed traces nothing)."""
+        tuned = copy.copy(self)
+        tuned._given = self._given or self.steps
+        with tf.init_scope(), tf.device("/CPU:0"):
+            tuned.steps = [
+                (spec, {**params, **_variables(spec, params)}) for spec, params in tuned._given
+            ]
+        return tuned
 
     def __len__(self) -> int:
         return len(self.steps)
@@ -78,14 +99,14 @@ class Augmentation:
                 )
             # Traced once per step and parameters in a process: a pipeline built again with
             # one step changed traces that step alone.
-            step = trace_cache.reused(functools.partial(spec.fn, **params))
+            step = trace_cache.reused(functools.partial(spec.run, params=params))
             features = step(features, seed=self.step_seed(seed, index))
         return features
 
     def combine_step(self, examples: Sequence[core.Features], seed: Any, index: int) -> Any:
         """Run the combining step ``index`` on ``examples`` (the example first, then partners)."""
         spec, params = self.steps[index]
-        return spec.fn(list(examples), seed=self.step_seed(seed, index), **params)
+        return spec.run(list(examples), self.step_seed(seed, index), params)
 
     def prepare_step(self, features: core.Features, index: int) -> core.Features:
         """One example as the combining step ``index`` prepares each of its examples before
@@ -108,4 +129,12 @@ class Augmentation:
 
     def as_config(self) -> list[dict[str, dict[str, Any]]]:
         """The resolved steps as ``[{name: params}, ...]`` (every default filled in)."""
-        return [{spec.name: dict(params)} for spec, params in self.steps]
+        return [{spec.name: dict(params)} for spec, params in self._given or self.steps]
+
+
+def _variables(spec: StepSpec, params: Mapping[str, Any]) -> dict[str, tf.Variable]:
+    """A variable for each of the step's ``tunable`` parameters, named after both."""
+    return {
+        name: tf.Variable(params[name], dtype=tf.float32, trainable=False, name=name)
+        for name in spec.tunable
+    }

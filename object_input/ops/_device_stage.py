@@ -201,8 +201,11 @@ class DeviceStage:
         """``(fused, steps)`` in order: neighbouring colour steps of an RGB batch together, to
         run as one compiled colour pass (``fused``), every other step alone."""
         groups: list[tuple[bool, list[tuple[int, StepSpec, dict[str, Any]]]]] = []
-        for step in self.steps:
-            fuses = step[1].device.fuses and channels == 3
+        for index, spec, params in self.steps:
+            # The pixel work reads no tunable parameter: keyed without them, its compiled
+            # functions serve every value (and hold no pipeline's variables).
+            step = (index, spec, spec.fixed(params))
+            fuses = spec.device.fuses and channels == 3
             if fuses and groups and groups[-1][0]:
                 groups[-1][1].append(step)
             else:

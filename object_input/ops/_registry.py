@@ -42,9 +42,9 @@ class StepSpec:
     without moving or dropping boxes. A test runs every registered step and holds it to all three.
 
     The other facts are those other stages read (see :func:`register_step`): ``deferral``,
-    ``output_size``, ``prepare``, ``od_api_fields``, ``demo_params``, ``draw`` and ``device``.
-    With a ``draw``, ``fn`` is the public step, which draws, and ``apply(features, drawn,
-    **params)`` the function registered: the step's work on one example given the draw.
+    ``output_size``, ``prepare``, ``od_api_fields``, ``demo_params``, ``draw``, ``device`` and
+    ``tunable``. With a ``draw``, ``fn`` is the public step, which draws, and ``apply(features,
+    drawn, **params)`` the function registered: the step's work on one example given the draw.
     """
 
     name: str
@@ -66,6 +66,7 @@ class StepSpec:
     draw: Any = None
     apply: Callable[..., dict] | None = None
     device: Any = None
+    tunable: tuple[str, ...] = ()
 
     def resolve(self, params: Mapping[str, Any] | None) -> dict[str, Any]:
         """Validate ``params`` and return them merged over the defaults."""
@@ -91,6 +92,20 @@ class StepSpec:
             raise ConfigError(f"step {self.name!r}: parameter {missing[0]!r} is required")
         _check_together(self.name, self.validate, resolved)
         return resolved
+
+    def run(self, features: dict, seed: Any, params: Mapping[str, Any]) -> dict:
+        """The step on ``params`` as :meth:`resolve` gave them (checked there, not again): a
+        step with a draw draws, then applies, so that its ``tunable`` parameters may be float32
+        tensors (a pipeline's variables)."""
+        if self.draw is None:
+            return self.fn(features, seed=seed, **params)
+        assert self.apply is not None
+        return self.apply(features, self.draw.sample(features, seed, **params), **params)
+
+    def fixed(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """``params`` without the ``tunable`` ones: all that the step's apply, device form and
+        structure (parameter count, fused parts, blockers) may read."""
+        return {name: value for name, value in params.items() if name not in self.tunable}
 
     def read_fields(self) -> tuple[str, ...]:
         """The fields the step may read, with :data:`PER_BOX` and :data:`MOVED` expanded."""
@@ -128,6 +143,9 @@ def _expand(names: Sequence[str]) -> tuple[str, ...]:
 
 _STEPS: dict[str, StepSpec] = {}
 
+# What a tunable parameter may be: a float32 scalar or pair, as a variable holds it.
+_TUNABLE_HINTS = (float, tuple[float, float])
+
 KINDS = ("color", "geometry", "label", "image")
 # How a step runs before its image is decoded (object_input.decoders.deferred_image): "view" only
 # moves the window to decode, "crop" narrows it (a deferred decode pays off only for a crop).
@@ -150,6 +168,7 @@ def register_step(
     demo_params: Mapping[str, Any] | None = None,
     draw: Any = None,
     device: Any = None,
+    tunable: Sequence[str] = (),
 ) -> Callable[[Callable[..., dict]], Callable[..., dict]]:
     """Decorator registering an op as a config step.
 
@@ -188,6 +207,11 @@ def register_step(
       (``make_dataset(trailing_steps="batched")``, the default, or ``"device"``), the draw
       taken per example; a colour step's device form with ``fused`` parts runs in the batch's
       compiled colour pass.
+    - ``tunable``: float parameters (numbers, or pairs of numbers) that only the ``draw``
+      reads, as tensors: the apply, the device form and its structure never read them. A
+      pipeline feeds them to its functions as variables, so that one built again with only
+      these changed (the notebook loop) runs the functions traced before
+      (:mod:`object_input.tracing.stages`) instead of tracing them again.
     """
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
@@ -206,6 +230,8 @@ def register_step(
         )
     if draw is not None and examples > 1:
         raise ValueError("draw applies to steps of one example (examples == 1) only")
+    if tunable and draw is None:
+        raise ValueError("tunable parameters are read by the draw alone: declare draw= too")
 
     def decorate(fn: Callable[..., dict]) -> Callable[..., dict]:
         step_name = name or fn.__name__
@@ -234,6 +260,14 @@ def register_step(
             raise TypeError(
                 f"op {step_name!r}: output_size names unknown parameter {output_size!r}"
             )
+        for param in tunable:
+            if param not in params:
+                raise TypeError(f"op {step_name!r}: tunable names unknown parameter {param!r}")
+            if hints.get(param) not in _TUNABLE_HINTS:
+                raise TypeError(
+                    f"op {step_name!r}: tunable parameter {param!r} must be declared float or "
+                    f"tuple[float, float], got {hints.get(param)!r}"
+                )
         op = fn
         if draw is not None:
 
@@ -275,6 +309,7 @@ def register_step(
             draw=draw,
             apply=fn if draw is not None else None,
             device=device,
+            tunable=tuple(tunable),
         )
         return op
 

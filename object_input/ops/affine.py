@@ -197,6 +197,7 @@ _DEVICE_WARP = device.DeviceStep(_warp_batch, size=6, fidelity="distribution", b
     output_size="output_size",
     draw=_warp_draw(_rotation_matrix),
     device=_DEVICE_WARP,
+    tunable=("max_angle", "probability"),
 )
 def random_rotation(
     features: core.Features,
@@ -245,6 +246,7 @@ def random_rotation(
     output_size="output_size",
     draw=_warp_draw(_affine_matrix),
     device=_DEVICE_WARP,
+    tunable=("max_rotation", "max_shear", "max_translation", "scale_range"),
 )
 def random_affine(
     features: core.Features,

@@ -458,6 +458,7 @@ def _distort_parts(params: Mapping[str, Any]) -> tuple[tuple[fused.ColorPart, st
     checks={"max_delta": non_negative},
     draw=BRIGHTNESS.as_draw(_BRIGHTNESS_PARTS),
     device=_device(BRIGHTNESS, _BRIGHTNESS_PARTS),
+    tunable=("max_delta",),
 )
 def random_adjust_brightness(
     features: core.Features, drawn: draws.Drawn, *, max_delta: float = 0.2
@@ -476,6 +477,7 @@ _FACTOR_CHECKS = {"min_delta": non_negative, "max_delta": non_negative}
     validate=ordered(("min_delta", "max_delta")),
     draw=CONTRAST.as_draw(_CONTRAST_PARTS),
     device=_device(CONTRAST, _CONTRAST_PARTS),
+    tunable=("min_delta", "max_delta"),
 )
 def random_adjust_contrast(
     features: core.Features, drawn: draws.Drawn, *, min_delta: float = 0.8, max_delta: float = 1.25
@@ -490,6 +492,7 @@ def random_adjust_contrast(
     checks={"max_delta": in_range(0.0, 0.5)},
     draw=HUE.as_draw(_HUE_PARTS),
     device=_device(HUE, _HUE_PARTS),
+    tunable=("max_delta",),
 )
 def random_adjust_hue(
     features: core.Features, drawn: draws.Drawn, *, max_delta: float = 0.02
@@ -505,6 +508,7 @@ def random_adjust_hue(
     validate=ordered(("min_delta", "max_delta")),
     draw=SATURATION.as_draw(_SATURATION_PARTS),
     device=_device(SATURATION, _SATURATION_PARTS),
+    tunable=("min_delta", "max_delta"),
 )
 def random_adjust_saturation(
     features: core.Features, drawn: draws.Drawn, *, min_delta: float = 0.8, max_delta: float = 1.25
@@ -538,6 +542,7 @@ def random_distort_color(
     demo_params={"probability": 1.0},
     draw=TO_GRAY.as_draw(_TO_GRAY_PARTS),
     device=_device(TO_GRAY, _TO_GRAY_PARTS),
+    tunable=("probability",),
 )
 def random_rgb_to_gray(
     features: core.Features, drawn: draws.Drawn, *, probability: float = 0.1

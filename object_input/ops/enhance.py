@@ -84,7 +84,7 @@ def _uniform(param: str, key: str) -> Callable[..., draws.Drawn]:
     """A ``value`` drawing ``key`` U(``params[param]``), the draw of sharpness and solarize."""
 
     def value(draw_seed, **params):
-        low, high = params[param]
+        low, high = params[param][0], params[param][1]  # a pair, or a tuned variable
         return {key: core.uniform(draw_seed, low, high)}
 
     return value
@@ -99,8 +99,8 @@ def _device_gated(
     """The batched form of a gated step: ``change(images, drawn, xp, **params)`` (``drawn`` the
     ``size`` values after the gate, ``[B, size]``) where the gate fired."""
 
-    def apply(images, parameters, xp=TENSORFLOW, *, probability, **params):
-        del probability
+    def apply(images, parameters, xp=TENSORFLOW, **params):
+        params.pop("probability", None)  # the gate's, drawn per example (tunable)
         changed = change(images, parameters[:, 1:], xp, **params)
         return xp.where(device.fires(parameters), changed, images)
 
@@ -249,6 +249,7 @@ def _blur_batch(images, drawn, xp, *, sigma_range):
     demo_params={"probability": 1.0},
     draw=_gated_draw(_draw_sigma, _sigma_fractions),
     device=_device_gated(_blur_batch, 2),
+    tunable=("probability",),
 )
 def random_gaussian_blur(
     features: core.Features,
@@ -274,6 +275,7 @@ def random_gaussian_blur(
     demo_params={"probability": 1.0},
     draw=_gated_draw(_uniform("factor_range", "factor")),
     device=_device_gated(_on_color_per_image("random_sharpness", device.sharpness), 1),
+    tunable=("factor_range", "probability"),
 )
 def random_sharpness(
     features: core.Features,
@@ -308,6 +310,7 @@ def _draw_bits(draw_seed, *, bits_range, **params):
     demo_params={"probability": 1.0, "bits_range": (2, 3)},
     draw=_gated_draw(_draw_bits),
     device=_device_gated(_on_color_per_image("random_posterize", autoaugment_ops.posterize), 1),
+    tunable=("probability",),
 )
 def random_posterize(
     features: core.Features,
@@ -343,6 +346,7 @@ def random_posterize(
     demo_params={"probability": 1.0, "threshold_range": (50.0, 60.0)},
     draw=_gated_draw(_uniform("threshold_range", "threshold")),
     device=_device_gated(_on_color_per_image("random_solarize", autoaugment_ops.solarize), 1),
+    tunable=("threshold_range", "probability"),
 )
 def random_solarize(
     features: core.Features,
@@ -383,9 +387,8 @@ def random_solarize(
     demo_params={"probability": 1.0},
     draw=_gated_draw(),
     # The batched histograms cost the host 1.5x the per-example ones (docs/performance.md).
-    device=_device_gated(
-        _on_color_of_batch("random_equalize", device.equalize), 0, on_host=False
-    ),
+    device=_device_gated(_on_color_of_batch("random_equalize", device.equalize), 0, on_host=False),
+    tunable=("probability",),
 )
 def random_equalize(
     features: core.Features, drawn: draws.Drawn, *, probability: float = 0.5
@@ -411,6 +414,7 @@ def random_equalize(
     device=_device_gated(
         _on_color_of_batch("random_autocontrast", device.autocontrast), 0, on_host=False
     ),
+    tunable=("probability",),
 )
 def random_autocontrast(
     features: core.Features, drawn: draws.Drawn, *, probability: float = 0.5
@@ -436,6 +440,7 @@ def _invert(color: tf.Tensor, xp: Any = TENSORFLOW) -> tf.Tensor:
     demo_params={"probability": 1.0},
     draw=_gated_draw(),
     device=_device_gated(_on_color_of_batch("random_invert", _invert), 0, fidelity="exact"),
+    tunable=("probability",),
 )
 def random_invert(
     features: core.Features, drawn: draws.Drawn, *, probability: float = 0.5

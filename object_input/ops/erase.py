@@ -164,6 +164,7 @@ def _erase_batch(images, parameters, xp=TENSORFLOW, *, num_patches, fill_value, 
     device=device.DeviceStep(
         _erase_batch, size=lambda params: 3 + 4 * params["num_patches"], fidelity="distribution"
     ),
+    tunable=("size_range", "probability"),
 )
 def random_cutout(
     features: core.Features,

@@ -130,6 +130,7 @@ def _device_flip(axis: int) -> device.DeviceStep:
     demo_params={"probability": 1.0, "keypoint_flip_permutation": [1, 0]},
     draw=_flip_draw(1, "flip_left_right"),
     device=_device_flip(1),
+    tunable=("probability",),
 )
 def random_horizontal_flip(
     features: core.Features,
@@ -152,6 +153,7 @@ def random_horizontal_flip(
     demo_params={"probability": 1.0, "keypoint_flip_permutation": [0, 1]},
     draw=_flip_draw(0, "flip_up_down"),
     device=_device_flip(0),
+    tunable=("probability",),
 )
 def random_vertical_flip(
     features: core.Features,

@@ -67,16 +67,31 @@ def test_a_pipeline_built_in_a_fresh_state_reads_its_stages_from_disk(tmp_path, 
 
 def test_a_changed_parameter_is_never_read_from_another_parameters_file(tmp_path, monkeypatch):
     source = write(tmp_path / "data")
+    plain = arrays(oi.make_dataset(source, **options(augment=[_gain(1.0)], batch_size=None)))
+    _forget_in_memory()
+    reads = _Reads(monkeypatch)
+    halved = arrays(oi.make_dataset(source, **options(augment=[_gain(0.5)], batch_size=None)))
+    assert reads.traced >= 1  # the per-example function, and only what depends on the step
+    assert reads.read >= 1  # the stages before it: the same as the first pipeline's
+    for a, b in zip(plain, halved, strict=True):
+        np.testing.assert_allclose(a[fields.IMAGE] * 0.5, b[fields.IMAGE], rtol=1e-6)
+
+
+def test_a_changed_tunable_parameter_is_read_from_the_same_files(tmp_path, monkeypatch):
+    source = write(tmp_path / "data")
     flip = [("random_horizontal_flip", {"probability": 1.0})]
     flipped = arrays(oi.make_dataset(source, **options(augment=flip, batch_size=None)))
     _forget_in_memory()
     reads = _Reads(monkeypatch)
     unflip = [("random_horizontal_flip", {"probability": 0.0})]
     unflipped = arrays(oi.make_dataset(source, **options(augment=unflip, batch_size=None)))
-    assert reads.traced >= 1  # the per-example function, and only what depends on the step
-    assert reads.read >= 1  # the stages before it: the same as the flipped pipeline's
+    assert reads.traced == 0 and reads.read >= 1  # fed the new build's probability
     for a, b in zip(flipped, unflipped, strict=True):
         np.testing.assert_array_equal(a[fields.IMAGE][:, ::-1], b[fields.IMAGE])
+
+
+def _gain(gain):
+    return ("adjust_gamma", {"gain": gain})
 
 
 def test_another_source_or_option_gets_other_files(tmp_path):

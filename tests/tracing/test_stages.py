@@ -91,21 +91,44 @@ def test_a_file_changed_between_builds_is_read_as_it_is_now(tmp_path):
         arrays(oi.make_dataset(source, **options(augment=[])))
 
 
-def test_a_changed_parameter_traces_what_it_changes(tmp_path):
+def test_a_changed_tunable_parameter_traces_nothing(tmp_path):
     source = write(tmp_path / "data")
     unflipped = arrays(oi.make_dataset(source, **options(augment=[_flip(0.0)], batch_size=None)))
+    ours, theirs = _traces()
+    with ours as marked, theirs as plain:
+        dataset = oi.make_dataset(source, **options(augment=[_flip(1.0)], batch_size=None))
+    # The probability is the new pipeline's variable, fed to the function kept.
+    assert marked.call_count == 0 and plain.call_count == 0
+    flipped = arrays(dataset)
+    for a, b in zip(unflipped, flipped, strict=True):
+        np.testing.assert_array_equal(a[fields.IMAGE][:, ::-1], b[fields.IMAGE])
+    stages.clear()
+    trace_cache.clear()
+    assert_same(
+        flipped,
+        arrays(oi.make_dataset(source, **options(augment=[_flip(1.0)], batch_size=None))),
+    )
+
+
+def test_a_changed_parameter_traces_what_it_changes(tmp_path):
+    source = write(tmp_path / "data")
+    plain_gain = arrays(oi.make_dataset(source, **options(augment=[_gain(1.0)], batch_size=None)))
     kept = set(stages._kept)
     ours, theirs = _traces()
     with ours as marked, theirs:
-        flipped = arrays(oi.make_dataset(source, **options(augment=[_flip(1.0)], batch_size=None)))
-    assert marked.call_count >= 1  # the per-example function
+        halved = arrays(oi.make_dataset(source, **options(augment=[_gain(0.5)], batch_size=None)))
+    assert marked.call_count >= 1  # the per-example function: the gain is no tunable
     assert set(stages._kept) > kept
-    for a, b in zip(unflipped, flipped, strict=True):
-        np.testing.assert_array_equal(a[fields.IMAGE][:, ::-1], b[fields.IMAGE])
+    for a, b in zip(plain_gain, halved, strict=True):
+        np.testing.assert_allclose(a[fields.IMAGE] * 0.5, b[fields.IMAGE], rtol=1e-6)
 
 
 def _flip(probability):
     return ("random_horizontal_flip", {"probability": probability})
+
+
+def _gain(gain):
+    return ("adjust_gamma", {"gain": gain})
 
 
 # --- the keys ------------------------------------------------------------------------------

@@ -93,23 +93,29 @@ def _dataset(source, **options):
     return oi.make_dataset(source, **{"shuffle": False, "seed": 3, **options})
 
 
+# Kept: the decoder, each step and the per-example function; but a function that reads a
+# tuned step's variables (a tunable parameter) is the pipeline's own, fed to its stage instead.
 @pytest.mark.parametrize(
-    "steps, options",
+    "steps, options, least",
     [
-        ([("random_horizontal_flip", {"probability": 0.5}), "random_adjust_brightness"], {}),
+        ([("random_rotation90", {"probability": 0.5}), ("adjust_gamma", {"gamma": 1.5})], {}, 4),
         pytest.param(
             ["random_crop_image", "random_adjust_hue", "random_gaussian_blur"],
             {"image_size": (24, 32), "batch_size": 2},
+            2,
             marks=pytest.mark.slow,
         ),
         pytest.param(
             ["random_crop_image", "random_adjust_saturation"],
             {"trailing_steps": "exact"},
+            2,
             marks=pytest.mark.slow,
         ),
     ],
 )
-def test_a_pipeline_is_kept_when_built_again_and_gives_the_same_batches(tmp_path, steps, options):
+def test_a_pipeline_is_kept_when_built_again_and_gives_the_same_batches(
+    tmp_path, steps, options, least
+):
     source = _write(tmp_path / "data", seed=1)
     first = _batches(source, augment=steps, **options)
     assert not _kept()  # seen once: traced in place
@@ -117,7 +123,7 @@ def test_a_pipeline_is_kept_when_built_again_and_gives_the_same_batches(tmp_path
     _forget_stages()
     second = _batches(source, augment=steps, **options)
     kept = _kept()
-    assert len(kept) >= 3  # the decoder, each step, the per-example function
+    assert len(kept) >= least
     _forget_stages()
     third = _batches(source, augment=steps, **options)
     assert _kept() == kept
@@ -188,15 +194,14 @@ class _Scale:
 @pytest.mark.slow
 def test_a_changed_step_parameter_option_or_file_is_traced_afresh(tmp_path):
     source = _write(tmp_path / "data", seed=1)
-    no_flip = [("random_horizontal_flip", {"probability": 0.0})]
     for _ in range(2):
-        unflipped = _images(source, augment=no_flip)
+        plain = _images(source, augment=[("adjust_gamma", {"gain": 1.0})])
     kept = _kept()
     for _ in range(2):
-        flipped = _images(source, augment=[("random_horizontal_flip", {"probability": 1.0})])
+        halved = _images(source, augment=[("adjust_gamma", {"gain": 0.5})])
     assert len(_kept()) > len(kept)
-    for a, b in zip(unflipped, flipped, strict=True):
-        np.testing.assert_array_equal(a[:, ::-1], b)
+    for a, b in zip(plain, halved, strict=True):
+        np.testing.assert_allclose(a * 0.5, b, rtol=1e-6)
     for _ in range(2):
         resized = _images(source, image_size=(8, 12))
     assert {image.shape for image in resized} == {(8, 12, 3)}
