@@ -11,7 +11,7 @@
    the functions) and the first ``next()``, medians of ``--builds`` warm builds, and their
    total against the floor's; "standard, step changed" builds the standard pipeline with the
    brightness's ``max_delta`` (tunable) changed each time (the notebook loop), "crop changed"
-   with the crop's ``overlap_thresh`` (traced with); "buffer 16" and "num_epochs=1" are
+   with the crop's ``area_range`` (traced with); "buffer 16" and "num_epochs=1" are
    the standard pipeline as one exploring might ask for it.
 3. The same for no steps and standard with the TFRecord source not marking what it cannot
    read, so that ``make_dataset`` catches op errors per window of records
@@ -139,13 +139,16 @@ def first_batch_cpu(make: Callable[[], tf.data.Dataset], builds: int) -> tuple[f
     return tuple(statistics.median(column) for column in zip(*rows, strict=True))
 
 
-def changed_step(pattern: str, step: str, param: str, base: float) -> Callable[[], tf.data.Dataset]:
-    """The standard pipeline, ``step``'s ``param`` different at every build (from ``base``)."""
+def changed_step(
+    pattern: str, step: str, params: Callable[[float], dict[str, Any]]
+) -> Callable[[], tf.data.Dataset]:
+    """The standard pipeline, ``step`` with ``params(small)`` at every build, ``small`` a
+    number that grows from one build to the next."""
     builds = iter(range(1, 1_000_000))
 
     def make() -> tf.data.Dataset:
-        value = base + next(builds) * 1e-4
-        steps = [(name, {param: value}) if name == step else name for name in speed.STANDARD_STEPS]
+        given = params(next(builds) * 1e-4)
+        steps = [(name, given) if name == step else name for name in speed.STANDARD_STEPS]
         return speed.standard_dataset(pattern, 8, steps=steps)
 
     return make
@@ -186,10 +189,10 @@ def main() -> None:
             # The notebook loop: each build with one step's parameters changed, a tunable one
             # (fed to the kept functions) or one the functions are traced with.
             "standard, step changed": changed_step(
-                pattern, "random_adjust_brightness", "max_delta", 0.1
+                pattern, "random_adjust_brightness", lambda small: {"max_delta": 0.1 + small}
             ),
             "standard, crop changed": changed_step(
-                pattern, "random_crop_image", "overlap_thresh", 0.3
+                pattern, "random_crop_image", lambda small: {"area_range": (0.1 + small, 1.0)}
             ),
             # What a user exploring can ask for: the first batch without a whole pass read.
             "standard, buffer 16": functools.partial(

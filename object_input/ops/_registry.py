@@ -94,9 +94,9 @@ class StepSpec:
         return resolved
 
     def run(self, features: dict, seed: Any, params: Mapping[str, Any]) -> dict:
-        """The step on ``params`` as :meth:`resolve` gave them (checked there, not again): a
-        step with a draw draws, then applies, so that its ``tunable`` parameters may be float32
-        tensors (a pipeline's variables)."""
+        """The step on ``params`` as :meth:`resolve` gave them (checked there, not again), its
+        ``tunable`` ones possibly float32 tensors (a pipeline's variables): a step with a draw
+        draws, then applies."""
         if self.draw is None:
             return self.fn(features, seed=seed, **params)
         assert self.apply is not None
@@ -207,11 +207,13 @@ def register_step(
       (``make_dataset(trailing_steps="batched")``, the default, or ``"device"``), the draw
       taken per example; a colour step's device form with ``fused`` parts runs in the batch's
       compiled colour pass.
-    - ``tunable``: float parameters (numbers, or pairs of numbers) that only the ``draw``
-      reads, as tensors: the apply, the device form and its structure never read them. A
-      pipeline feeds them to its functions as variables, so that one built again with only
-      these changed (the notebook loop) runs the functions traced before
-      (:mod:`object_input.tracing.stages`) instead of tracing them again.
+    - ``tunable``: float parameters (numbers, or pairs of numbers) that the step reads as
+      tensors only: with a ``draw``, only the draw reads them (the apply, the device form and
+      its structure never do); without one, the step uses them as operands of ops, never in
+      Python (no branch, no attribute of an op). A pipeline feeds them to its functions as
+      variables, so that one built again with only these changed (the notebook loop) runs the
+      functions traced before (:mod:`object_input.tracing.stages`) instead of tracing them
+      again.
     """
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
@@ -230,8 +232,9 @@ def register_step(
         )
     if draw is not None and examples > 1:
         raise ValueError("draw applies to steps of one example (examples == 1) only")
-    if tunable and draw is None:
-        raise ValueError("tunable parameters are read by the draw alone: declare draw= too")
+    if tunable and draw is None and validate is not None:
+        # The step checks its parameters together when called: they must be numbers there.
+        raise ValueError("a step without a draw that validates its parameters has none tunable")
 
     def decorate(fn: Callable[..., dict]) -> Callable[..., dict]:
         step_name = name or fn.__name__

@@ -130,6 +130,7 @@ def _sample_window(
     checks=CROP_CHECKS,
     deferral="crop",
     od_api_fields=CROP_OD_API_FIELDS,
+    tunable=("min_object_covered", "overlap_thresh"),
 )
 def random_crop_image(
     features: core.Features,

@@ -1,9 +1,9 @@
-"""Tunable parameters: read by a step's draw alone, so that a pipeline can feed them as variables.
+"""Tunable parameters: read as tensors only, so that a pipeline can feed them as variables.
 
-For every registered step that declares ``tunable`` parameters: its apply, its device form and
-the stage's structure never read them (they get objects that fail when read), and the step
-tuned (its tunable parameters as variables) gives exactly what it gives untuned, per example
-and on the batch.
+For every registered step that declares ``tunable`` parameters: the step tuned (its tunable
+parameters as variables) gives exactly what it gives untuned, per example and on the batch;
+with a draw, its apply, its device form and the stage's structure never read them (they get
+objects that fail when read).
 """
 
 import numpy as np
@@ -66,9 +66,11 @@ def test_the_colour_steps_and_the_flips_are_tunable():
         "random_vertical_flip",
     } <= set(TUNABLE)
     assert get_step("random_adjust_contrast").tunable == ("min_delta", "max_delta")
+    # Without a draw, a step takes them as op operands.
+    assert get_step("random_crop_image").tunable == ("min_object_covered", "overlap_thresh")
 
 
-@pytest.mark.parametrize("name", TUNABLE)
+@pytest.mark.parametrize("name", [name for name in TUNABLE if get_step(name).draw is not None])
 def test_only_the_draw_reads_tunable_parameters(name):
     spec = get_step(name)
     features, seed = _example(), tf.constant([4, 2])
@@ -131,10 +133,17 @@ def _flipping(features, drawn, *, probability: float = 0.5, count: int = 1):
     return features
 
 
+def _unflipped(features, *, seed=None, probability: float = 0.5):
+    del seed, probability
+    return features
+
+
 def test_a_tunable_parameter_must_be_a_float_of_the_draw():
     draw = draws.Draw(lambda features, seed, **params: {})
-    with pytest.raises(ValueError, match="declare draw= too"):
-        register_step("test_no_draw", tunable=("probability",))(_flipping)
+    with pytest.raises(ValueError, match="validates its parameters has none tunable"):
+        register_step("test_no_draw", validate=lambda params: None, tunable=("probability",))(
+            _unflipped
+        )
     with pytest.raises(TypeError, match=r"tunable parameter 'count' must be declared float"):
         register_step("test_int", draw=draw, tunable=("count",))(_flipping)
     with pytest.raises(TypeError, match="tunable names unknown parameter 'missing'"):
