@@ -34,6 +34,7 @@ medians are reported. The machine may be shared: compare the ratios, not the abs
 from __future__ import annotations
 
 import argparse
+import gc
 import glob
 import os
 import subprocess
@@ -338,6 +339,8 @@ def cold(args: argparse.Namespace, pattern: str, files: list[str]) -> None:
     twice on an empty folder to see both) or without."""
     folder = stage_files.directory()
     kept = len(glob.glob(os.path.join(folder, "*.stage"))) if folder else 0
+    if args.collect_first:
+        gc.collect()
     timing = time_stream(pipelines(args, pattern, files)[args.pipeline], args.images)
     print(
         f"{LABELS[args.pipeline]}: built in {timing.build_s:.2f} s, "
@@ -527,6 +530,12 @@ def main() -> None:
     parser.add_argument("--queue-threads", type=int, default=2, help="train.batch num_threads")
     parser.add_argument(
         "--pipeline", choices=sorted(LABELS), default="standard", help="cold: which"
+    )
+    parser.add_argument(
+        "--collect-first",
+        action="store_true",
+        help="cold: run the full garbage collection that TensorFlow's import leaves due "
+        "before timing (any code after the import pays it)",
     )
     parser.add_argument("--shuffle-buffer", type=int, default=1000, help="rss: shuffle buffer")
     parser.add_argument("--every", type=int, default=50, help="rss: sample every N batches")

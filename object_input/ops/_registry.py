@@ -45,6 +45,8 @@ class StepSpec:
     ``output_size``, ``prepare``, ``od_api_fields``, ``demo_params``, ``draw``, ``device`` and
     ``tunable``. With a ``draw``, ``fn`` is the public step, which draws, and ``apply(features,
     drawn, **params)`` the function registered: the step's work on one example given the draw.
+    Without one, ``unchecked`` is the function registered, which ``fn`` may wrap in the
+    ``validate`` check.
     """
 
     name: str
@@ -65,6 +67,7 @@ class StepSpec:
     demo_params: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     draw: Any = None
     apply: Callable[..., dict] | None = None
+    unchecked: Callable[..., dict] | None = None
     device: Any = None
     tunable: tuple[str, ...] = ()
 
@@ -98,7 +101,8 @@ class StepSpec:
         ``tunable`` ones possibly float32 tensors (a pipeline's variables): a step with a draw
         draws, then applies."""
         if self.draw is None:
-            return self.fn(features, seed=seed, **params)
+            assert self.unchecked is not None
+            return self.unchecked(features, seed=seed, **params)
         assert self.apply is not None
         return self.apply(features, self.draw.sample(features, seed, **params), **params)
 
@@ -232,9 +236,6 @@ def register_step(
         )
     if draw is not None and examples > 1:
         raise ValueError("draw applies to steps of one example (examples == 1) only")
-    if tunable and draw is None and validate is not None:
-        # The step checks its parameters together when called: they must be numbers there.
-        raise ValueError("a step without a draw that validates its parameters has none tunable")
 
     def decorate(fn: Callable[..., dict]) -> Callable[..., dict]:
         step_name = name or fn.__name__
@@ -311,6 +312,7 @@ def register_step(
             demo_params=dict(demo_params or {}),
             draw=draw,
             apply=fn if draw is not None else None,
+            unchecked=fn if draw is None else None,
             device=device,
             tunable=tuple(tunable),
         )

@@ -172,6 +172,7 @@ def random_crop_image(
     writes=CROP_FIELDS,
     kind="geometry",
     checks={"aspect_ratio": positive, "overlap_thresh": in_range(0.0, 1.0)},
+    tunable=("aspect_ratio", "overlap_thresh"),
 )
 def random_crop_to_aspect_ratio(
     features: core.Features,
@@ -216,6 +217,7 @@ def random_crop_to_aspect_ratio(
     kind="geometry",
     checks={"height": positive, "width": positive, "overlap_thresh": in_range(0.0, 1.0)},
     demo_params={"height": 9, "width": 11},
+    tunable=("overlap_thresh",),
 )
 def random_crop_to_size(
     features: core.Features,
@@ -313,6 +315,7 @@ def random_square_crop_by_scale(
     kind="geometry",
     checks={"output_size": positive, "scale_min": positive, "scale_max": positive},
     validate=ordered(("scale_min", "scale_max")),
+    tunable=("scale_min", "scale_max"),
 )
 def random_scale_crop_and_pad_to_square(
     features: core.Features,

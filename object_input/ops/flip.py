@@ -173,6 +173,7 @@ def random_vertical_flip(
     kind="geometry",
     checks={"probability": in_range(0.0, 1.0)},
     demo_params={"probability": 1.0, "keypoint_rot_permutation": [0, 1]},
+    tunable=("probability",),
 )
 def random_rotation90(
     features: core.Features,

@@ -30,6 +30,7 @@ def _jitter_mode_check(value: str) -> str | None:
     writes=(fields.BOXES,),
     kind="geometry",
     checks={"ratio": in_range(0.0, 0.5), "jitter_mode": _jitter_mode_check},
+    tunable=("ratio",),
 )
 def random_jitter_boxes(
     features: core.Features,
@@ -123,6 +124,7 @@ def self_concat(features: core.Features, axis: int) -> core.Features:
         "concat_horizontal_probability": in_range(0.0, 1.0),
     },
     demo_params={"concat_vertical_probability": 1.0, "concat_horizontal_probability": 1.0},
+    tunable=("concat_vertical_probability", "concat_horizontal_probability"),
 )
 def random_self_concat_image(
     features: core.Features,

@@ -28,6 +28,7 @@ def _class_ids(values: Sequence[int]) -> str | None:
     checks={"dropped_label": positive, "drop_probability": in_range(0.0, 1.0)},
     od_api_fields={"dropped_label": "label"},
     demo_params={"dropped_label": 1},
+    tunable=("drop_probability",),
 )
 def drop_label_probabilistically(
     features: core.Features,
@@ -78,6 +79,7 @@ def remap_labels(
     writes=(fields.MULTICLASS_SCORES,),
     kind="label",
     checks={"temperature": positive},
+    tunable=("temperature",),
 )
 def convert_class_logits_to_softmax(
     features: core.Features, *, seed=None, temperature: float = 1.0

@@ -164,6 +164,7 @@ def random_absolute_pad_image(
     kind="geometry",
     checks={**CROP_CHECKS, **PADDED_SIZE_CHECKS, "pad_color": _non_empty},
     od_api_fields=CROP_OD_API_FIELDS,
+    tunable=("min_object_covered", "overlap_thresh"),
 )
 def random_crop_pad_image(
     features: core.Features,
@@ -206,6 +207,7 @@ def random_crop_pad_image(
     writes=(MOVED,),
     kind="geometry",
     checks={"aspect_ratio": positive, **PADDED_SIZE_CHECKS},
+    tunable=("aspect_ratio",),
 )
 def random_pad_to_aspect_ratio(
     features: core.Features,

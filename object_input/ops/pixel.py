@@ -111,6 +111,7 @@ def per_image_standardization(features: core.Features, *, seed=None) -> core.Fea
     kind="color",
     checks={"minval": non_negative, "maxval": non_negative},
     validate=ordered(("minval", "maxval")),
+    tunable=("minval", "maxval"),
 )
 def random_pixel_value_scale(
     features: core.Features, *, seed=None, minval: float = 0.9, maxval: float = 1.1
@@ -133,6 +134,7 @@ def random_pixel_value_scale(
         "size_to_image_ratio": in_range(0.0, 1.0),
     },
     demo_params={"probability": 1.0},
+    tunable=("probability", "size_to_image_ratio"),
 )
 def random_black_patches(
     features: core.Features,
@@ -184,6 +186,7 @@ def _quality_range_check(value: int) -> str | None:
         "random_coef": in_range(0.0, 1.0),
     },
     validate=ordered(("min_jpeg_quality", "max_jpeg_quality")),
+    tunable=("random_coef",),
 )
 def random_jpeg_quality(
     features: core.Features,
@@ -279,9 +282,8 @@ def _patch_gaussian_batch(images, parameters, xp=TENSORFLOW, **params):
     draw=draws.Draw(_draw_patch, encode=_patch_fraction),
     # The batch draws noise for every pixel and keeps the patch; per example only the patch
     # is drawn, 5x cheaper on the host (docs/performance.md).
-    device=device.DeviceStep(
-        _patch_gaussian_batch, size=8, fidelity="distribution", on_host=False
-    ),
+    device=device.DeviceStep(_patch_gaussian_batch, size=8, fidelity="distribution", on_host=False),
+    tunable=("min_gaussian_stddev", "max_gaussian_stddev"),
 )
 def random_patch_gaussian(
     features: core.Features,

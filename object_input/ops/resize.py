@@ -156,6 +156,7 @@ def random_resize_method(
     kind="geometry",
     checks={"min_scale_ratio": positive, "max_scale_ratio": positive},
     validate=ordered(("min_scale_ratio", "max_scale_ratio")),
+    tunable=("min_scale_ratio", "max_scale_ratio"),
 )
 def random_image_scale(
     features: core.Features,
@@ -183,6 +184,7 @@ def random_image_scale(
     },
     validate=ordered(("min_target_pixels", "max_target_pixels")),
     demo_params={"min_target_pixels": 50, "max_target_pixels": 100},
+    tunable=("random_coef",),
 )
 def random_downscale_to_target_pixels(
     features: core.Features,

@@ -133,19 +133,10 @@ def _flipping(features, drawn, *, probability: float = 0.5, count: int = 1):
     return features
 
 
-def _unflipped(features, *, seed=None, probability: float = 0.5):
-    del seed, probability
-    return features
-
-
 def test_a_tunable_parameter_must_be_a_float_of_the_draw():
     draw = draws.Draw(lambda features, seed, **params: {})
-    with pytest.raises(ValueError, match="validates its parameters has none tunable"):
-        register_step("test_no_draw", validate=lambda params: None, tunable=("probability",))(
-            _unflipped
-        )
     with pytest.raises(TypeError, match=r"tunable parameter 'count' must be declared float"):
         register_step("test_int", draw=draw, tunable=("count",))(_flipping)
     with pytest.raises(TypeError, match="tunable names unknown parameter 'missing'"):
         register_step("test_missing", draw=draw, tunable=("missing",))(_flipping)
-    assert not {"test_no_draw", "test_int", "test_missing"} & set(registered_steps())
+    assert not {"test_int", "test_missing"} & set(registered_steps())

@@ -110,6 +110,25 @@ def test_a_changed_tunable_parameter_traces_nothing(tmp_path):
     )
 
 
+def test_tuned_steps_give_the_batches_of_their_constants(tmp_path, monkeypatch):
+    source = write(tmp_path / "data", count=8)
+    # The crop runs before decoding (deferred), the colour steps on the batch.
+    steps = [
+        ("random_crop_image", {"min_object_covered": 0.2, "overlap_thresh": 0.4}),
+        ("random_horizontal_flip", {"probability": 0.7}),
+        ("random_black_patches", {"probability": 0.9, "size_to_image_ratio": 0.2}),
+        ("random_jitter_boxes", {"ratio": 0.1}),
+        ("random_adjust_brightness", {"max_delta": 0.3}),
+        ("random_adjust_contrast", {"min_delta": 0.6, "max_delta": 1.4}),
+    ]
+    chosen = options(augment=steps, image_size=(24, 32))
+    tuned = arrays(oi.make_dataset(source, **chosen))
+    stages.clear()
+    trace_cache.clear()
+    monkeypatch.setattr(oi.ops.Augmentation, "tuned", lambda self: self)
+    assert_same(tuned, arrays(oi.make_dataset(source, **chosen)))
+
+
 def test_a_changed_parameter_traces_what_it_changes(tmp_path):
     source = write(tmp_path / "data")
     plain_gain = arrays(oi.make_dataset(source, **options(augment=[_gain(1.0)], batch_size=None)))
