@@ -5,6 +5,7 @@
     python benchmarks/speed.py scaling  [--images 480] [--rounds 5]  # num_parallel_calls 1, 2, auto
     python benchmarks/speed.py ablation [--images 320] [--rounds 3]  # minus one step; step costs
     python benchmarks/speed.py rss      [--images 20000] [--shuffle-buffer 1000] [--every 50]
+    python benchmarks/speed.py tuned    [--images 480] [--rounds 6]  # variables vs constants
 
 Data (``--data``, default /tmp/oi-bench; ``--sets``): "noisy", generated 640×480 JPEGs of shapes on
 noise with 1–20 boxes, and "photos", random 640×480 crops of scikit-image's sample photographs as
@@ -42,6 +43,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from operator import attrgetter
+from unittest import mock
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -349,6 +351,25 @@ def cold(args: argparse.Namespace, pattern: str, files: list[str]) -> None:
     )
 
 
+def tuned(args: argparse.Namespace, pattern: str, files: list[str]) -> None:
+    """The standard pipeline as ``make_dataset`` builds it, its tunable parameters variables,
+    against the same steps with them as constants (what the per-example map pays to read them)."""
+    del files
+
+    def constants() -> Iterator[int]:
+        with mock.patch.object(oi.ops.Augmentation, "tuned", lambda self: self):
+            return dataset_batches(lambda: standard_dataset(pattern, args.batch_size))()
+
+    candidates = {
+        "standard, tunable parameters as variables": dataset_batches(
+            lambda: standard_dataset(pattern, args.batch_size)
+        ),
+        "standard, as constants": constants,
+    }
+    results = interleaved_streams(candidates, args.rounds, args.images)
+    report_streams(results, "standard, as constants")
+
+
 def scaling(args: argparse.Namespace, pattern: str, files: list[str]) -> None:
     """The standard pipeline with num_parallel_calls 1, 2 and AUTOTUNE."""
     candidates = {
@@ -511,12 +532,20 @@ def rss(args: argparse.Namespace, pattern: str, files: list[str]) -> None:
 COMMANDS = {
     "compare": compare,
     "cold": cold,
+    "tuned": tuned,
     "scaling": scaling,
     "ablation": ablation,
     "rss": rss,
 }
-DEFAULT_IMAGES = {"compare": 640, "cold": 8, "scaling": 480, "ablation": 320, "rss": 20000}
-DEFAULT_ROUNDS = {"compare": 5, "cold": 1, "scaling": 5, "ablation": 3, "rss": 1}
+DEFAULT_IMAGES = {
+    "compare": 640,
+    "cold": 8,
+    "scaling": 480,
+    "ablation": 320,
+    "rss": 20000,
+    "tuned": 480,
+}
+DEFAULT_ROUNDS = {"compare": 5, "cold": 1, "scaling": 5, "ablation": 3, "rss": 1, "tuned": 6}
 
 
 def main() -> None:
