@@ -310,12 +310,11 @@ def _build_dataset(opts: DatasetOptions) -> tf.data.Dataset:
             reproducible=opts.deterministic and (opts.seed is not None or not opts.shuffle),
         )
         progress = iterations.Progress(opts.reading.num_shards, opts.reading.shard_index, reads)
-    # Tunable parameters as variables: a rebuild with one changed runs the kept functions. Not
-    # on service workers, nor for a device stage, which other Keras backends run.
-    tuned = local and opts.trailing_steps != "device"
+    # Tunable parameters as variables: a rebuild with one changed runs the kept functions (not
+    # on service workers). A device stage here only draws; the model's runs the user's steps.
     steps = per_example.plan(
         opts.source,
-        opts.augment.tuned() if tuned else opts.augment,
+        opts.augment.tuned() if local else opts.augment,
         policy,
         seed=opts.seed,
         shard_index=opts.reading.shard_index,

@@ -122,11 +122,14 @@ def test_tuned_steps_give_the_batches_of_their_constants(tmp_path, monkeypatch):
         ("random_adjust_contrast", {"min_delta": 0.6, "max_delta": 1.4}),
     ]
     chosen = options(augment=steps, image_size=(24, 32))
-    tuned = arrays(oi.make_dataset(source, **chosen))
+    device = options(augment=steps, image_size=(24, 32), trailing_steps="device")
+    tuned = [arrays(oi.make_dataset(source, **given)) for given in (chosen, device)]
+    assert fields.DEVICE_PARAMETERS in tuned[1][0]  # the colour steps' draws, for the model
     stages.clear()
     trace_cache.clear()
     monkeypatch.setattr(oi.ops.Augmentation, "tuned", lambda self: self)
-    assert_same(tuned, arrays(oi.make_dataset(source, **chosen)))
+    for batches, given in zip(tuned, (chosen, device), strict=True):
+        assert_same(batches, arrays(oi.make_dataset(source, **given)))
 
 
 def test_a_changed_parameter_traces_what_it_changes(tmp_path):
