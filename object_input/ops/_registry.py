@@ -43,9 +43,9 @@ class StepSpec:
 
     The other facts are those other stages read (see :func:`register_step`): ``deferral``,
     ``output_size``, ``prepare``, ``od_api_fields``, ``demo_params``, ``draw``, ``device`` and
-    ``tunable``. With a ``draw``, ``fn`` is the public step, which draws, and ``apply(features,
-    drawn, **params)`` the function registered: the step's work on one example given the draw.
-    Without one, ``unchecked`` is the function registered, which ``fn`` may wrap in the
+    ``tunable``. ``registered`` is the function registered: with a ``draw``, the step's work
+    on one example given the draw, ``registered(features, drawn, **params)``, which ``fn``, the
+    public step, draws for; without one, the step itself, which ``fn`` may wrap in the
     ``validate`` check.
     """
 
@@ -58,6 +58,7 @@ class StepSpec:
     writes: tuple[str, ...]
     kind: str
     doc: str
+    registered: Callable[..., dict]
     validate: Validate | None = None
     examples: int = 1
     deferral: str | None = None
@@ -66,8 +67,6 @@ class StepSpec:
     od_api_fields: Mapping[str, str | tuple[str, str]] = dataclasses.field(default_factory=dict)
     demo_params: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     draw: Any = None
-    apply: Callable[..., dict] | None = None
-    unchecked: Callable[..., dict] | None = None
     device: Any = None
     tunable: tuple[str, ...] = ()
 
@@ -101,10 +100,8 @@ class StepSpec:
         ``tunable`` ones possibly float32 tensors (a pipeline's variables): a step with a draw
         draws, then applies."""
         if self.draw is None:
-            assert self.unchecked is not None
-            return self.unchecked(features, seed=seed, **params)
-        assert self.apply is not None
-        return self.apply(features, self.draw.sample(features, seed, **params), **params)
+            return self.registered(features, seed=seed, **params)
+        return self.registered(features, self.draw.sample(features, seed, **params), **params)
 
     def fixed(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """``params`` without the ``tunable`` ones: all that the step's apply, device form and
@@ -311,8 +308,7 @@ def register_step(
             od_api_fields=dict(od_api_fields or {}),
             demo_params=dict(demo_params or {}),
             draw=draw,
-            apply=fn if draw is not None else None,
-            unchecked=fn if draw is None else None,
+            registered=fn,
             device=device,
             tunable=tuple(tunable),
         )

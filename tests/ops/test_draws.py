@@ -62,13 +62,15 @@ def test_every_batched_step_declares_its_draw_and_the_per_example_step_takes_it(
     assert len(BATCHED) >= 21
     for name in BATCHED:
         spec = get_step(name)
-        assert isinstance(spec.draw, Draw) and spec.apply is not None, name
+        assert isinstance(spec.draw, Draw), name
         params = spec.resolve(spec.demo_params)
         features = example(1)
         seed = tf.constant([3, 4])
         drawn = spec.draw.sample(features, seed, **params)
         # The step is its registered work applied to the draw, with no randomness of its own.
-        _same(spec.fn(features, seed=seed, **params), spec.apply(features, drawn, **params), name)
+        _same(
+            spec.fn(features, seed=seed, **params), spec.registered(features, drawn, **params), name
+        )
 
 
 @pytest.mark.parametrize("name", BATCHED)

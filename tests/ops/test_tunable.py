@@ -75,8 +75,8 @@ def test_only_the_draw_reads_tunable_parameters(name):
     spec = get_step(name)
     features, seed = _example(), tf.constant([4, 2])
     drawn = spec.draw.sample(features, seed, **_params(name))
-    expected = spec.apply(features, drawn, **_params(name))
-    _same(expected, spec.apply(features, drawn, **_unread(name)))
+    expected = spec.registered(features, drawn, **_params(name))
+    _same(expected, spec.registered(features, drawn, **_unread(name)))
     if spec.device is not None:
         device = spec.device
         assert device.num_parameters(_unread(name)) == device.num_parameters(_params(name))
@@ -133,7 +133,7 @@ def _flipping(features, drawn, *, probability: float = 0.5, count: int = 1):
     return features
 
 
-def test_a_tunable_parameter_must_be_a_float_of_the_draw():
+def test_a_tunable_parameter_must_be_a_declared_float():
     draw = draws.Draw(lambda features, seed, **params: {})
     with pytest.raises(TypeError, match=r"tunable parameter 'count' must be declared float"):
         register_step("test_int", draw=draw, tunable=("count",))(_flipping)
