@@ -62,8 +62,17 @@ def traced(fn: Callable[..., Any], transformation: str, **inputs: Any) -> Wrappe
 
 def on_cpu_options(dataset: tf.data.Dataset) -> tf.data.Dataset:
     """``dataset`` with :data:`OPTIONS`, at a pipeline's top level (inside a function, options
-    are the pipeline's)."""
-    return dataset if tf.inside_function() else dataset.with_options(OPTIONS)
+    are the pipeline's), unless its input has them: each ``with_options`` is a dataset op and a
+    merge of every option, 1.5 ms of a build."""
+    if tf.inside_function() or _has_options(dataset):
+        return dataset
+    return dataset.with_options(OPTIONS)
+
+
+def _has_options(dataset: tf.data.Dataset) -> bool:
+    # What tf.data merged from the inputs when it made the dataset (options() would run an op).
+    merged = getattr(dataset, "_options_attr", None)
+    return merged is not None and merged.experimental_optimization.inject_prefetch is False
 
 
 def _on_cpu(tensor: tf.Tensor) -> bool:

@@ -73,6 +73,18 @@ def test_it_runs_under_tf_data_default_options_without_make_dataset():
     assert [b[1].tolist() for b in batches.as_numpy_iterator()] == [[0, 1, 4, 9], [16, 25]]
 
 
+def test_a_map_over_a_marked_stage_keeps_its_options_without_setting_them_again():
+    first = _maps.map_on_cpu(tf.data.Dataset.range(4), lambda i: i + 1)
+    second = _maps.map_on_cpu(first, lambda i: i * 10)
+    assert isinstance(first, tf.data.Dataset) and type(first).__name__ == "_OptionsDataset"
+    assert _marked(second)  # the map itself, no options dataset over it
+    assert second.options().experimental_optimization.inject_prefetch is False
+    batches = second.batch(3).prefetch(1).with_options(tf.data.Options())
+    assert [b.tolist() for b in batches.as_numpy_iterator()] == [[10, 20, 30], [40]]
+    plain = _maps.map_on_cpu(tf.data.Dataset.range(2).with_options(tf.data.Options()), abs)
+    assert type(plain).__name__ == "_OptionsDataset"
+
+
 def test_state_on_the_cpu_is_read_and_written_in_order():
     total = tf.Variable(tf.constant(0, tf.int64))
     running = _maps.map_on_cpu(tf.data.Dataset.range(1, 5), lambda i: total.assign_add(i))
