@@ -62,6 +62,8 @@ MAX_KEY_PARTS = 20_000
 MAX_ARRAY_BYTES = 1 << 20
 
 _ATOMS = (type(None), bool, int, float, complex, str, bytes, enum.Enum)
+_PLAIN_ATOMS = frozenset({type(None), bool, int, str, bytes})
+_CONTAINERS = frozenset({tuple, list, dict, set, frozenset})
 # Identity is their meaning: a redefined function or class is another one.
 _BY_IDENTITY = (
     types.FunctionType,
@@ -143,6 +145,11 @@ class _Walk:
         if self.parts > MAX_KEY_PARTS:
             raise _Unkeyable
         kind = type(value)
+        # The kinds most parts are, by their exact type, before the checks a subclass needs.
+        if kind in _PLAIN_ATOMS:
+            return (kind, value)
+        if kind in _CONTAINERS:
+            return self._opened(value)
         if isinstance(value, float):
             # repr tells 0.0 from -0.0 and keeps nan equal to itself.
             return (kind, repr(value))
@@ -189,11 +196,14 @@ class _Walk:
             return (kind, value.dtype.str, value.shape, digest.digest())
         if isinstance(value, np.generic):
             return (kind, value.item())
+        return self._opened(value)
+
+    def _opened(self, value: Any) -> Any:
         if id(value) in self.open:
             raise _Unkeyable  # a cycle
         self.open.add(id(value))
         try:
-            return (kind, self._contents(value))
+            return (type(value), self._contents(value))
         finally:
             self.open.discard(id(value))
 
@@ -429,7 +439,12 @@ def _installed() -> bytes:
 
 def _describe(part: Any, digest: Any) -> None:
     """Feed ``digest`` a description of one part of a key that names nothing by its id."""
-    if isinstance(part, tuple):
+    kind = type(part)
+    if kind in _PLAIN_ATOMS:
+        digest.update(f"{kind.__name__}:{part!r}\0".encode())
+    elif kind is type:  # one leads every part
+        digest.update(_type_text(part))
+    elif isinstance(part, tuple):
         digest.update(b"(")
         for item in part:
             _describe(item, digest)
@@ -515,6 +530,12 @@ def _code_file(filename: str) -> tuple[str, str]:
 def _type_name(kind: type) -> str:
     """A class's :func:`_durable_name`, once per class: one leads every part of a key."""
     return "type:" + _durable_name(kind)
+
+
+@functools.lru_cache(maxsize=4096)
+def _type_text(kind: type) -> bytes:
+    """What :func:`_describe` feeds the digest for a class."""
+    return _type_name(kind).encode() + b"\0"
 
 
 def _durable_name(value: Any) -> str:
