@@ -21,7 +21,7 @@ from object_input import batching, fields, iterations, partners
 from object_input.ops import Augmentation
 from object_input.ops import _core as core
 from object_input.ops._device_stage import DeviceStage
-from object_input.ops._registry import get_step, registered_steps
+from object_input.ops._registry import ConfigError, get_step
 from object_input.ops.resize import resize_features
 from object_input.reliability.error_policy import ErrorPolicy
 from object_input.sources import Source
@@ -226,10 +226,12 @@ def deferrable_prefix(step_names: Sequence[str]) -> int:
     A step may run before decoding when its registration declares a ``deferral``; the prefix
     ends at its last ``"crop"``, since only a crop makes decoding less.
     """
-    registered = set(registered_steps())
     deferrals = []
     for name in step_names:
-        deferral = get_step(name).deferral if name in registered else None
+        try:
+            deferral = get_step(name).deferral
+        except ConfigError:  # reported where the steps are resolved
+            deferral = None
         if deferral is None:
             break
         deferrals.append(deferral)

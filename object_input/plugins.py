@@ -13,8 +13,10 @@ registers::
     [project.entry-points."object_input.sources"]
     my_format = "my_package.source"
 
-Importing ``object_input.ops`` (or ``object_input.sources``) imports the installed plugins of
-its group; their steps and sources are then used exactly like the built-in ones.
+The step registry imports the plugins of :data:`STEPS` the first time it is asked for a step it
+does not know, or for the list (:func:`object_input.ops._registry.load_all`); importing
+``object_input.sources`` imports those of :data:`SOURCES`. Their steps and sources are then used
+exactly like the built-in ones.
 """
 
 from __future__ import annotations

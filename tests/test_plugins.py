@@ -17,7 +17,7 @@ import pytest
 from object_input import ops, plugins, sources
 
 # What each group's package asks of a plugin module: that it registered something.
-REGISTERED = {plugins.STEPS: ops._registers_a_step, plugins.SOURCES: sources._defined_sources}
+REGISTERED = {plugins.STEPS: ops.registers_a_step, plugins.SOURCES: sources._defined_sources}
 
 STEPS = '''
 from object_input import fields

@@ -199,8 +199,6 @@ _BLOCK_NAMES = re.compile(r"<!-- params: (\w+) -->")
 
 def main(argv: Sequence[str]) -> int:
     """Regenerate the tables of the Markdown files named in ``argv`` in place."""
-    import object_input.ops  # noqa: F401  (registers every built-in step)
-
     for path in argv:
         with open(path, encoding="utf-8") as handle:
             page = handle.read()

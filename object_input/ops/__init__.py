@@ -1,38 +1,34 @@
 """Augmentation ops: pure functions over one example's feature dict, registered by step name.
 
-Importing this package imports every module in it, each registering its steps (a new op module
-needs no import added here), then the modules that installed plugins name in the entry-point
-group ``object_input.steps`` (:mod:`object_input.plugins`). Every registered step is
-``object_input.ops.<step>``; ``registered_steps()`` lists them.
+Every registered step is ``object_input.ops.<step>``; ``registered_steps()`` lists them. Each op
+module registers its steps when imported; importing this package imports those whose helpers it
+exports, and the registry imports every other one (a new op module needs no import added here)
+and the modules that installed plugins name in the entry-point group ``object_input.steps``
+(:mod:`object_input.plugins`) the first time it is asked for a step it does not know, or for
+the list (:func:`~object_input.ops._registry.load_all`).
 """
 
-from object_input import plugins
-from object_input.ops._compose import Augmentation, normalize_step
-from object_input.ops._registry import (
+from typing import Any
+
+# Re-exported: ``__all__`` is computed below, the steps being imported on demand.
+from object_input.ops._compose import Augmentation, normalize_step  # noqa: F401
+from object_input.ops._registry import (  # noqa: F401
     ConfigError,
     StepSpec,
     get_step,
     register_step,
     registered_steps,
+    registers_a_step,
     unregister_step,
 )
-from object_input.ops.color import ColorStep
-from object_input.ops.crop import crop_to_window
-from object_input.ops.flip import flip_left_right, flip_up_down, rotate90
-from object_input.ops.labels import IMAGE_CLASSES_MULTI_HOT
-from object_input.ops.pad import pad_to_window
+from object_input.ops.color import ColorStep  # noqa: F401
+from object_input.ops.crop import crop_to_window  # noqa: F401
+from object_input.ops.flip import flip_left_right, flip_up_down, rotate90  # noqa: F401
+from object_input.ops.labels import IMAGE_CLASSES_MULTI_HOT  # noqa: F401
+from object_input.ops.pad import pad_to_window  # noqa: F401
 
-
-def _registers_a_step(module) -> bool:
-    return any(get_step(name).fn.__module__ == module.__name__ for name in registered_steps())
-
-
-plugins.import_package(__name__, __path__)
-plugins.load_group(plugins.STEPS, _registers_a_step)
-globals().update({name: get_step(name).fn for name in registered_steps()})
-
-# The names that are not steps; the steps follow.
-__all__ = [
+# The names that are not steps; the steps follow (``__all__`` lists them all).
+_NAMES = [
     "IMAGE_CLASSES_MULTI_HOT",
     "Augmentation",
     "ColorStep",
@@ -49,4 +45,18 @@ __all__ = [
     "rotate90",
     "unregister_step",
 ]
-__all__ += registered_steps()
+
+
+def __getattr__(name: str) -> Any:
+    if name == "__all__":
+        return [*_NAMES, *registered_steps()]
+    if name.startswith("__"):
+        raise AttributeError(name)
+    try:
+        return get_step(name).fn
+    except ConfigError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *registered_steps()})
