@@ -10,7 +10,7 @@ Op modules register their steps when imported. ``object_input.ops`` imports a fe
 helpers it exports, the standard pipeline's steps among them); the first name the registry does
 not know, a listing, and a step registered from outside the package import the rest of the op
 modules and the installed plugins (:func:`load_all`). A pipeline of those first steps alone
-skips importing the others (0.05 s of a fresh process's first build).
+skips importing the others: 23 modules, 0.02 s of a fresh process's first build.
 """
 
 from __future__ import annotations
