@@ -14,10 +14,11 @@ import textwrap
 
 import pytest
 
-from object_input import ops, plugins, sources
+from object_input import plugins, sources
+from object_input.ops import _registry
 
 # What each group's package asks of a plugin module: that it registered something.
-REGISTERED = {plugins.STEPS: ops.registers_a_step, plugins.SOURCES: sources._defined_sources}
+REGISTERED = {plugins.STEPS: _registry.registers_a_step, plugins.SOURCES: sources._defined_sources}
 
 STEPS = '''
 from object_input import fields

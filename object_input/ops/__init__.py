@@ -5,30 +5,28 @@ module registers its steps when imported; importing this package imports those w
 exports, and the registry imports every other one (a new op module needs no import added here)
 and the modules that installed plugins name in the entry-point group ``object_input.steps``
 (:mod:`object_input.plugins`) the first time it is asked for a step it does not know, or for
-the list (:func:`~object_input.ops._registry.load_all`).
+the list (:func:`~object_input.ops._registry.load_all`); ``__all__`` names the steps from then on.
 """
 
 from typing import Any
 
-# Re-exported: ``__all__`` is computed below, the steps being imported on demand.
-from object_input.ops._compose import Augmentation, normalize_step  # noqa: F401
-from object_input.ops._registry import (  # noqa: F401
+from object_input.ops._compose import Augmentation, normalize_step
+from object_input.ops._registry import (
     ConfigError,
     StepSpec,
     get_step,
     register_step,
     registered_steps,
-    registers_a_step,
     unregister_step,
 )
-from object_input.ops.color import ColorStep  # noqa: F401
-from object_input.ops.crop import crop_to_window  # noqa: F401
-from object_input.ops.flip import flip_left_right, flip_up_down, rotate90  # noqa: F401
-from object_input.ops.labels import IMAGE_CLASSES_MULTI_HOT  # noqa: F401
-from object_input.ops.pad import pad_to_window  # noqa: F401
+from object_input.ops.color import ColorStep
+from object_input.ops.crop import crop_to_window
+from object_input.ops.flip import flip_left_right, flip_up_down, rotate90
+from object_input.ops.labels import IMAGE_CLASSES_MULTI_HOT
+from object_input.ops.pad import pad_to_window
 
-# The names that are not steps; the steps follow (``__all__`` lists them all).
-_NAMES = [
+# The names that are not steps; loading the steps (``load_all``) adds theirs.
+__all__ = [
     "IMAGE_CLASSES_MULTI_HOT",
     "Augmentation",
     "ColorStep",
@@ -48,8 +46,6 @@ _NAMES = [
 
 
 def __getattr__(name: str) -> Any:
-    if name == "__all__":
-        return [*_NAMES, *registered_steps()]
     if name.startswith("__"):
         raise AttributeError(name)
     try:

@@ -403,6 +403,7 @@ def load_all() -> None:
             raise
         # ``object_input.ops.<step>`` is the step, also where a module has its name.
         vars(package).update({step: spec.fn for step, spec in _STEPS.items()})
+        package.__all__ += sorted(set(_STEPS) - set(package.__all__))
         _loaded = "loaded"
 
 
