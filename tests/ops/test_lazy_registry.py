@@ -13,7 +13,6 @@ SCRIPT = textwrap.dedent(
     import sys
 
     import numpy as np
-    import tensorflow as tf
 
     import object_input as oi
     from object_input.ops import _registry
